@@ -1,0 +1,39 @@
+"""Installs vit_jax: transformers (ViT, Mixer, BERT, GPT, seq2seq) in JAX/Flax."""
+
+import setuptools
+
+INSTALL_REQUIRES = [
+    "jax>=0.10.2,<0.11",
+    "flax>=0.12.8,<0.13",
+    "optax>=0.2.8",
+    "orbax-checkpoint>=0.12.8,<0.13",
+    # Input pipelines only; TF never touches an accelerator (see vit_jax/data).
+    "tensorflow-cpu>=2.21,<2.22",
+    "tensorflow-datasets>=4.9.10",
+    "ml-collections>=1.1.0",
+    "numpy>=2.0",
+    "scikit-learn>=1.5",  # ships the embedded digits dataset
+    "tqdm",
+    "tensorboardX",
+    "safetensors",
+    "sentencepiece",
+    "tokenizers",
+]
+
+TEST_REQUIRES = [
+    "pytest",
+    "pytest-xdist",
+    # Test-only comparisons against Hugging Face; this exact CPU build lies on disk.
+    "torch==2.13.0",
+    "transformers",
+]
+
+setuptools.setup(
+    name="vit_jax",
+    version="0.1.0",
+    description="Vision Transformers and friends (Mixer, BERT, GPT, seq2seq) in JAX/Flax.",
+    python_requires=">=3.11",
+    packages=setuptools.find_packages(include=["vit_jax", "vit_jax.*"]),
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"test": TEST_REQUIRES},
+)
