@@ -1,0 +1,91 @@
+"""Attention: weights by hand, implementations agree, masks, padding, cross-attention."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vit_jax.models import attention
+from vit_jax.models import masks
+
+
+def make(num_heads=4, **kw):
+  return attention.MultiHeadAttention(num_heads=num_heads, **kw)
+
+
+def test_weights_equal_softmax_by_hand_and_rows_sum_to_one():
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 16))
+  layer = make()
+  params = layer.init(jax.random.PRNGKey(1), x)
+  _, weights = layer.apply(params, x, return_weights=True)
+  p = params["params"]
+  q = np.einsum("btd,dhk->bthk", x, p["query"]["kernel"]) + p["query"]["bias"]
+  k = np.einsum("btd,dhk->bthk", x, p["key"]["kernel"]) + p["key"]["bias"]
+  logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(q.shape[-1])
+  expected = np.exp(logits - logits.max(-1, keepdims=True))
+  expected /= expected.sum(-1, keepdims=True)
+  np.testing.assert_allclose(weights, expected, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(weights).sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "padding"])
+def test_xla_and_einsum_implementations_agree(mask_kind):
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 6, 16))
+  mask = {"none": None, "causal": masks.causal_mask(6, 2),
+          "padding": masks.padding_mask(jnp.array([[1] * 6, [1] * 4 + [0] * 2]))}[mask_kind]
+  params = make().init(jax.random.PRNGKey(1), x)
+  out_xla = make(implementation="xla").apply(params, x, mask=mask)
+  out_ref = make(implementation="einsum").apply(params, x, mask=mask)
+  rows = slice(None) if mask_kind != "padding" else (0,)
+  np.testing.assert_allclose(np.asarray(out_xla)[rows], np.asarray(out_ref)[rows], atol=1e-5)
+
+
+def test_padding_leaves_other_outputs_unchanged():
+  x = jax.random.normal(jax.random.PRNGKey(0), (1, 5, 16))
+  padded = jnp.concatenate([x, jax.random.normal(jax.random.PRNGKey(2), (1, 3, 16)) * 9.0], axis=1)
+  layer = make()
+  params = layer.init(jax.random.PRNGKey(1), x)
+  out = layer.apply(params, x)
+  valid = jnp.array([[1] * 5 + [0] * 3])
+  out_padded = layer.apply(params, padded, mask=masks.padding_mask(valid))
+  np.testing.assert_allclose(out_padded[:, :5], out, atol=1e-5)
+
+
+def test_cross_attention_shapes_and_key_mask():
+  q = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 16))
+  kv = jax.random.normal(jax.random.PRNGKey(1), (2, 7, 8))
+  layer = make(qkv_features=32)
+  params = layer.init(jax.random.PRNGKey(2), q, kv)
+  out, weights = layer.apply(params, q, kv, return_weights=True)
+  assert out.shape == (2, 3, 16) and weights.shape == (2, 4, 3, 7)
+  mask = masks.padding_mask(jnp.ones((2, 3)), jnp.array([[1] * 7, [1] * 2 + [0] * 5]))
+  _, weights = layer.apply(params, q, kv, mask=mask, return_weights=True)
+  assert float(jnp.abs(weights[1, :, :, 2:]).max()) == 0.0
+
+
+def test_attention_dropout_needs_rng_and_changes_weights():
+  x = jax.random.normal(jax.random.PRNGKey(0), (1, 4, 16))
+  layer = make(dropout_rate=0.5)
+  params = layer.init(jax.random.PRNGKey(1), x)
+  eval_out = layer.apply(params, x)
+  train_out = layer.apply(params, x, deterministic=False, rngs={"dropout": jax.random.PRNGKey(3)})
+  assert not np.allclose(eval_out, train_out)
+
+
+def test_mismatched_mask_shape_is_a_clear_error():
+  x = jnp.zeros((2, 5, 16))
+  layer = make()
+  params = layer.init(jax.random.PRNGKey(1), x)
+  with pytest.raises(ValueError, match=r"mask has shape \(2, 1, 4, 4\).*\(2, 4, 5, 5\)"):
+    layer.apply(params, x, mask=masks.causal_mask(4, 2))
+
+
+def test_heads_must_divide_width():
+  with pytest.raises(ValueError, match="not divisible by num_heads=3"):
+    make(num_heads=3).init(jax.random.PRNGKey(0), jnp.zeros((1, 2, 16)))
+
+
+def test_segment_mask_blocks_other_segments_and_padding():
+  seg = jnp.array([[1, 1, 2, 2, 0]])
+  m = np.asarray(masks.segment_mask(seg))[0, 0]
+  assert m[0, 1] and m[2, 3] and not m[1, 2] and not m[3, 0] and not m[:, 4].any()

@@ -1,0 +1,157 @@
+"""Multi-head scaled dot-product attention with masks, cross-attention, a KV cache and RoPE.
+
+Parameter names and shapes follow `flax.linen.MultiHeadDotProductAttention` (query/key/value
+kernels D x H x Dh, out kernel H x Dh x D), which is also the layout of the original ViT and
+big_vision checkpoints, so those load without reshaping.
+
+Shape letters: B batch, T query length, S key length, D model width, H heads, K head width.
+"""
+
+from typing import Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from vit_jax.models import masks as masks_lib
+from vit_jax.models import position
+
+IMPLEMENTATIONS = ("xla", "cudnn", "einsum")
+
+
+def einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None, *, dropout_fn=None):
+  """Reference attention: softmax(Q K^T / sqrt(K)) V, also returning the weights (B, H, T, S)."""
+  depth = q_BxTxHxK.shape[-1]
+  logits_BxHxTxS = jnp.einsum("bthk,bshk->bhts", q_BxTxHxK, k_BxSxHxK) / jnp.sqrt(depth).astype(
+      q_BxTxHxK.dtype)
+  logits_BxHxTxS = logits_BxHxTxS.astype(jnp.float32)  # softmax in fp32 even under bf16
+  if mask is not None:
+    logits_BxHxTxS = jnp.where(mask, logits_BxHxTxS, jnp.finfo(jnp.float32).min)
+  weights_BxHxTxS = jax.nn.softmax(logits_BxHxTxS, axis=-1)
+  if dropout_fn is not None:
+    weights_BxHxTxS = dropout_fn(weights_BxHxTxS)
+  out_BxTxHxK = jnp.einsum("bhts,bshk->bthk", weights_BxHxTxS.astype(v_BxSxHxK.dtype), v_BxSxHxK)
+  return out_BxTxHxK, weights_BxHxTxS
+
+
+class MultiHeadAttention(nn.Module):
+  """Multi-head attention. Self-attention when `inputs_kv` is None, cross-attention otherwise.
+
+  Attributes:
+    num_heads: number of heads H; the projection width must be divisible by it.
+    qkv_features: width of the Q/K/V projections (default: input width).
+    out_features: output width (default: input width).
+    dropout_rate: dropout on the attention weights (forces the einsum path in training).
+    implementation: "xla" or "cudnn" (jax.nn.dot_product_attention) or "einsum" (reference).
+    rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
+    decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding).
+  """
+  num_heads: int
+  qkv_features: Optional[int] = None
+  out_features: Optional[int] = None
+  dropout_rate: float = 0.0
+  use_bias: bool = True
+  implementation: str = "xla"
+  rope: bool = False
+  rope_base: float = 10_000.0
+  decode: bool = False
+  dtype: jnp.dtype = jnp.float32
+  param_dtype: jnp.dtype = jnp.float32
+  kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
+
+  @nn.compact
+  def __call__(self, inputs_q_BxTxD, inputs_kv_BxSxD=None, mask=None, *, deterministic: bool = True,
+               return_weights: bool = False, positions_q_BxT=None, positions_kv_BxS=None):
+    if self.implementation not in IMPLEMENTATIONS:
+      raise ValueError(f"Unknown attention implementation {self.implementation!r}; "
+                       f"choose one of {IMPLEMENTATIONS}.")
+    self_attention = inputs_kv_BxSxD is None
+    if self_attention:
+      inputs_kv_BxSxD = inputs_q_BxTxD
+    features = self.qkv_features or inputs_q_BxTxD.shape[-1]
+    if features % self.num_heads:
+      raise ValueError(f"Attention width {features} is not divisible by num_heads={self.num_heads}.")
+    head_dim = features // self.num_heads
+
+    def projection(name):
+      return nn.DenseGeneral((self.num_heads, head_dim), use_bias=self.use_bias, dtype=self.dtype,
+                             param_dtype=self.param_dtype, kernel_init=self.kernel_init, name=name)
+
+    q_BxTxHxK = projection("query")(inputs_q_BxTxD)
+    k_BxSxHxK = projection("key")(inputs_kv_BxSxD)
+    v_BxSxHxK = projection("value")(inputs_kv_BxSxD)
+
+    batch, q_len = inputs_q_BxTxD.shape[:2]
+    if self.decode:
+      if not self_attention:
+        raise ValueError("The KV cache is for self-attention; cross-attention keys do not grow.")
+      k_BxSxHxK, v_BxSxHxK, mask, positions_q_BxT = self._update_cache(
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, positions_q_BxT)
+      positions_kv_BxS = None  # cached keys were rotated when they were written
+    elif self.rope:
+      if positions_q_BxT is None:
+        positions_q_BxT = jnp.broadcast_to(jnp.arange(q_len), (batch, q_len))
+      if positions_kv_BxS is None:
+        positions_kv_BxS = (positions_q_BxT if self_attention else
+                            jnp.broadcast_to(jnp.arange(k_BxSxHxK.shape[1]), k_BxSxHxK.shape[:2]))
+    if self.rope:
+      q_BxTxHxK = position.apply_rope(q_BxTxHxK, positions_q_BxT, self.rope_base)
+      if positions_kv_BxS is not None:
+        k_BxSxHxK = position.apply_rope(k_BxSxHxK, positions_kv_BxS, self.rope_base)
+
+    if mask is not None:
+      masks_lib.check_mask_shape(mask, batch, self.num_heads, q_len, k_BxSxHxK.shape[1])
+      mask = mask.astype(bool)
+
+    use_dropout = self.dropout_rate > 0.0 and not deterministic
+    weights = None
+    if self.implementation == "einsum" or return_weights or use_dropout:
+      dropout_fn = None
+      if use_dropout:
+        dropout_fn = lambda w: nn.Dropout(self.dropout_rate)(w, deterministic=False)
+      out_BxTxHxK, weights = einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask,
+                                              dropout_fn=dropout_fn)
+    else:
+      out_BxTxHxK = jax.nn.dot_product_attention(
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation=self.implementation)
+
+    out_BxTxD = nn.DenseGeneral(self.out_features or inputs_q_BxTxD.shape[-1], axis=(-2, -1),
+                                use_bias=self.use_bias, dtype=self.dtype,
+                                param_dtype=self.param_dtype, kernel_init=self.kernel_init,
+                                name="out")(out_BxTxHxK)
+    if return_weights:
+      return out_BxTxD, weights
+    return out_BxTxD
+
+  def _update_cache(self, q_BxTxHxK, k_BxTxHxK, v_BxTxHxK, mask, positions_q_BxT):
+    """Writes the new keys/values at the cache index and returns the whole cache to attend over.
+
+    The first call (during `init`) sizes the cache from the input: pass a (B, max_len, D) dummy.
+    """
+    initialized = self.has_variable("cache", "cached_key")
+    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_BxTxHxK.shape, k_BxTxHxK.dtype)
+    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_BxTxHxK.shape, v_BxTxHxK.dtype)
+    cache_index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
+    batch, new_len = q_BxTxHxK.shape[:2]
+    start = cache_index.value if initialized else jnp.array(0, jnp.int32)
+    if positions_q_BxT is None:
+      positions_q_BxT = jnp.broadcast_to(start + jnp.arange(new_len), (batch, new_len))
+    if self.rope:  # store keys already rotated, so each is rotated once
+      k_BxTxHxK = position.apply_rope(k_BxTxHxK, positions_q_BxT, self.rope_base)
+    if not initialized:  # init call: plain causal attention over the dummy input
+      causal = masks_lib.causal_mask(new_len, batch)
+      return k_BxTxHxK, v_BxTxHxK, masks_lib.combine(causal, mask), positions_q_BxT
+
+    max_len = cached_k.value.shape[1]
+    zero = jnp.array(0, start.dtype)
+    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_BxTxHxK.astype(cached_k.value.dtype),
+                                                  (zero, start, zero, zero))
+    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_BxTxHxK.astype(cached_v.value.dtype),
+                                                  (zero, start, zero, zero))
+    cache_index.value = start + new_len
+    # Query t (at absolute slot start + t) sees cache slots <= start + t.
+    slots_S = jnp.arange(max_len)
+    query_slots_T = start + jnp.arange(new_len)
+    visible_TxS = slots_S[None, :] <= query_slots_T[:, None]
+    visible = jnp.broadcast_to(visible_TxS, (batch, 1, new_len, max_len))
+    return cached_k.value, cached_v.value, masks_lib.combine(visible, mask), positions_q_BxT

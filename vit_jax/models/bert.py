@@ -1,0 +1,164 @@
+"""BERT (Devlin et al. 2019): post-LN encoder with token, position and segment embeddings.
+
+`Bert` is the encoder and pooler, under the name "bert" in every task model, so a pretrained
+encoder moves between pretraining, masked-LM and classification models unchanged.
+"""
+
+import dataclasses
+from typing import Optional
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from vit_jax.models import layers
+from vit_jax.models import masks
+from vit_jax.models import transformer
+
+
+@dataclasses.dataclass(frozen=True)
+class BertShape:
+  width: int
+  depth: int
+  num_heads: int
+  mlp_dim: int
+
+
+# Turc et al. 2019 ("Well-read students") small BERTs, and the original base/large.
+PRESETS = {
+    "tiny": BertShape(128, 2, 2, 512),
+    "mini": BertShape(256, 4, 4, 1024),
+    "small": BertShape(512, 4, 8, 2048),
+    "medium": BertShape(512, 8, 8, 2048),
+    "base": BertShape(768, 12, 12, 3072),
+    "large": BertShape(1024, 24, 16, 4096),
+}
+INIT = nn.initializers.normal(stddev=0.02)
+
+
+def preset(name: str) -> BertShape:
+  if name not in PRESETS:
+    raise ValueError(f"Unknown BERT preset {name!r}; choose one of {list(PRESETS)}.")
+  return PRESETS[name]
+
+
+class Bert(nn.Module):
+  """Embeddings -> post-LN encoder -> (sequence output, tanh-pooled first token)."""
+  vocab_size: int = 30522
+  variant: str = "base"
+  width: Optional[int] = None
+  depth: Optional[int] = None
+  num_heads: Optional[int] = None
+  mlp_dim: Optional[int] = None
+  max_len: int = 512
+  type_vocab_size: int = 2
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.1
+  norm_eps: float = 1e-12
+  activation: str = "gelu"
+  attention_impl: str = "xla"
+  dtype: str = "float32"
+  param_dtype: str = "float32"
+
+  def shape(self) -> BertShape:
+    base = preset(self.variant)
+    return BertShape(self.width or base.width, self.depth or base.depth,
+                     self.num_heads or base.num_heads, self.mlp_dim or base.mlp_dim)
+
+  @nn.compact
+  def __call__(self, tokens_BxL, token_type_ids_BxL=None, input_mask_BxL=None, positions_BxL=None,
+               segment_ids_BxL=None, train: bool = False):
+    shape = self.shape()
+    batch, length = tokens_BxL.shape
+    transformer.sequence_length_check(length, self.max_len)
+    if positions_BxL is None:
+      positions_BxL = jnp.broadcast_to(jnp.arange(length), (batch, length))
+    if token_type_ids_BxL is None:
+      token_type_ids_BxL = jnp.zeros_like(tokens_BxL)
+    param_dtype = jnp.dtype(self.param_dtype)
+
+    def embed(num, name):
+      return nn.Embed(num, shape.width, embedding_init=INIT, param_dtype=param_dtype, name=name)
+
+    x_BxLxD = (embed(self.vocab_size, "word_embeddings")(tokens_BxL) +
+               embed(self.max_len, "position_embeddings")(positions_BxL) +
+               embed(self.type_vocab_size, "token_type_embeddings")(token_type_ids_BxL))
+    x_BxLxD = nn.LayerNorm(epsilon=self.norm_eps, param_dtype=param_dtype,
+                           name="embeddings_norm")(x_BxLxD)
+    x_BxLxD = nn.Dropout(self.dropout_rate)(x_BxLxD, deterministic=not train)
+
+    mask = masks.combine(
+        None if input_mask_BxL is None else masks.padding_mask(input_mask_BxL),
+        None if segment_ids_BxL is None else masks.segment_mask(segment_ids_BxL))
+    cfg = transformer.BlockConfig(
+        num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, dropout_rate=self.dropout_rate,
+        attention_dropout_rate=self.attention_dropout_rate, pre_ln=False,
+        activation=self.activation, norm_eps=self.norm_eps, attention_impl=self.attention_impl,
+        dtype=self.dtype, param_dtype=self.param_dtype)
+    x_BxLxD = transformer.Encoder(cfg, num_layers=shape.depth, block_name="layer", name="encoder")(
+        x_BxLxD, mask, deterministic=not train)
+    pooled_BxD = jnp.tanh(nn.Dense(shape.width, kernel_init=INIT, dtype=jnp.dtype(self.dtype),
+                                   param_dtype=param_dtype, name="pooler")(x_BxLxD[:, 0]))
+    return x_BxLxD, pooled_BxD
+
+
+class MlmHead(nn.Module):
+  """Dense -> activation -> LayerNorm -> logits tied to the token embedding, plus an output bias."""
+  norm_eps: float = 1e-12
+  activation: str = "gelu"
+
+  @nn.compact
+  def __call__(self, x_BxPxD, embedding_VxD):
+    h_BxPxD = nn.Dense(x_BxPxD.shape[-1], kernel_init=INIT, dtype=x_BxPxD.dtype, name="transform")(
+        x_BxPxD)
+    h_BxPxD = layers.activation(self.activation)(h_BxPxD)
+    h_BxPxD = nn.LayerNorm(epsilon=self.norm_eps, name="transform_norm")(h_BxPxD)
+    bias_V = self.param("output_bias", nn.initializers.zeros, (embedding_VxD.shape[0],))
+    logits_BxPxV = jnp.einsum("bpd,vd->bpv", h_BxPxD, embedding_VxD.astype(h_BxPxD.dtype))
+    return logits_BxPxV.astype(jnp.float32) + bias_V
+
+
+def gather_positions(x_BxLxD, positions_BxP):
+  """Rows of x at the given positions: the MLM head only runs where tokens were masked."""
+  return jnp.take_along_axis(x_BxLxD, positions_BxP[..., None], axis=1)
+
+
+class BertForPreTraining(nn.Module):
+  """BERT with the masked-LM and next-sentence heads. Returns a dict of logits."""
+  bert: Bert  # its parameters live under "bert"
+  next_sentence: bool = True
+
+  @nn.compact
+  def __call__(self, tokens_BxL, token_type_ids_BxL=None, input_mask_BxL=None, positions_BxL=None,
+               segment_ids_BxL=None, masked_positions_BxP=None, train: bool = False):
+    encoder = self.bert
+    x_BxLxD, pooled_BxD = encoder(tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL,
+                                  segment_ids_BxL, train=train)
+    if masked_positions_BxP is not None:
+      x_BxLxD = gather_positions(x_BxLxD, masked_positions_BxP)
+    embedding_VxD = encoder.variables["params"]["word_embeddings"]["embedding"]
+    out = {"mlm_logits": MlmHead(encoder.norm_eps, encoder.activation, name="mlm")(x_BxLxD,
+                                                                                     embedding_VxD)}
+    if self.next_sentence:
+      out["nsp_logits"] = nn.Dense(2, kernel_init=INIT, name="nsp")(pooled_BxD).astype(jnp.float32)
+    return out
+
+
+class BertForMaskedLM(BertForPreTraining):
+  """BERT with only the masked-LM head."""
+  next_sentence: bool = False
+
+
+class BertForSequenceClassification(nn.Module):
+  """BERT pooled output -> dropout -> linear classifier. Returns logits (B, num_classes)."""
+  bert: Bert
+  num_classes: int = 2
+
+  @nn.compact
+  def __call__(self, tokens_BxL, token_type_ids_BxL=None, input_mask_BxL=None, positions_BxL=None,
+               segment_ids_BxL=None, train: bool = False):
+    encoder = self.bert
+    _, pooled_BxD = encoder(tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL,
+                            segment_ids_BxL, train=train)
+    pooled_BxD = nn.Dropout(encoder.dropout_rate)(pooled_BxD, deterministic=not train)
+    return nn.Dense(self.num_classes, kernel_init=INIT, name="classifier")(pooled_BxD).astype(
+        jnp.float32)

@@ -1,0 +1,107 @@
+"""GPT (Radford et al. 2018/2019): pre-LN causal decoder with an LM head tied to the embedding.
+
+tokens -> token embedding (+ learned positions, or RoPE inside attention) -> causal blocks ->
+final LayerNorm -> logits = h @ embedding^T. With `decode=True` every attention layer keeps a KV
+cache, so generation feeds one new token (or a prompt chunk) per call.
+"""
+
+import dataclasses
+from typing import Optional
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from vit_jax.models import masks
+from vit_jax.models import transformer
+
+
+@dataclasses.dataclass(frozen=True)
+class GptShape:
+  width: int
+  depth: int
+  num_heads: int
+
+
+PRESETS = {
+    # Small shapes that train on a CPU in minutes.
+    "pico": GptShape(64, 2, 2),
+    "nano": GptShape(128, 4, 4),
+    "micro": GptShape(256, 6, 8),
+    # GPT-2 (Radford et al. 2019).
+    "gpt2": GptShape(768, 12, 12),
+    "gpt2-medium": GptShape(1024, 24, 16),
+    "gpt2-large": GptShape(1280, 36, 20),
+    "gpt2-xl": GptShape(1600, 48, 25),
+}
+INIT = nn.initializers.normal(stddev=0.02)
+
+
+class Gpt(nn.Module):
+  """Decoder-only language model. Returns logits (B, T, vocab_size) in fp32."""
+  vocab_size: int = 50257
+  variant: str = "gpt2"
+  width: Optional[int] = None
+  depth: Optional[int] = None
+  num_heads: Optional[int] = None
+  mlp_ratio: int = 4
+  max_len: int = 1024
+  posemb: str = "learn"  # "learn" (GPT-2) or "rope"
+  dropout_rate: float = 0.0
+  attention_dropout_rate: float = 0.0
+  activation: str = "gelu_tanh"  # GPT-2's "gelu_new"
+  norm_eps: float = 1e-5
+  attention_impl: str = "xla"
+  decode: bool = False
+  dtype: str = "float32"
+  param_dtype: str = "float32"
+
+  def shape(self) -> GptShape:
+    if self.variant not in PRESETS:
+      raise ValueError(f"Unknown GPT preset {self.variant!r}; choose one of {list(PRESETS)}.")
+    base = PRESETS[self.variant]
+    return GptShape(self.width or base.width, self.depth or base.depth,
+                    self.num_heads or base.num_heads)
+
+  @nn.compact
+  def __call__(self, tokens_BxT, positions_BxT=None, segment_ids_BxT=None, train: bool = False):
+    if self.posemb not in ("learn", "rope"):
+      raise ValueError(f"Unknown GPT position embedding {self.posemb!r}; choose 'learn' or 'rope'.")
+    shape = self.shape()
+    batch, length = tokens_BxT.shape
+    # In decode mode the init call's length is the cache size, which the table must cover too.
+    transformer.sequence_length_check(length, self.max_len)
+    param_dtype = jnp.dtype(self.param_dtype)
+    wte = nn.Embed(self.vocab_size, shape.width, embedding_init=INIT, dtype=jnp.dtype(self.dtype),
+                   param_dtype=param_dtype, name="wte")
+    x_BxTxD = wte(tokens_BxT)
+
+    if self.decode:  # positions continue from where the cache stopped
+      initialized = self.has_variable("cache", "position_index")
+      index = self.variable("cache", "position_index", lambda: jnp.array(0, jnp.int32))
+      if initialized:
+        if positions_BxT is None:
+          positions_BxT = jnp.broadcast_to(index.value + jnp.arange(length), (batch, length))
+        index.value = index.value + length
+    if positions_BxT is None:
+      positions_BxT = jnp.broadcast_to(jnp.arange(length), (batch, length))
+    if self.posemb == "learn":
+      wpe = nn.Embed(self.max_len, shape.width, embedding_init=INIT, param_dtype=param_dtype,
+                     name="wpe")
+      x_BxTxD = x_BxTxD + wpe(positions_BxT)
+    x_BxTxD = nn.Dropout(self.dropout_rate)(x_BxTxD, deterministic=not train)
+
+    mask = None
+    if not self.decode:  # the KV cache applies causality itself
+      mask = masks.combine(masks.causal_mask(length, batch),
+                           None if segment_ids_BxT is None else masks.segment_mask(segment_ids_BxT))
+    cfg = transformer.BlockConfig(
+        num_heads=shape.num_heads, mlp_dim=self.mlp_ratio * shape.width,
+        dropout_rate=self.dropout_rate, attention_dropout_rate=self.attention_dropout_rate,
+        pre_ln=True, activation=self.activation, norm_eps=self.norm_eps,
+        attention_impl=self.attention_impl, rope=self.posemb == "rope", dtype=self.dtype,
+        param_dtype=self.param_dtype)
+    h_BxTxD = transformer.Encoder(cfg, num_layers=shape.depth, decode=self.decode, block_name="h",
+                                  name="decoder")(x_BxTxD, mask, deterministic=not train,
+                                                  positions_BxL=positions_BxT)
+    logits_BxTxV = wte.attend(h_BxTxD)
+    return logits_BxTxV.astype(jnp.float32)

@@ -1,0 +1,133 @@
+"""Attention-free token mixing: MLP-Mixer (Tolstikhin et al. 2021) and FNet (Lee-Thorp et al. 2022).
+
+Mixer's parameter names match the original MLP-Mixer checkpoints (`stem`, `MixerBlock_i`,
+`token_mixing`, `channel_mixing`, `pre_head_layer_norm`, `head`).
+"""
+
+import dataclasses
+import re
+from typing import Optional
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from vit_jax.models import layers
+
+
+@dataclasses.dataclass(frozen=True)
+class MixerShape:
+  hidden_dim: int
+  num_blocks: int
+  tokens_mlp_dim: int
+  channels_mlp_dim: int
+
+
+MIXER_PRESETS = {
+    "S": MixerShape(512, 8, 256, 2048),
+    "B": MixerShape(768, 12, 384, 3072),
+    "L": MixerShape(1024, 24, 512, 4096),
+}
+
+
+def parse_mixer_variant(variant: str):
+  """'B/16' -> (MixerShape of B, 16)."""
+  match = re.fullmatch(r"([A-Za-z]+)/(\d+)", variant or "")
+  if not match or match.group(1) not in MIXER_PRESETS:
+    raise ValueError(f"Malformed or unknown Mixer variant {variant!r}: expected PRESET/PATCH such as "
+                     f"'B/16' with PRESET one of {list(MIXER_PRESETS)}.")
+  return MIXER_PRESETS[match.group(1)], int(match.group(2))
+
+
+def _patchify(images_BxHxWxC, patch: int, width: int, dtype, name: str):
+  height, img_width = images_BxHxWxC.shape[1:3]
+  if height % patch or img_width % patch:
+    raise ValueError(f"Image size {height}x{img_width} is not divisible by the patch size {patch}; "
+                     "resize the images or choose another patch size.")
+  x_BxHxWxD = nn.Conv(width, (patch, patch), strides=(patch, patch), padding="VALID", dtype=dtype,
+                      name=name)(images_BxHxWxC.astype(dtype))
+  return x_BxHxWxD.reshape(x_BxHxWxD.shape[0], -1, width)
+
+
+def _head(x_BxD, num_classes, dtype):
+  if not num_classes:
+    return x_BxD
+  return nn.Dense(num_classes, kernel_init=nn.initializers.zeros, dtype=dtype,
+                  name="head")(x_BxD).astype(jnp.float32)
+
+
+class MixerBlock(nn.Module):
+  """Token-mixing MLP across patches, then channel-mixing MLP across features (both pre-LN)."""
+  tokens_mlp_dim: int
+  channels_mlp_dim: int
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x_BxNxD):
+    y_BxDxN = jnp.swapaxes(nn.LayerNorm(dtype=self.dtype, name="LayerNorm_0")(x_BxNxD), 1, 2)
+    y_BxDxN = layers.MlpBlock(self.tokens_mlp_dim, dtype=self.dtype, name="token_mixing")(y_BxDxN)
+    x_BxNxD = x_BxNxD + jnp.swapaxes(y_BxDxN, 1, 2)
+    y_BxNxD = nn.LayerNorm(dtype=self.dtype, name="LayerNorm_1")(x_BxNxD)
+    return x_BxNxD + layers.MlpBlock(self.channels_mlp_dim, dtype=self.dtype,
+                                     name="channel_mixing")(y_BxNxD)
+
+
+class MlpMixer(nn.Module):
+  """MLP-Mixer classifier: patch stem, Mixer blocks, LayerNorm, global average pool, head."""
+  num_classes: Optional[int] = 1000
+  variant: str = "B/16"
+  num_blocks: Optional[int] = None
+  dtype: str = "float32"
+
+  @nn.compact
+  def __call__(self, images_BxHxWxC, train: bool = False):
+    del train  # Mixer as published has no dropout
+    shape, patch = parse_mixer_variant(self.variant)
+    dtype = jnp.dtype(self.dtype)
+    x_BxNxD = _patchify(images_BxHxWxC, patch, shape.hidden_dim, dtype, "stem")
+    for i in range(self.num_blocks or shape.num_blocks):
+      x_BxNxD = MixerBlock(shape.tokens_mlp_dim, shape.channels_mlp_dim, dtype=dtype,
+                           name=f"MixerBlock_{i}")(x_BxNxD)
+    x_BxNxD = nn.LayerNorm(dtype=dtype, name="pre_head_layer_norm")(x_BxNxD)
+    return _head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)
+
+
+def fourier_mixing(x_BxNxD):
+  """FNet's token mixing: the real part of a 2-D DFT over (tokens, features). No parameters."""
+  return jnp.real(jnp.fft.fft2(x_BxNxD.astype(jnp.complex64), axes=(1, 2))).astype(x_BxNxD.dtype)
+
+
+class FNetBlock(nn.Module):
+  """Post-LN block with Fourier mixing in place of self-attention."""
+  mlp_dim: int
+  dropout_rate: float = 0.0
+  dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x_BxNxD, deterministic: bool = True):
+    x_BxNxD = nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="mixing_norm")(
+        x_BxNxD + fourier_mixing(x_BxNxD))
+    mlp = layers.MlpBlock(self.mlp_dim, dropout_rate=self.dropout_rate, dtype=self.dtype, name="mlp")
+    return nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="output_norm")(
+        x_BxNxD + mlp(x_BxNxD, deterministic=deterministic))
+
+
+class FNet(nn.Module):
+  """FNet image classifier: ViT's patch stem and learned position embedding, Fourier blocks, GAP."""
+  num_classes: Optional[int] = 1000
+  patch_size: int = 16
+  width: int = 768
+  depth: int = 12
+  mlp_dim: int = 3072
+  dropout_rate: float = 0.0
+  dtype: str = "float32"
+
+  @nn.compact
+  def __call__(self, images_BxHxWxC, train: bool = False):
+    dtype = jnp.dtype(self.dtype)
+    x_BxNxD = _patchify(images_BxHxWxC, self.patch_size, self.width, dtype, "embedding")
+    posemb_1xNxD = self.param("pos_embedding", nn.initializers.normal(0.02), (1,) + x_BxNxD.shape[1:])
+    x_BxNxD = x_BxNxD + posemb_1xNxD.astype(dtype)
+    for i in range(self.depth):
+      x_BxNxD = FNetBlock(self.mlp_dim, self.dropout_rate, dtype=dtype, name=f"fnetblock_{i}")(
+          x_BxNxD, deterministic=not train)
+    return _head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)

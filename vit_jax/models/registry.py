@@ -1,0 +1,61 @@
+"""Builds any model of the project from its config by name.
+
+A model config is a mapping with `name` plus the keyword arguments of that model's module,
+e.g. {"name": "vit", "variant": "S/16", "num_classes": 10}. Keys a module does not have are an
+error, never silently dropped.
+"""
+
+import dataclasses
+from typing import Any, Mapping
+
+import flax.linen as nn
+
+from vit_jax.models import bert
+from vit_jax.models import gpt
+from vit_jax.models import mixer
+from vit_jax.models import seq2seq
+from vit_jax.models import vit
+
+
+def _fields(module_cls) -> set[str]:
+  return {f.name for f in dataclasses.fields(module_cls) if f.name not in ("parent", "name")}
+
+
+def _make(module_cls, kwargs: Mapping[str, Any], model_name: str, extra=()):
+  unknown = set(kwargs) - _fields(module_cls) - set(extra)
+  if unknown:
+    raise ValueError(f"Unknown option(s) {sorted(unknown)} for model {model_name!r}; "
+                     f"valid ones are {sorted(_fields(module_cls) | set(extra))}.")
+  return module_cls(**{k: v for k, v in kwargs.items() if k not in extra})
+
+
+def _bert_task(task_cls, head_fields):
+  def build(kwargs, model_name):
+    head = {k: v for k, v in kwargs.items() if k in head_fields}
+    encoder = _make(bert.Bert, {k: v for k, v in kwargs.items() if k not in head_fields},
+                    model_name)
+    return task_cls(bert=encoder, **head)
+  return build
+
+
+_BUILDERS = {
+    "vit": lambda kw, n: _make(vit.ViT, kw, n),
+    "mixer": lambda kw, n: _make(mixer.MlpMixer, kw, n),
+    "fnet": lambda kw, n: _make(mixer.FNet, kw, n),
+    "gpt": lambda kw, n: _make(gpt.Gpt, kw, n),
+    "seq2seq": lambda kw, n: _make(seq2seq.EncoderDecoder, kw, n),
+    "bert": _bert_task(bert.BertForPreTraining, {"next_sentence"}),
+    "bert_mlm": _bert_task(bert.BertForMaskedLM, set()),
+    "bert_classifier": _bert_task(bert.BertForSequenceClassification, {"num_classes"}),
+}
+MODELS = tuple(_BUILDERS)
+
+
+def build_model(config: Mapping[str, Any], **overrides) -> nn.Module:
+  """Returns the (unbound) Flax module named by config["name"], built from the other keys."""
+  kwargs = dict(config.to_dict() if hasattr(config, "to_dict") else config)
+  kwargs.update(overrides)
+  name = kwargs.pop("name", None)
+  if name not in _BUILDERS:
+    raise ValueError(f"Unknown model {name!r}; choose one of {list(MODELS)}.")
+  return _BUILDERS[name](kwargs, name)

@@ -1,0 +1,163 @@
+"""Vision Transformer (Dosovitskiy et al. 2021), parameter tree compatible with the original code.
+
+image -> patch embedding (conv, kernel = stride = patch) -> [cls token] -> position embedding ->
+pre-LN encoder -> pooling (cls token, global average or MAP attention pooling) -> [pre-logits] -> head.
+"""
+
+import dataclasses
+import re
+from typing import Optional
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from vit_jax.models import transformer
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+  width: int
+  depth: int
+  mlp_dim: int
+  num_heads: int
+
+
+# Published shapes (ViT paper; "M", "g" and "G" from Zhai et al. 2022, "Scaling ViTs").
+PRESETS = {
+    "Ti": Shape(192, 12, 768, 3),
+    "S": Shape(384, 12, 1536, 6),
+    "M": Shape(512, 12, 2048, 8),
+    "B": Shape(768, 12, 3072, 12),
+    "L": Shape(1024, 24, 4096, 16),
+    "H": Shape(1280, 32, 5120, 16),
+    "g": Shape(1408, 40, 6144, 16),
+    "G": Shape(1664, 48, 8192, 16),
+}
+CLASSIFIERS = ("token", "gap", "map", "unpooled")
+
+
+def parse_variant(variant: str):
+  """'B/16' -> (Shape of B, (16, 16)). Patch sizes may be rectangular: 'S/16x8'."""
+  match = re.fullmatch(r"([A-Za-z]+)/(\d+)(?:x(\d+))?", variant or "")
+  if not match:
+    raise ValueError(f"Malformed ViT variant {variant!r}: expected PRESET/PATCH such as 'B/16' or "
+                     f"'S/32', with PRESET one of {list(PRESETS)}.")
+  name, ph, pw = match.group(1), int(match.group(2)), int(match.group(3) or match.group(2))
+  if name not in PRESETS:
+    raise ValueError(f"Unknown ViT preset {name!r} in variant {variant!r}; "
+                     f"choose one of {list(PRESETS)}.")
+  if ph <= 0 or pw <= 0:
+    raise ValueError(f"Patch size must be positive in variant {variant!r}.")
+  return PRESETS[name], (ph, pw)
+
+
+class MAPHead(nn.Module):
+  """Multihead attention pooling: a learned probe attends over all tokens (big_vision naming)."""
+  cfg: transformer.BlockConfig
+
+  @nn.compact
+  def __call__(self, x_BxNxD):
+    batch, _, width = x_BxNxD.shape
+    probe_1x1xD = self.param("probe", nn.initializers.xavier_uniform(), (1, 1, width),
+                             jnp.dtype(self.cfg.param_dtype))
+    probe_Bx1xD = jnp.tile(probe_1x1xD, (batch, 1, 1)).astype(x_BxNxD.dtype)
+    x_Bx1xD = self.cfg.attention("MultiHeadDotProductAttention_0", rope=False)(probe_Bx1xD, x_BxNxD)
+    y_Bx1xD = self.cfg.norm("LayerNorm_0")(x_Bx1xD)
+    x_Bx1xD = x_Bx1xD + self.cfg.mlp("MlpBlock_0")(y_Bx1xD)
+    return x_Bx1xD[:, 0]
+
+
+class ViT(nn.Module):
+  """Vision Transformer classifier.
+
+  Attributes:
+    num_classes: head outputs; 0 or None for no head (returns the pooled features).
+    variant: "PRESET/PATCH", e.g. "B/16"; width/depth/mlp_dim/num_heads override the preset.
+    classifier: "token" (cls token), "gap" (mean of patch tokens), "map" (attention pooling),
+      "unpooled" (all tokens, e.g. for dense prediction).
+    posemb: "learn" or "sincos2d" or "none".
+    representation_size: width of an extra tanh "pre_logits" layer (original ViT), or None.
+  """
+  num_classes: Optional[int] = 1000
+  variant: str = "B/16"
+  width: Optional[int] = None
+  depth: Optional[int] = None
+  mlp_dim: Optional[int] = None
+  num_heads: Optional[int] = None
+  classifier: str = "token"
+  posemb: str = "learn"
+  representation_size: Optional[int] = None
+  dropout_rate: float = 0.0
+  attention_dropout_rate: float = 0.0
+  droppath_rate: float = 0.0
+  head_bias_init: float = 0.0
+  attention_impl: str = "xla"
+  dtype: str = "float32"
+  param_dtype: str = "float32"
+
+  def shape(self):
+    preset, patch = parse_variant(self.variant)
+    return Shape(self.width or preset.width, self.depth or preset.depth,
+                 self.mlp_dim or preset.mlp_dim, self.num_heads or preset.num_heads), patch
+
+  def block_config(self):
+    shape, _ = self.shape()
+    return transformer.BlockConfig(
+        num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, dropout_rate=self.dropout_rate,
+        attention_dropout_rate=self.attention_dropout_rate, droppath_rate=self.droppath_rate,
+        pre_ln=True, activation="gelu", norm_eps=1e-6, attention_impl=self.attention_impl,
+        dtype=self.dtype, param_dtype=self.param_dtype)
+
+  @nn.compact
+  def __call__(self, images_BxHxWxC, train: bool = False, return_attention: bool = False):
+    if self.classifier not in CLASSIFIERS:
+      raise ValueError(f"Unknown ViT classifier {self.classifier!r}; choose one of {CLASSIFIERS}.")
+    shape, (ph, pw) = self.shape()
+    if images_BxHxWxC.ndim != 4:
+      raise ValueError(f"ViT expects images (batch, height, width, channels), got shape "
+                       f"{images_BxHxWxC.shape}.")
+    height, width = images_BxHxWxC.shape[1:3]
+    if height % ph or width % pw:
+      raise ValueError(f"Image size {height}x{width} is not divisible by the patch size {ph}x{pw}; "
+                       "resize the images or choose another patch size.")
+    cfg = self.block_config()
+    dtype = jnp.dtype(self.dtype)
+
+    x_BxHxWxD = nn.Conv(shape.width, (ph, pw), strides=(ph, pw), padding="VALID", dtype=dtype,
+                        param_dtype=jnp.dtype(self.param_dtype), name="embedding")(
+                            images_BxHxWxC.astype(dtype))
+    batch, rows, cols, _ = x_BxHxWxD.shape
+    x_BxNxD = x_BxHxWxD.reshape(batch, rows * cols, shape.width)
+
+    prefix = 0
+    if self.classifier == "token":
+      cls_1x1xD = self.param("cls", nn.initializers.zeros, (1, 1, shape.width),
+                             jnp.dtype(self.param_dtype))
+      x_BxNxD = jnp.concatenate([jnp.tile(cls_1x1xD, (batch, 1, 1)).astype(dtype), x_BxNxD], axis=1)
+      prefix = 1
+
+    x_BxNxD = transformer.Encoder(cfg, num_layers=shape.depth, posemb=self.posemb,
+                                  posemb_grid=(rows, cols), prefix_tokens=prefix,
+                                  name="Transformer")(
+                                      x_BxNxD, deterministic=not train,
+                                      return_attention=return_attention)
+
+    if self.classifier == "token":
+      x_BxD = x_BxNxD[:, 0]
+    elif self.classifier == "gap":
+      x_BxD = jnp.mean(x_BxNxD, axis=1)
+    elif self.classifier == "map":
+      x_BxD = MAPHead(cfg, name="MAPHead_0")(x_BxNxD)
+    else:
+      x_BxD = x_BxNxD
+
+    if self.representation_size:
+      x_BxD = jnp.tanh(nn.Dense(self.representation_size, dtype=dtype,
+                                param_dtype=jnp.dtype(self.param_dtype), name="pre_logits")(x_BxD))
+    if not self.num_classes:
+      return x_BxD
+    # Zero-initialized head: training starts from uniform predictions (original ViT).
+    logits = nn.Dense(self.num_classes, dtype=dtype, param_dtype=jnp.dtype(self.param_dtype),
+                      kernel_init=nn.initializers.zeros,
+                      bias_init=nn.initializers.constant(self.head_bias_init), name="head")(x_BxD)
+    return logits.astype(jnp.float32)
