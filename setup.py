@@ -10,6 +10,7 @@ INSTALL_REQUIRES = [
     # Input pipelines only; TF never touches an accelerator (see vit_jax/data).
     "tensorflow-cpu>=2.21,<2.22",
     "tensorflow-datasets>=4.9.10",
+    "importlib_resources",  # tfds imports it on every Python but declares it only for <3.9
     "ml-collections>=1.1.0",
     "numpy>=2.0",
     "scikit-learn>=1.5",  # ships the embedded digits dataset

@@ -1,0 +1,165 @@
+"""Per-example augmentations, RandAugment ops and batch mixing."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from vit_jax.data import image_augment
+from vit_jax.data import image_mix
+from vit_jax.data import image_randaugment
+
+
+def _seed(*ints):
+  return tf.constant(ints, tf.int64)
+
+
+def _image(h=48, w=64, seed=0):
+  """A smooth-ish random uint8 image_HxWx3 (JPEG-friendly)."""
+  rng = np.random.default_rng(seed)
+  coarse = rng.integers(0, 256, size=(h // 8, w // 8, 3)).astype(np.uint8)
+  return np.kron(coarse, np.ones((8, 8, 1), np.uint8))
+
+
+def test_inception_crop_same_window_for_jpeg_and_png_and_deterministic():
+  image = _image()
+  png, jpeg = tf.io.encode_png(image), tf.io.encode_jpeg(image)
+  areas, aspects = [], []
+  for s in range(20):
+    a = image_augment.decode_and_inception_crop(png, _seed(s, 1)).numpy()
+    b = image_augment.decode_and_inception_crop(jpeg, _seed(s, 1)).numpy()
+    again = image_augment.decode_and_inception_crop(png, _seed(s, 1)).numpy()
+    assert a.shape == b.shape and a.dtype == np.uint8
+    np.testing.assert_array_equal(a, again)
+    areas.append(a.shape[0] * a.shape[1] / (48 * 64))
+    aspects.append(a.shape[1] / a.shape[0])
+  # Rounding to whole pixels loosens the bounds slightly on a small image.
+  assert min(areas) >= 0.04 and max(areas) <= 1.0
+  assert 0.6 <= min(aspects) and max(aspects) <= 1.6
+  assert len({round(x, 4) for x in areas}) > 5  # Seeds actually vary the crop.
+
+
+def test_decode_replicates_grayscale():
+  gray = tf.io.encode_png(_image()[:, :, :1])
+  decoded = image_augment.decode(gray).numpy()
+  assert decoded.shape == (48, 64, 3)
+  assert (decoded[..., 0] == decoded[..., 2]).all()
+
+
+def test_resizes_and_crops():
+  image = tf.constant(_image())
+  assert image_augment.resize(image, [20, 30]).shape == (20, 30, 3)
+  small = image_augment.resize_small(image, 24)
+  assert small.shape == (24, 32, 3) and small.dtype == tf.uint8
+  assert image_augment.central_crop(small, 24).shape == (24, 24, 3)
+  eval_view = image_augment.eval_crop(tf.io.encode_png(image), 28, 0.875)
+  assert eval_view.shape == (28, 28, 3) and eval_view.dtype == tf.uint8
+  # Same-size resize and crop_fraction=1 leave a square image untouched.
+  square = image[:48, :48]
+  np.testing.assert_array_equal(image_augment.eval_crop(tf.io.encode_png(square), 48, 1.0), square)
+
+
+def test_flip_is_either_identity_or_mirror_and_seeded():
+  image = _image()
+  outcomes = set()
+  for s in range(10):
+    out = image_augment.random_flip(image, _seed(s, 0)).numpy()
+    np.testing.assert_array_equal(out, image_augment.random_flip(image, _seed(s, 0)))
+    if (out == image).all():
+      outcomes.add("same")
+    else:
+      np.testing.assert_array_equal(out, image[:, ::-1])
+      outcomes.add("mirror")
+  assert outcomes == {"same", "mirror"}
+
+
+def test_normalize_range():
+  out = image_augment.normalize(tf.constant([[[0, 255, 128]]], tf.uint8)).numpy()
+  np.testing.assert_allclose(out, [[[-1.0, 1.0, 128 / 127.5 - 1]]], atol=1e-6)
+
+
+@pytest.mark.parametrize("op", image_randaugment.OPS, ids=lambda op: op.__name__)
+def test_randaugment_op_keeps_shape_and_dtype(op):
+  image = tf.constant(_image(24, 32))
+  for level, sign in [(1.0, 1.0), (0.6, -1.0)]:
+    out = op(image, tf.constant(level), tf.constant(sign))
+    assert out.shape == image.shape and out.dtype == tf.uint8
+
+
+@pytest.mark.parametrize(
+    "op",
+    [op for op in image_randaugment.OPS
+     if op not in (image_randaugment.autocontrast, image_randaugment.equalize)],
+    ids=lambda op: op.__name__,
+)
+def test_randaugment_op_at_zero_magnitude_is_identity(op):
+  image = tf.constant(_image(24, 32))
+  out = op(image, tf.constant(0.0), tf.constant(1.0))
+  np.testing.assert_array_equal(out, image)
+
+
+def _pil_equalize_reference(channel):
+  """PIL.ImageOps.equalize for one channel, transcribed loop by loop."""
+  h = np.bincount(channel.ravel(), minlength=256)
+  histo = [c for c in h if c]
+  if len(histo) <= 1:
+    return channel
+  step = (sum(histo) - histo[-1]) // 255
+  if not step:
+    return channel
+  lut, n = [], step // 2
+  for i in range(256):
+    lut.append(min(255, n // step))
+    n += h[i]
+  return np.asarray(lut, np.uint8)[channel]
+
+
+def test_equalize_and_autocontrast_match_reference():
+  rng = np.random.default_rng(1)
+  image = rng.integers(40, 200, size=(16, 16, 3)).astype(np.uint8)
+  expected = np.stack([_pil_equalize_reference(image[..., c]) for c in range(3)], -1)
+  out = image_randaugment.equalize(tf.constant(image), 0.0, 1.0).numpy()
+  np.testing.assert_array_equal(out, expected)
+  stretched = image_randaugment.autocontrast(tf.constant(image), 0.0, 1.0).numpy()
+  assert (stretched.min(axis=(0, 1)) == 0).all() and (stretched.max(axis=(0, 1)) == 255).all()
+
+
+def test_randaugment_deterministic_per_seed():
+  image = tf.constant(_image(32, 32))
+  ra = tf.function(lambda s: image_augment.randaugment(image, 2, 9, s))
+  outs = [ra(_seed(s, 3)).numpy() for s in range(6)]
+  np.testing.assert_array_equal(outs[0], ra(_seed(0, 3)).numpy())
+  assert all(o.shape == (32, 32, 3) and o.dtype == np.uint8 for o in outs)
+  assert len({o.tobytes() for o in outs}) > 1
+
+
+def test_label_smoothing():
+  labels = image_mix.smooth_one_hot(tf.constant([0, 3]), 5, 0.1).numpy()
+  np.testing.assert_allclose(labels.sum(1), 1.0, rtol=1e-6)
+  np.testing.assert_allclose(labels[1], [0.02, 0.02, 0.02, 0.92, 0.02], rtol=1e-6)
+
+
+@pytest.mark.parametrize("mixup_alpha,cutmix_alpha", [(0.2, 0.0), (0.0, 1.0), (0.8, 1.0)])
+def test_mixing_keeps_labels_distributions_and_is_seeded(mixup_alpha, cutmix_alpha):
+  b, c = 6, 4
+  # Constant images with value i make the mixing weights readable.
+  images = tf.broadcast_to(tf.linspace(-1.0, 1.0, b)[:, None, None, None], [b, 8, 8, 3])
+  labels = image_mix.smooth_one_hot(tf.range(b) % c, c, 0.1)
+  for s in range(5):
+    mix = lambda: image_mix.mix_batch(images, labels, _seed(s, 7), mixup_alpha, cutmix_alpha)
+    (mixed, mixed_labels), (again, _) = mix(), mix()
+    np.testing.assert_array_equal(mixed, again)
+    np.testing.assert_allclose(mixed_labels.numpy().sum(1), 1.0, rtol=1e-5)
+    assert mixed.shape == images.shape
+    assert -1.0 <= mixed.numpy().min() and mixed.numpy().max() <= 1.0
+
+
+def test_cutmix_label_weight_is_pasted_area():
+  b = 4
+  images = tf.broadcast_to(tf.range(b, dtype=tf.float32)[:, None, None, None], [b, 16, 16, 3])
+  labels = tf.one_hot(tf.range(b), b)
+  for s in range(5):
+    mixed, mixed_labels = image_mix.cutmix(images, labels, _seed(s, 0), alpha=1.0)
+    # Row 0 receives pixels from row b-1 (roll by one).
+    pasted = np.mean(mixed.numpy()[0] == b - 1)
+    np.testing.assert_allclose(mixed_labels.numpy()[0, b - 1], pasted, atol=1e-6)
+    np.testing.assert_allclose(mixed_labels.numpy()[0, 0], 1 - pasted, atol=1e-6)

@@ -1,0 +1,22 @@
+"""Shared fixtures: tokenizers trained once per test session."""
+
+import pytest
+
+from vit_jax.data import corpus
+from vit_jax.data import tokenizers
+
+
+@pytest.fixture(scope="session")
+def train_docs():
+  return corpus.split_documents("train")
+
+
+@pytest.fixture(scope="session")
+def char_tokenizer(train_docs):
+  return tokenizers.build_tokenizer("char", train_docs)
+
+
+@pytest.fixture(scope="session")
+def spm_tokenizer(train_docs):
+  # A slice of the corpus keeps SentencePiece training well under a second.
+  return tokenizers.build_tokenizer("spm_unigram", train_docs[:40], 600)

@@ -1,0 +1,118 @@
+"""Per-example image ops in TF: decode, crops, resizes, flips, normalization.
+
+Every random op is stateless and takes an explicit `seed` (int tensor of
+shape [2]), so an example's augmentation depends only on its seed, never on
+thread scheduling or on how many examples were produced before it. That is
+what makes exact resume possible.
+
+Images are uint8 (H, W, 3) until `normalize`, so that RandAugment's
+pixel-value ops see the usual 0..255 range.
+"""
+
+import tensorflow as tf
+
+from vit_jax.data import image_randaugment
+
+INCEPTION_AREA_RANGE = (0.05, 1.0)
+INCEPTION_ASPECT_RANGE = (3 / 4, 4 / 3)
+
+
+def fold_in(seed_2: tf.Tensor, *data) -> tf.Tensor:
+  """Derives an independent stateless seed from `seed_2` and integers `data`."""
+  for d in data:
+    seed_2 = tf.random.experimental.stateless_fold_in(seed_2, tf.cast(d, tf.int64))
+  return seed_2
+
+
+def decode(image_bytes: tf.Tensor) -> tf.Tensor:
+  """Encoded JPEG/PNG/BMP/GIF -> image_HxWx3 uint8 (grayscale is replicated)."""
+  image_HxWx3 = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
+  image_HxWx3.set_shape([None, None, 3])
+  return image_HxWx3
+
+
+def _inception_window(shape_hw: tf.Tensor, seed_2: tf.Tensor):
+  """Samples a crop (begin_yx, size_hw) covering 5%..100% of the area."""
+  begin_yxc, size_hwc, _ = tf.image.stateless_sample_distorted_bounding_box(
+      image_size=tf.concat([shape_hw, [3]], axis=0),
+      bounding_boxes=tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4]),
+      seed=seed_2,
+      min_object_covered=0.0,  # Any window is acceptable; the area range decides.
+      aspect_ratio_range=INCEPTION_ASPECT_RANGE,
+      area_range=INCEPTION_AREA_RANGE,
+      max_attempts=10,
+      use_image_if_no_bounding_boxes=True,
+  )
+  return begin_yxc[:2], size_hwc[:2]
+
+
+def decode_and_inception_crop(image_bytes: tf.Tensor, seed_2: tf.Tensor) -> tf.Tensor:
+  """Decodes a random Inception-style crop (not yet resized): uint8 (h, w, 3).
+
+  JPEGs decode only the crop window, which is several times cheaper for
+  ImageNet-sized images; other formats decode fully, then crop the same
+  window (the window depends only on the image shape and the seed).
+  """
+
+  def jpeg():
+    shape_hw = tf.image.extract_jpeg_shape(image_bytes)[:2]
+    begin_yx, size_hw = _inception_window(shape_hw, seed_2)
+    window = tf.concat([begin_yx, size_hw], axis=0)
+    return tf.image.decode_and_crop_jpeg(image_bytes, window, channels=3)
+
+  def other():
+    image_HxWx3 = decode(image_bytes)
+    begin_yx, size_hw = _inception_window(tf.shape(image_HxWx3)[:2], seed_2)
+    return tf.slice(image_HxWx3, tf.concat([begin_yx, [0]], 0), tf.concat([size_hw, [3]], 0))
+
+  crop_hxwx3 = tf.cond(tf.io.is_jpeg(image_bytes), jpeg, other)
+  crop_hxwx3.set_shape([None, None, 3])
+  return crop_hxwx3
+
+
+def resize(image_HxWx3: tf.Tensor, size_hw) -> tf.Tensor:
+  """Bilinear resize to exactly `size_hw` (aspect ratio not kept), uint8."""
+  resized = tf.image.resize(image_HxWx3, size_hw, method="bilinear")
+  return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
+
+
+def resize_small(image_HxWx3: tf.Tensor, smaller_side: int) -> tf.Tensor:
+  """Resizes so the shorter side is `smaller_side`, keeping aspect ratio."""
+  shape_hw = tf.cast(tf.shape(image_HxWx3)[:2], tf.float32)
+  scale = smaller_side / tf.reduce_min(shape_hw)
+  new_hw = tf.cast(tf.round(shape_hw * scale), tf.int32)
+  return resize(image_HxWx3, tf.maximum(new_hw, smaller_side))
+
+
+def central_crop(image_HxWx3: tf.Tensor, size: int) -> tf.Tensor:
+  """Crops the central (size, size) window; the image must be at least that."""
+  shape_hw = tf.shape(image_HxWx3)[:2]
+  top, left = (shape_hw[0] - size) // 2, (shape_hw[1] - size) // 2
+  return image_HxWx3[top:top + size, left:left + size, :]
+
+
+def random_flip(image_HxWx3: tf.Tensor, seed_2: tf.Tensor) -> tf.Tensor:
+  return tf.image.stateless_random_flip_left_right(image_HxWx3, seed_2)
+
+
+def randaugment(
+    image_HxWx3: tf.Tensor, num_layers: int, magnitude: float, seed_2: tf.Tensor
+) -> tf.Tensor:
+  """RandAugment (Cubuk et al. 2019): `num_layers` random ops at `magnitude`
+  (0..10) applied to a uint8 image. See `image_randaugment`."""
+  return image_randaugment.randaugment(image_HxWx3, num_layers, magnitude, seed_2)
+
+
+def normalize(image_HxWx3: tf.Tensor) -> tf.Tensor:
+  """uint8 [0, 255] -> float32 [-1, 1]."""
+  return tf.cast(image_HxWx3, tf.float32) / 127.5 - 1.0
+
+
+def eval_crop(image_bytes: tf.Tensor, size: int, crop_fraction: float) -> tf.Tensor:
+  """Standard eval view: resize the short side to size/crop_fraction, then
+  take the central size x size crop. uint8 (size, size, 3)."""
+  image_HxWx3 = decode(image_bytes)
+  image_HxWx3 = resize_small(image_HxWx3, int(round(size / crop_fraction)))
+  image_SxSx3 = central_crop(image_HxWx3, size)
+  image_SxSx3.set_shape([size, size, 3])
+  return image_SxSx3

@@ -1,0 +1,94 @@
+"""A folder of images laid out `root/<split>/<class>/<image>` as a dataset.
+
+`tfds.ImageFolder` works offline too, but it rejects sub-splits and reads
+every file before a per-process shard could drop it. Listing the files here
+lets each process read only its own share.
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+
+_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFolder:
+  """Splits are the sub-folders of `root`; classes are the union of the
+  sub-sub-folder names over all splits, sorted, so label ids agree between
+  splits even when a split lacks a class."""
+
+  root: str
+  class_names: tuple[str, ...]
+  # split -> sorted ((path, label id), ...)
+  examples: dict[str, tuple[tuple[str, int], ...]]
+
+  @classmethod
+  def scan(cls, root: str) -> "ImageFolder":
+    root = os.path.expanduser(root)
+    if not tf.io.gfile.isdir(root):
+      raise FileNotFoundError(f"Image folder {root!r} does not exist.")
+    splits = _subdirs(root)
+    class_names = tuple(sorted({c for s in splits for c in _subdirs(os.path.join(root, s))}))
+    label_of = {name: i for i, name in enumerate(class_names)}
+    examples = {}
+    for split in splits:
+      split_dir = os.path.join(root, split)
+      examples[split] = tuple(
+          (path, label_of[c])
+          for c in _subdirs(split_dir)
+          for path in _image_files(os.path.join(split_dir, c))
+      )
+    if not any(examples.values()):
+      raise ValueError(f"No images found under {root!r}; expected root/<split>/<class>/*.jpg|png.")
+    return cls(root=root, class_names=class_names, examples=examples)
+
+  @property
+  def num_classes(self) -> int:
+    return len(self.class_names)
+
+  def num_examples(self, split: str) -> int:
+    return len(self._split(split))
+
+  def read(self, split: str, process_index: int = 0, process_count: int = 1) -> tf.data.Dataset:
+    """This process's share of `split` as {'image': encoded bytes, 'label': int64}.
+
+    Strided sharding (not contiguous ranges) because the file list is sorted
+    by class: every process then sees every class. Process 0 gets the largest
+    share, as with `tfds.even_splits`.
+    """
+    share = self._split(split)[process_index::process_count]
+    paths = [p for p, _ in share]
+    labels = [l for _, l in share]
+    ds = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(paths, tf.string), tf.constant(labels, tf.int64))
+    )
+    return ds.map(
+        lambda path, label: {"image": tf.io.read_file(path), "label": label},
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+
+  def _split(self, split: str) -> tuple[tuple[str, int], ...]:
+    if split not in self.examples:
+      raise ValueError(
+          f"Split {split!r} not found in image folder {self.root!r}; "
+          f"available: {sorted(self.examples)}."
+      )
+    return self.examples[split]
+
+
+def _subdirs(path: str) -> list[str]:
+  return sorted(
+      name.rstrip("/")
+      for name in tf.io.gfile.listdir(path)
+      if tf.io.gfile.isdir(os.path.join(path, name))
+  )
+
+
+def _image_files(path: str) -> list[str]:
+  return sorted(
+      os.path.join(path, name)
+      for name in tf.io.gfile.listdir(path)
+      if name.lower().endswith(_IMAGE_EXTENSIONS)
+  )

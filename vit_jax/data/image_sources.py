@@ -1,0 +1,163 @@
+"""Dataset names -> readers of encoded images, one share per process.
+
+A source yields {'image': encoded bytes, 'label': int64} in a fixed order
+with known cardinality. Decoding is left to the pipeline, so skipping
+examples on resume costs no JPEG decode.
+
+Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
+'sklearn_digits', 'imagenet_v2/matched-frequency', 'cifar10:3.0.2', ...) or
+'folder:/path/to/root' for root/<split>/<class>/*.jpg|png.
+"""
+
+import dataclasses
+import os
+from typing import Callable
+
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from vit_jax.data import digits
+from vit_jax.data import image_folder
+
+FOLDER_PREFIX = "folder:"
+
+# Default (train split, eval split). None: the dataset has no such split.
+DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
+    "imagenet2012": ("train", "validation"),
+    "imagenet_v2": (None, "test"),  # Evaluation-only re-collection of ImageNet val.
+    "cifar10": ("train", "test"),
+    "cifar100": ("train", "test"),
+    "oxford_iiit_pet": ("train", "test"),
+    "oxford_flowers102": ("train", "test"),
+    digits.NAME: ("train", "test"),
+}
+_OTHER_TFDS_SPLITS = ("train", "test")
+_FOLDER_EVAL_SPLITS = ("test", "validation", "val")
+
+
+class DatasetNotPreparedError(Exception):
+  """A TFDS dataset is not in data_dir, and nothing may be downloaded now."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSource:
+  name: str
+  num_classes: int
+  train_split: str | None
+  eval_split: str | None
+  # (split, process_index, process_count) -> that process's share of split.
+  read: Callable[[str, int, int], tf.data.Dataset]
+
+
+def open_source(
+    dataset: str, *, data_dir: str | None = None, download: bool = False
+) -> ImageSource:
+  if dataset.startswith(FOLDER_PREFIX):
+    return _folder_source(dataset[len(FOLDER_PREFIX):])
+  return _tfds_source(dataset, data_dir=data_dir, download=download)
+
+
+def _folder_source(root: str) -> ImageSource:
+  folder = image_folder.ImageFolder.scan(root)
+  eval_split = next((s for s in _FOLDER_EVAL_SPLITS if s in folder.examples), None)
+  return ImageSource(
+      name=FOLDER_PREFIX + folder.root,
+      num_classes=folder.num_classes,
+      train_split="train" if "train" in folder.examples else None,
+      eval_split=eval_split,
+      read=folder.read,
+  )
+
+
+def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
+  base_name = dataset.split("/")[0].split(":")[0]
+  if base_name not in DEFAULT_SPLITS:
+    try:
+      tfds.builder_cls(base_name)
+    except tfds.core.DatasetNotFoundError as e:
+      raise ValueError(
+          f"Unknown dataset {dataset!r}. Known: {sorted(DEFAULT_SPLITS)}, any "
+          f"other TFDS image classification dataset, or "
+          f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png)."
+      ) from e
+  builder = tfds.builder(dataset, data_dir=data_dir)
+  ensure_prepared(builder, download=download)
+  features = builder.info.features
+  feature_of = dict(features.items())
+  if not (
+      isinstance(feature_of.get("image"), tfds.features.Image)
+      and isinstance(feature_of.get("label"), tfds.features.ClassLabel)
+  ):
+    raise ValueError(
+        f"{dataset!r} is not an image classification dataset: it needs an "
+        f"'image' Image and a 'label' ClassLabel feature, got {features}."
+    )
+  train_split, eval_split = DEFAULT_SPLITS.get(base_name, _OTHER_TFDS_SPLITS)
+
+  def read(split: str, process_index: int, process_count: int) -> tf.data.Dataset:
+    share = tfds.split_for_jax_process(
+        split, process_index=process_index, process_count=process_count
+    )
+    ds = builder.as_dataset(
+        split=share,
+        shuffle_files=False,  # Fixed order; the pipeline shuffles with its own seed.
+        decoders={"image": tfds.decode.SkipDecoding()},
+        read_config=tfds.ReadConfig(skip_prefetch=True),
+    )
+    return ds.map(lambda ex: {"image": ex["image"], "label": ex["label"]})
+
+  return ImageSource(
+      name=dataset,
+      num_classes=features["label"].num_classes,
+      train_split=train_split,
+      eval_split=eval_split,
+      read=read,
+  )
+
+
+def ensure_prepared(builder: tfds.core.DatasetBuilder, *, download: bool = False) -> None:
+  """Raises DatasetNotPreparedError unless `builder` can be read.
+
+  `sklearn_digits` (and anything with download=True) is prepared on the spot.
+  Under `tfds.testing.mock_data` nothing is on disk yet `as_dataset` is
+  patched to serve fake examples, so the verdict comes from actually calling
+  `as_dataset` (lazy: no data is read), which a real unprepared builder
+  refuses with an AssertionError.
+  """
+  if builder.is_prepared():
+    return
+  if download or builder.name == digits.NAME:
+    builder.download_and_prepare()
+    return
+  try:
+    builder.as_dataset(split=next(iter(builder.info.splits), "train"))
+  except AssertionError as e:
+    raise DatasetNotPreparedError(how_to_prepare(builder)) from e
+
+
+def how_to_prepare(builder: tfds.core.DatasetBuilder) -> str:
+  root = os.fspath(builder.data_dir_root)
+  config = builder.builder_config
+  spec = f"{builder.name}/{config.name}" if config else builder.name
+  build = f"tfds build {spec} --data_dir={root}"
+  lines = [f"Dataset {builder.name!r} is not prepared: nothing found at {builder.data_dir}."]
+  if builder.MANUAL_DOWNLOAD_INSTRUCTIONS:
+    manual_dir = os.path.join(root, "downloads", "manual")
+    if builder.name == "imagenet2012":
+      what = "ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar (from https://image-net.org)"
+    else:
+      what = "the files named in the TFDS instructions below"
+    lines += [
+        f"It needs a manual download first. Put {what} into",
+        f"  {manual_dir}/",
+        "then run:",
+        f"  {build}",
+        f"TFDS instructions:\n{builder.MANUAL_DOWNLOAD_INSTRUCTIONS}",
+    ]
+  else:
+    lines += [
+        "Prepare it on a machine with network access (then copy the data_dir here):",
+        f"  {build}",
+        "or pass download=True to download and prepare it now.",
+    ]
+  return "\n".join(lines)

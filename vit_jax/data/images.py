@@ -1,0 +1,291 @@
+"""Image classification input pipelines (train and eval) for JAX training.
+
+    it = train_iterator("imagenet2012", "train", global_batch_size=4096,
+                        image_size=224, seed=0, start_step=step)
+    batch = next(it)  # this process's rows only
+
+Train batches: image float32 (b, S, S, 3) in [-1, 1]; labels float32
+(b, num_classes) (one-hot after smoothing / mixup / cutmix); label int32 (b,).
+Eval batches add mask float32 (b,): 1 for real examples, 0 for padding.
+b = global_batch_size // process_count.
+
+Determinism and exact resume: each process reads a fixed-order share of the
+split. Epoch e is that share shuffled with a seed derived from (seed, process,
+e), and examples are numbered globally (e * share_size + position). Every
+random op is stateless, keyed by (seed, process, example number) or, for
+mixup/cutmix, (seed, process, batch number). Resuming at step k therefore
+jumps straight to the right epoch and skips the remaining examples while they
+are still encoded bytes (at most one epoch of reading, no decoding), then
+produces the same batches as the original run.
+
+Files are read in a fixed order every epoch (TFDS shuffles examples across
+files when it builds a dataset); the per-epoch shuffle buffer does the rest.
+"""
+
+import dataclasses
+import math
+from typing import Iterator
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+
+def _hide_accelerators_from_tf() -> None:
+  """TF only feeds data; the accelerators (and their memory) belong to JAX."""
+  for kind in ("GPU", "TPU"):
+    try:
+      tf.config.set_visible_devices([], kind)
+    except (RuntimeError, ValueError):  # TF already initialized: too late to change.
+      pass
+
+
+_hide_accelerators_from_tf()
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from vit_jax.data import image_augment
+from vit_jax.data import image_mix
+from vit_jax.data import image_sources
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+DatasetNotPreparedError = image_sources.DatasetNotPreparedError
+ensure_prepared = image_sources.ensure_prepared
+DEFAULT_SPLITS = image_sources.DEFAULT_SPLITS
+
+# Tags that keep the seed streams of different purposes independent.
+_EXAMPLE_SEEDS, _BATCH_SEEDS, _SHUFFLE_SEEDS = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Augment:
+  """Training augmentation. The defaults are a plain ImageNet recipe."""
+
+  inception_crop: bool = True  # Else: resize the whole image to S x S.
+  flip: bool = True
+  randaugment: tuple[int, float] | None = None  # (num_layers, magnitude 0..10)
+  mixup_alpha: float = 0.0
+  cutmix_alpha: float = 0.0
+  label_smoothing: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+  name: str
+  num_classes: int
+  train_split: str | None  # Default splits; None if the dataset has none.
+  eval_split: str | None
+
+
+def dataset_info(
+    dataset: str, *, data_dir: str | None = None, download: bool = False
+) -> DatasetInfo:
+  source = image_sources.open_source(dataset, data_dir=data_dir, download=download)
+  return DatasetInfo(source.name, source.num_classes, source.train_split, source.eval_split)
+
+
+def train_iterator(
+    dataset: str,
+    split: str | None = None,
+    *,
+    global_batch_size: int,
+    image_size: int,
+    seed: int,
+    start_step: int = 0,
+    data_dir: str | None = None,
+    augment: Augment = Augment(),
+    shuffle_buffer: int = 10_000,
+    process_index: int | None = None,
+    process_count: int | None = None,
+    download: bool = False,
+) -> Iterator[dict[str, np.ndarray]]:
+  """Infinite, shuffled, augmented batches of this process's share.
+
+  Two calls with the same arguments yield identical batches, and
+  `start_step=k` yields exactly batches k, k+1, ... of `start_step=0`.
+  `split=None` uses the dataset's default train split.
+  """
+  process_index, process_count = _process(process_index, process_count)
+  batch_size = _per_process_batch(global_batch_size, process_count)
+  source = image_sources.open_source(dataset, data_dir=data_dir, download=download)
+  split = _split_or_default(split, source.train_split, source, "train")
+  share = source.read(split, process_index, process_count)
+  share_size = _cardinality(share, f"{dataset} {split}")
+  if share_size == 0:
+    raise ValueError(f"{dataset} {split} has no examples for process {process_index}.")
+  base_seed_2 = tf.constant([seed, process_index], tf.int64)
+
+  def epoch(e):
+    shuffle_seed = tf.random.stateless_uniform(
+        [], image_augment.fold_in(base_seed_2, _SHUFFLE_SEEDS, e),
+        minval=None, maxval=None, dtype=tf.int64,
+    )
+    shuffled = share.shuffle(
+        min(shuffle_buffer, share_size), seed=shuffle_seed, reshuffle_each_iteration=False
+    )
+    return shuffled.enumerate().map(lambda i, ex: (e * share_size + i, ex))
+
+  def preprocess(index, example):
+    seed_2 = image_augment.fold_in(base_seed_2, _EXAMPLE_SEEDS, index)
+    crop_seed_2, flip_seed_2, randaug_seed_2 = tf.unstack(
+        tf.random.experimental.stateless_split(seed_2, 3)
+    )
+    if augment.inception_crop:
+      image = image_augment.decode_and_inception_crop(example["image"], crop_seed_2)
+    else:
+      image = image_augment.decode(example["image"])
+    image_SxSx3 = image_augment.resize(image, [image_size, image_size])
+    image_SxSx3.set_shape([image_size, image_size, 3])
+    if augment.flip:
+      image_SxSx3 = image_augment.random_flip(image_SxSx3, flip_seed_2)
+    if augment.randaugment:
+      num_layers, magnitude = augment.randaugment
+      image_SxSx3 = image_augment.randaugment(image_SxSx3, num_layers, magnitude, randaug_seed_2)
+    return {
+        "image": image_augment.normalize(image_SxSx3),
+        "label": tf.cast(example["label"], tf.int32),
+        "index": index,
+    }
+
+  def mix(batch):
+    labels_bxC = image_mix.smooth_one_hot(
+        batch["label"], source.num_classes, augment.label_smoothing
+    )
+    # Batches start at multiples of batch_size in the global numbering.
+    batch_seed_2 = image_augment.fold_in(base_seed_2, _BATCH_SEEDS, batch["index"][0] // batch_size)
+    images_bxSxSx3, labels_bxC = image_mix.mix_batch(
+        batch["image"], labels_bxC, batch_seed_2, augment.mixup_alpha, augment.cutmix_alpha
+    )
+    return {"image": images_bxSxSx3, "labels": labels_bxC, "label": batch["label"]}
+
+  first_epoch, skip_in_epoch = divmod(start_step * batch_size, share_size)
+  ds = tf.data.Dataset.counter(first_epoch).flat_map(epoch)
+  ds = ds.skip(skip_in_epoch)  # Still encoded bytes here, so skipping is cheap.
+  ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = ds.batch(batch_size, drop_remainder=True)
+  ds = ds.map(mix, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = ds.with_options(_options()).prefetch(tf.data.AUTOTUNE)
+  return ds.as_numpy_iterator()
+
+
+class EvalIterator:
+  """One pass over a split: `len(it)` batches, the same on every process.
+
+  `num_examples` counts the whole split (all processes); the padding rows
+  that fill the last batches have mask 0.
+  """
+
+  def __init__(self, ds: tf.data.Dataset, num_examples: int, num_batches: int):
+    self.num_examples = num_examples
+    self.num_batches = num_batches
+    self._it = ds.as_numpy_iterator()
+
+  def __iter__(self) -> "EvalIterator":
+    return self
+
+  def __next__(self) -> dict[str, np.ndarray]:
+    return next(self._it)
+
+  def __len__(self) -> int:
+    return self.num_batches
+
+
+def eval_iterator(
+    dataset: str,
+    split: str | None = None,
+    *,
+    global_batch_size: int,
+    image_size: int,
+    data_dir: str | None = None,
+    crop_fraction: float = 0.875,
+    process_index: int | None = None,
+    process_count: int | None = None,
+    download: bool = False,
+) -> EvalIterator:
+  """Every example of `split` exactly once, as central crops of the image
+  resized to image_size / crop_fraction (crop_fraction=1: no border cut)."""
+  process_index, process_count = _process(process_index, process_count)
+  batch_size = _per_process_batch(global_batch_size, process_count)
+  source = image_sources.open_source(dataset, data_dir=data_dir, download=download)
+  split = _split_or_default(split, source.eval_split, source, "eval")
+  name = f"{dataset} {split}"
+  whole_split = source.read(split, 0, 1)
+  num_examples = _cardinality(whole_split, name)
+  # With fewer examples than processes the last shares are empty, which TFDS
+  # refuses to read; such a process only yields padding.
+  if process_index < num_examples:
+    share = source.read(split, process_index, process_count)
+  else:
+    share = whole_split.take(0)
+  share_size = _cardinality(share, name)
+  # Shares are sized like tfds.even_splits: process 0's is the largest.
+  largest_share = _cardinality(source.read(split, 0, process_count), name)
+  num_batches = math.ceil(largest_share / batch_size)
+
+  def preprocess(example):
+    image_SxSx3 = image_augment.eval_crop(example["image"], image_size, crop_fraction)
+    return {
+        "image": image_augment.normalize(image_SxSx3),
+        "label": tf.cast(example["label"], tf.int32),
+        "mask": tf.constant(1.0, tf.float32),
+    }
+
+  padding = {
+      "image": tf.zeros([image_size, image_size, 3], tf.float32),
+      "label": tf.constant(0, tf.int32),
+      "mask": tf.constant(0.0, tf.float32),
+  }
+  num_padding = num_batches * batch_size - share_size
+  assert num_padding >= 0, (num_padding, share_size, largest_share)
+
+  def add_labels(batch):
+    labels_bxC = tf.one_hot(batch["label"], source.num_classes, dtype=tf.float32)
+    return {**batch, "labels": labels_bxC * batch["mask"][:, None]}
+
+  ds = share.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
+  ds = ds.batch(batch_size, drop_remainder=True).map(add_labels)
+  ds = ds.with_options(_options()).prefetch(tf.data.AUTOTUNE)
+  return EvalIterator(ds, num_examples=num_examples, num_batches=num_batches)
+
+
+def _process(process_index: int | None, process_count: int | None) -> tuple[int, int]:
+  if process_index is None:
+    process_index = jax.process_index()
+  if process_count is None:
+    process_count = jax.process_count()
+  if not 0 <= process_index < process_count:
+    raise ValueError(f"process_index {process_index} not in [0, {process_count}).")
+  return process_index, process_count
+
+
+def _per_process_batch(global_batch_size: int, process_count: int) -> int:
+  if global_batch_size % process_count:
+    raise ValueError(
+        f"global_batch_size {global_batch_size} is not divisible by the "
+        f"{process_count} processes."
+    )
+  return global_batch_size // process_count
+
+
+def _split_or_default(split: str | None, default: str | None, source, purpose: str) -> str:
+  if split is not None:
+    return split
+  if default is None:
+    raise ValueError(f"{source.name} has no default {purpose} split; pass split=.")
+  return default
+
+
+def _cardinality(ds: tf.data.Dataset, name: str) -> int:
+  n = int(ds.cardinality())
+  if n < 0:
+    raise ValueError(f"Size of {name} is unknown; the pipeline needs it.")
+  return n
+
+
+def _options() -> tf.data.Options:
+  options = tf.data.Options()
+  options.deterministic = True
+  # tf.data runs many maps in parallel already; one thread per op avoids
+  # oversubscribing the host cores.
+  options.threading.max_intra_op_parallelism = 1
+  return options
