@@ -1,9 +1,7 @@
-"""Test setup: quiet TF, keep it off accelerators, and register the `slow` marker."""
+"""Test setup: quiet TF logging for every test process."""
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def pytest_configure(config):
-  config.addinivalue_line("markers", "slow: takes more than ~20 s on 2 CPU cores")

@@ -1,0 +1,37 @@
+"""The ImageNet and CIFAR presets run train + eval at their real image sizes (TFDS mock data)."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from tests.training import helpers
+from vit_jax import train
+
+
+def load_config(arg):
+  spec = importlib.util.spec_from_file_location("vit_config", helpers.VIT_CONFIG)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(arg)
+
+
+@pytest.mark.parametrize("dataset,variant,image_size,num_classes", [
+    ("imagenet2012", "Ti/16", 224, 1000),
+    ("cifar10", "Ti/4", 32, 10),
+])
+def test_preset_runs_train_and_eval(tmp_path, dataset, variant, image_size, num_classes):
+  config = load_config(f"dataset={dataset},variant={variant},runlocal")
+  assert config.image_size == image_size
+  config.progress = "lines"
+  with tfds.testing.mock_data(num_examples=24):
+    result = train.train_and_evaluate(config, str(tmp_path))
+  rows = helpers.read_metrics(tmp_path)
+  train_rows = [r for r in rows if "train_loss" in r]
+  assert [r["step"] for r in train_rows] == [1, 2, 3, 4]
+  assert all(np.isfinite(r["train_loss"]) for r in train_rows)
+  assert 0.0 <= result["eval_accuracy"] <= 1.0 and result["eval_examples"] == 16  # 2 batches of 8
+  head = result["final_params"]["head"]["kernel"]
+  assert head.shape[-1] == num_classes
+  assert (tmp_path / "checkpoints" / "4").is_dir() and (tmp_path / "config.json").is_file()

@@ -1,0 +1,62 @@
+"""Resume after SIGKILL ends with the same params as a straight run; 8 devices match 1 device."""
+
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from tests.training import helpers
+from vit_jax import init_from
+
+
+def fast_overrides(data_dir, total_steps=40):
+  return [f"--config.data_dir={data_dir}", f"--config.total_steps={total_steps}",
+          "--config.batch_size=32", "--config.checkpoint_every=20", "--config.eval_every=5",
+          "--config.log_every=1", "--config.progress=lines", "--config.optimizer.warmup_steps=5"]
+
+
+def final_params(workdir, step):
+  return init_from.read_checkpoint(os.path.join(workdir, "checkpoints", str(step)))
+
+
+@pytest.mark.slow
+def test_sigkill_after_checkpoint_then_resume_equals_straight_run(tmp_path, digits_dir):
+  straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+  done = helpers.run(helpers.main_command(straight, "", *fast_overrides(digits_dir)))
+  assert done.returncode == 0, done.stderr[-3000:]
+
+  cmd = helpers.main_command(resumed, "", *fast_overrides(digits_dir))
+  proc = subprocess.Popen(cmd, env=helpers.env(), cwd=helpers.ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  checkpoint_20 = resumed / "checkpoints" / "20"
+  deadline = time.time() + 300
+  while not checkpoint_20.is_dir() and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.02)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert checkpoint_20.is_dir(), "the run never wrote its step-20 checkpoint"
+  assert not (resumed / "checkpoints" / "40").exists(), "killed too late: the run had finished"
+
+  again = helpers.run(cmd)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "Resumed from" in again.stdout and "at step 20" in again.stdout
+  a, b = final_params(straight, 40), final_params(resumed, 40)
+  assert a.keys() == b.keys()
+  for key in a:
+    np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
+
+
+@pytest.mark.slow
+def test_eight_devices_give_the_same_first_losses(tmp_path, digits_dir):
+  losses = {}
+  for devices in (1, 8):
+    workdir = tmp_path / f"devices{devices}"
+    result = helpers.run(helpers.main_command(workdir, "", *fast_overrides(digits_dir, 10),
+                                              f"--config.mesh=data:{devices}"), devices=devices)
+    assert result.returncode == 0, result.stderr[-3000:]
+    losses[devices] = [r["train_loss"] for r in helpers.read_metrics(workdir) if "train_loss" in r]
+  assert len(losses[1]) == 10
+  np.testing.assert_allclose(losses[8], losses[1], rtol=1e-5)

@@ -1,0 +1,77 @@
+"""Orbax checkpoints in `workdir/checkpoints`: save every N steps, keep the last K, resume.
+
+Each checkpoint holds the train state (params, optimizer state, step) and a small JSON record of
+the model (its config and parameter shapes), so a workdir is never resumed with another model.
+"""
+
+import json
+import os
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class CheckpointMismatchError(ValueError):
+  """The workdir holds a checkpoint of a different model than the config asks for."""
+
+
+def model_record(model_config: dict, params) -> dict:
+  shapes = {jax.tree_util.keystr(path): list(leaf.shape)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
+  return {"model": json.loads(json.dumps(model_config, default=str)), "param_shapes": shapes}
+
+
+def describe_mismatch(saved: dict, current: dict) -> str:
+  lines = []
+  saved_model, model = saved.get("model", {}), current["model"]
+  for key in sorted(set(saved_model) | set(model)):
+    if saved_model.get(key) != model.get(key):
+      lines.append(f"  model.{key}: checkpoint {saved_model.get(key)!r}, config {model.get(key)!r}")
+  saved_shapes, shapes = saved.get("param_shapes", {}), current["param_shapes"]
+  for key in sorted(set(saved_shapes) | set(shapes)):
+    if saved_shapes.get(key) != shapes.get(key):
+      lines.append(f"  params{key}: checkpoint {saved_shapes.get(key)}, model {shapes.get(key)}")
+      if len(lines) > 20:
+        lines.append("  ...")
+        break
+  return "\n".join(lines)
+
+
+class Checkpointer:
+  """Thin wrapper over `ocp.CheckpointManager` with a model-identity check on restore."""
+
+  def __init__(self, workdir: str, save_every: int, keep: int, record: dict,
+               async_save: bool = False):
+    self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+    self.record = record
+    options = ocp.CheckpointManagerOptions(save_interval_steps=save_every, max_to_keep=keep,
+                                           create=True, enable_async_checkpointing=async_save)
+    self.manager = ocp.CheckpointManager(self.directory, options=options,
+                                         item_names=("state", "model"))
+
+  def latest_step(self):
+    return self.manager.latest_step()
+
+  def check_model(self, step: int) -> None:
+    """Raises CheckpointMismatchError if the checkpoint at `step` is of another model."""
+    saved = self.manager.restore(step, args=ocp.args.Composite(model=ocp.args.JsonRestore()))
+    problems = describe_mismatch(saved["model"], self.record)
+    if problems:
+      raise CheckpointMismatchError(
+          f"The workdir's checkpoint {self.directory} (step {step}) is of a different model than "
+          f"this config:\n{problems}\nUse a new --workdir, or the config that wrote it. "
+          "Nothing in the workdir was changed.")
+
+  def restore(self, step: int, abstract_state):
+    self.check_model(step)
+    restored = self.manager.restore(
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+    return restored["state"]
+
+  def save(self, step: int, state, force: bool = False) -> bool:
+    return self.manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), model=ocp.args.JsonSave(self.record)), force=force)
+
+  def close(self):
+    self.manager.wait_until_finished()
+    self.manager.close()

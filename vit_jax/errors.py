@@ -1,0 +1,12 @@
+"""The errors a user can cause and fix (bad config, missing data, wrong checkpoint).
+
+The command-line entry points print these as one clear message and exit with code 2, instead of
+a traceback.
+"""
+
+from vit_jax.checkpoint import CheckpointMismatchError
+from vit_jax.data.image_sources import DatasetNotPreparedError
+from vit_jax.init_from import PretrainedMismatchError
+
+USER_ERRORS = (ValueError, FileNotFoundError, CheckpointMismatchError, DatasetNotPreparedError,
+               PretrainedMismatchError)

@@ -1,0 +1,54 @@
+"""Trains a model from a config: `python -m vit_jax.main --config=configs/X.py:ARGS --workdir=W`.
+
+`--config.key=value` overrides any key of the config; an unknown key is an error (exit code 2).
+Rerunning the same command resumes from the latest checkpoint in W/checkpoints.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
+
+FLAGS = flags.FLAGS
+config_flags.DEFINE_config_file("config", None, "Config file, optionally with :ARGS.",
+                                lock_config=True)
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs and metrics.")
+
+
+def parse_flags(argv):
+  """absl parsing, but a bad flag or config key is one clear line and exit code 2."""
+  try:
+    return FLAGS(argv)
+  except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    print("Check the --config.* key names against the config file (they are case-sensitive).",
+          file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
+  if FLAGS.config is None or FLAGS.workdir is None:
+    print("error: both --config and --workdir are required, e.g.\n  python -m vit_jax.main "
+          "--config=configs/vit.py --workdir=workdirs/digits", file=sys.stderr)
+    sys.exit(2)
+  # pylint: disable=g-import-not-at-top
+  import jax
+  from vit_jax import errors
+  from vit_jax import train
+  jax.config.update("jax_threefry_partitionable", True)
+  try:
+    result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
+  except errors.USER_ERRORS as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  if jax.process_index() == 0 and "eval_accuracy" in result:
+    print(f"Final eval accuracy: {100 * result['eval_accuracy']:.2f}% "
+          f"({int(result['eval_examples'])} examples)", flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=parse_flags)

@@ -1,0 +1,58 @@
+"""optax optimizers from a config: AdamW or SGD, warmup + decay schedule, clipping, decay mask."""
+
+import flax.traverse_util
+import jax
+import optax
+
+# Parameters that weight decay leaves alone: biases, norm scales, position embeddings, tokens.
+NO_DECAY_NAMES = ("bias", "scale", "pos_embedding", "cls", "probe", "output_bias")
+
+
+def learning_rate_schedule(opt_cfg, total_steps: int):
+  """Linear warmup from 0 to lr, then cosine, linear or constant down to lr * end_lr_ratio."""
+  lr, warmup = opt_cfg.lr, opt_cfg.warmup_steps
+  end = lr * opt_cfg.end_lr_ratio
+  decay_steps = max(total_steps - warmup, 1)
+  if opt_cfg.schedule == "cosine":
+    decay = optax.cosine_decay_schedule(lr, decay_steps, alpha=opt_cfg.end_lr_ratio)
+  elif opt_cfg.schedule == "linear":
+    decay = optax.linear_schedule(lr, end, decay_steps)
+  elif opt_cfg.schedule == "constant":
+    decay = optax.constant_schedule(lr)
+  else:
+    raise ValueError(f"Unknown schedule {opt_cfg.schedule!r}; choose cosine, linear or constant.")
+  if warmup <= 0:
+    return decay
+  return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), decay], [warmup])
+
+
+def decay_mask(params):
+  """True for the weights that get weight decay (kernels and embeddings)."""
+  flat = flax.traverse_util.flatten_dict(params)
+  mask = {path: path[-1] not in NO_DECAY_NAMES for path in flat}
+  return flax.traverse_util.unflatten_dict(mask)
+
+
+def build_optimizer(opt_cfg, total_steps: int):
+  """Returns (optax transformation, schedule). Clipping happens before everything else."""
+  schedule = learning_rate_schedule(opt_cfg, total_steps)
+  parts = []
+  if opt_cfg.grad_clip_norm and opt_cfg.grad_clip_norm > 0:
+    parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip_norm))
+  if opt_cfg.name == "adamw":
+    parts.append(optax.scale_by_adam(b1=opt_cfg.b1, b2=opt_cfg.b2))
+  elif opt_cfg.name == "sgd":
+    if opt_cfg.momentum:
+      parts.append(optax.trace(decay=opt_cfg.momentum))
+  else:
+    raise ValueError(f"Unknown optimizer {opt_cfg.name!r}; choose adamw or sgd.")
+  if opt_cfg.weight_decay:
+    # Coupled: decay * lr_t. Decoupled: decay * lr_t / lr, i.e. follows only the schedule's shape.
+    rate = opt_cfg.weight_decay / opt_cfg.lr if opt_cfg.decoupled_weight_decay else opt_cfg.weight_decay
+    parts.append(optax.add_decayed_weights(rate, mask=decay_mask))
+  parts.append(optax.scale_by_learning_rate(schedule))
+  return optax.chain(*parts), schedule
+
+
+def global_norm(tree) -> jax.Array:
+  return optax.global_norm(tree)

@@ -1,0 +1,75 @@
+"""Image classification: TFDS/folder images in, softmax cross-entropy and top-1 accuracy out."""
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from vit_jax.data import images
+
+
+class ImageClassification:
+  """The task interface the trainer uses: batches, model inputs, loss and eval sums."""
+
+  def __init__(self, config):
+    self.config = config
+    info = images.dataset_info(config.dataset, data_dir=config.data_dir, download=config.download)
+    self.num_classes = config.num_classes or info.num_classes
+
+  def model_overrides(self) -> dict:
+    return {"num_classes": self.num_classes}
+
+  def init_inputs(self, batch_size: int = 1):
+    size = self.config.image_size
+    return (jnp.zeros((batch_size, size, size, 3), jnp.float32),)
+
+  def train_batches(self, start_step: int, process_index: int, process_count: int):
+    c, a = self.config, self.config.augment
+    augment = images.Augment(
+        inception_crop=a.inception_crop, flip=a.flip,
+        randaugment=(a.randaugment_layers, a.randaugment_magnitude) if a.randaugment_layers else None,
+        mixup_alpha=a.mixup_alpha, cutmix_alpha=a.cutmix_alpha, label_smoothing=a.label_smoothing)
+    return images.train_iterator(
+        c.dataset, c.train_split, global_batch_size=c.batch_size, image_size=c.image_size,
+        seed=c.seed, start_step=start_step, data_dir=c.data_dir, augment=augment,
+        process_index=process_index, process_count=process_count, download=c.download)
+
+  def eval_batches(self, process_index: int, process_count: int):
+    c = self.config
+    return images.eval_iterator(
+        c.dataset, c.eval_split, global_batch_size=c.batch_size, image_size=c.image_size,
+        data_dir=c.data_dir, process_index=process_index, process_count=process_count,
+        download=c.download)
+
+  @staticmethod
+  def apply(model, params, batch, train: bool, rng=None):
+    rngs = {"dropout": rng} if train else {}
+    return model.apply({"params": params}, batch["image"], train=train, rngs=rngs)
+
+  @staticmethod
+  def weight(batch):
+    """What the loss is averaged over: examples (gradient accumulation sums, then divides)."""
+    return jnp.asarray(batch["label"].shape[0], jnp.float32)
+
+  @staticmethod
+  def loss_sum(logits_BxC, batch):
+    """Summed soft-label cross-entropy (labels may be smoothed or mixed) and metric sums."""
+    loss_B = optax.softmax_cross_entropy(logits_BxC, batch["labels"])
+    correct_B = jnp.argmax(logits_BxC, -1) == batch["label"]
+    return jnp.sum(loss_B), {"train_accuracy": jnp.sum(correct_B)}
+
+  @staticmethod
+  def eval_sums(logits_BxC, batch):
+    """Masked sums over the batch; padded rows (mask 0) count nowhere."""
+    mask_B = batch["mask"].astype(jnp.float32)
+    labels_BxC = jax.nn.one_hot(batch["label"], logits_BxC.shape[-1])
+    loss_B = optax.softmax_cross_entropy(logits_BxC, labels_BxC)
+    correct_B = (jnp.argmax(logits_BxC, -1) == batch["label"]).astype(jnp.float32)
+    return {"loss": jnp.sum(loss_B * mask_B), "correct": jnp.sum(correct_B * mask_B),
+            "count": jnp.sum(mask_B)}
+
+  @staticmethod
+  def eval_summary(sums: dict) -> dict:
+    count = max(float(sums["count"]), 1.0)
+    return {"eval_accuracy": float(sums["correct"]) / count,
+            "eval_loss": float(sums["loss"]) / count, "eval_examples": float(sums["count"])}
+
