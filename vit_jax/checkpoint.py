@@ -15,14 +15,20 @@ class CheckpointMismatchError(ValueError):
   """The workdir holds a checkpoint of a different model than the config asks for."""
 
 
-def model_record(model_config: dict, params) -> dict:
+def model_record(model_config: dict, params, task_record: dict | None = None) -> dict:
+  """What identifies a model: its config, parameter shapes and task assets (e.g. tokenizer)."""
   shapes = {jax.tree_util.keystr(path): list(leaf.shape)
             for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
-  return {"model": json.loads(json.dumps(model_config, default=str)), "param_shapes": shapes}
+  return {"model": json.loads(json.dumps(model_config, default=str)), "param_shapes": shapes,
+          "task": dict(task_record or {})}
 
 
 def describe_mismatch(saved: dict, current: dict) -> str:
   lines = []
+  saved_task, task = saved.get("task", {}), current.get("task", {})
+  for key in sorted(set(saved_task) | set(task)):
+    if saved_task.get(key) != task.get(key):
+      lines.append(f"  {key}: checkpoint {saved_task.get(key)!r}, now {task.get(key)!r}")
   saved_model, model = saved.get("model", {}), current["model"]
   for key in sorted(set(saved_model) | set(model)):
     if saved_model.get(key) != model.get(key):
@@ -35,6 +41,22 @@ def describe_mismatch(saved: dict, current: dict) -> str:
         lines.append("  ...")
         break
   return "\n".join(lines)
+
+
+def latest_record(workdir: str):
+  """(step, model record) of the latest checkpoint in `workdir`; FileNotFoundError if none."""
+  directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+  if not os.path.isdir(directory):
+    raise FileNotFoundError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
+  manager = ocp.CheckpointManager(directory, item_names=("state", "model"),
+                                  options=ocp.CheckpointManagerOptions(read_only=True, create=False,
+                                                                      save_interval_steps=0))
+  step = manager.latest_step()
+  if step is None:
+    raise FileNotFoundError(f"No finished checkpoint in {directory}.")
+  record = manager.restore(step, args=ocp.args.Composite(model=ocp.args.JsonRestore()))["model"]
+  manager.close()
+  return step, record
 
 
 class Checkpointer:

@@ -69,6 +69,7 @@ def training_defaults():
   # Async saves overlap training but raced under heavy CPU load in orbax 0.12 (seen in tests).
   c.async_checkpoints = False
   c.init_from = placeholder(str)  # our workdir/checkpoint or an .npz to fine-tune from
+  c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
   c.mesh = "data:-1"  # axis sizes; -1 takes the remaining devices
   c.progress = "auto"  # "bar", "lines" or "auto" (a bar on a terminal)
   return c

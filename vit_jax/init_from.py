@@ -1,4 +1,5 @@
-"""Fine-tuning: load pretrained parameters (our workdir/checkpoint or an .npz) into a new model.
+"""Fine-tuning: load pretrained parameters into a new model, from our workdir/checkpoint, an .npz
+(original ViT or big_vision layout) or a Hugging Face model directory (see vit_jax.interop).
 
 Shapes that differ for a known reason are adapted and reported: the classification head with
 another class count is re-initialized (when allowed), a learned position table is resampled to
@@ -39,28 +40,37 @@ def read_npz(path: str) -> dict:
   for prefix in _PREFIXES:
     if flat and all(k.startswith(prefix) for k in flat):
       flat = {k[len(prefix):]: v for k, v in flat.items()}
-  return flat
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax.interop import vit_npz  # imported here: interop imports this module
+  return vit_npz.from_big_vision(flat) if vit_npz.is_big_vision(flat) else flat
 
 
-def read_checkpoint(path: str) -> dict:
-  """Flat params from our workdir (latest step), a `checkpoints/` dir or one step's dir."""
+def find_step_dir(path: str) -> str:
+  """The step directory of our workdir (latest step), a `checkpoints/` dir or one step's dir."""
   path = os.path.abspath(path)
   if os.path.isdir(os.path.join(path, "checkpoints")):
     path = os.path.join(path, "checkpoints")
   steps = [d for d in os.listdir(path) if d.isdigit()] if os.path.isdir(path) else []
   if steps:
     path = os.path.join(path, max(steps, key=int))
-  state_dir = os.path.join(path, "state")
-  if not os.path.isdir(state_dir):
+  if not os.path.isdir(os.path.join(path, "state")):
     raise PretrainedMismatchError(
         f"{path} is not a vit_jax workdir or checkpoint (no 'state' directory found).")
-  state = ocp.StandardCheckpointer().restore(state_dir)
+  return path
+
+
+def read_checkpoint(path: str) -> dict:
+  """Flat params from our workdir (latest step), a `checkpoints/` dir or one step's dir."""
+  state = ocp.StandardCheckpointer().restore(os.path.join(find_step_dir(path), "state"))
   return flatten(state["params"])
 
 
 def read_pretrained(path: str) -> dict:
   if not os.path.exists(path):
     raise FileNotFoundError(f"init_from={path!r} does not exist.")
+  from vit_jax.interop import hf_format  # pylint: disable=g-import-not-at-top
+  if hf_format.is_hf_dir(path):
+    return hf_format.read(path).params
   return read_npz(path) if path.endswith(".npz") else read_checkpoint(path)
 
 

@@ -45,10 +45,11 @@ def main(argv):
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
-  if jax.process_index() == 0 and "eval_accuracy" in result:
-    print(f"Final eval accuracy: {100 * result['eval_accuracy']:.2f}% "
-          f"({int(result['eval_examples'])} examples)", flush=True)
-
+  if jax.process_index() == 0:
+    metrics = {k: v for k, v in result.items() if k.startswith(("eval_", "unigram_"))}
+    print("Final eval: " + "  ".join(f"{k}={v:.4g}" for k, v in metrics.items()), flush=True)
+    if "eval_accuracy" in metrics:
+      print(f"Final eval accuracy: {100 * metrics['eval_accuracy']:.2f}%", flush=True)
 
 if __name__ == "__main__":
   app.run(main, flags_parser=parse_flags)

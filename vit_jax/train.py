@@ -24,7 +24,14 @@ from vit_jax.models import build_model
 
 
 def prefetch_to_mesh(batches, mesh, size: int = 2):
-  """Turns host batches into global device arrays in a background thread, `size` ahead."""
+  """Turns host batches into global device arrays, `size` ahead in a background thread.
+
+  size=0 produces each batch on the caller's thread when it is needed (simpler to debug, and
+  needed under tfds.testing.mock_data, whose file-system patch is global while it reads).
+  """
+  if size == 0:
+    yield from (sharding.global_batch(batch, mesh) for batch in batches)
+    return
   q = queue.Queue(maxsize=size)
   sentinel = object()
 
@@ -52,7 +59,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
   rng = jax.random.PRNGKey(config.seed)
 
   # ---- Task and model -------------------------------------------------------------------------
-  task = tasks.build_task(config)
+  task = tasks.build_task(config, workdir)
   model_config = {**config.model.to_dict(), **task.model_overrides()}
   model = build_model(model_config)
 
@@ -76,7 +83,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
   init_rng, step_rng = jax.random.split(rng)
   abstract_state = jax.eval_shape(init_state, init_rng)
   ckpt = checkpoint.Checkpointer(workdir, config.checkpoint_every, config.keep_checkpoints,
-                                 checkpoint.model_record(model_config, abstract_state["params"]),
+                                 checkpoint.model_record(model_config, abstract_state["params"],
+                                                         getattr(task, "record", dict)()),
                                  async_save=config.async_checkpoints)
   latest = ckpt.latest_step()
   if latest is not None:
@@ -100,38 +108,41 @@ def train_and_evaluate(config, workdir: str) -> dict:
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
+    if hasattr(task, "save_assets"):
+      task.save_assets(workdir)
 
   # ---- Update step ----------------------------------------------------------------------------
   def train_step(state, batch):
     params, step = state["params"], state["step"]
-    total_weight = task.weight(batch)  # the loss is a sum over all microbatches / this
+    # Full-batch normalizers (e.g. example or token counts): each microbatch's loss is already
+    # divided by them, so the microbatch losses and gradients add up to the full batch's.
+    totals = task.totals(batch)
 
     def grads_of(micro_batch, index):
       rng = jax.random.fold_in(jax.random.fold_in(step_rng, step), index)
 
       def loss_fn(p):
         outputs = task.apply(model, p, micro_batch, train=True, rng=rng)
-        loss_sum, metric_sums = task.loss_sum(outputs, micro_batch)
-        return loss_sum / total_weight, metric_sums
+        return task.loss(outputs, micro_batch, totals)
 
-      (loss, metric_sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-      return loss, metric_sums, grads
+      (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+      return loss, metrics, grads
 
     if accum == 1:
-      loss, metric_sums, grads = grads_of(batch, 0)
+      loss, task_metrics, grads = grads_of(batch, 0)
     else:  # microbatches one after another; their gradients add up to the full batch's
       micro = jax.tree.map(lambda x: x.reshape((accum, x.shape[0] // accum) + x.shape[1:]), batch)
       first = grads_of(jax.tree.map(lambda x: x[0], micro), 0)
       add = lambda total, inputs: (jax.tree.map(jnp.add, total, grads_of(inputs[1], inputs[0])),
                                    None)
-      (loss, metric_sums, grads), _ = jax.lax.scan(
+      (loss, task_metrics, grads), _ = jax.lax.scan(
           add, first, (jnp.arange(1, accum), jax.tree.map(lambda x: x[1:], micro)))
     updates, opt_state = tx.update(grads, state["opt_state"], params)
     new_state = {"params": optax.apply_updates(params, updates), "opt_state": opt_state,
                  "step": step + 1}
     metrics = {"train_loss": loss, "grad_norm": optax.global_norm(grads),
                "learning_rate": schedule(step),
-               **{k: v / total_weight for k, v in metric_sums.items()}}
+               **task_metrics}
     return new_state, metrics
 
   batch_sharding = sharding.batch_sharding(mesh)
@@ -146,7 +157,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
   def evaluate(params) -> dict:
     sums = None
     batches = task.eval_batches(jax.process_index(), jax.process_count())
-    for i, batch in enumerate(prefetch_to_mesh(batches, mesh)):
+    for i, batch in enumerate(prefetch_to_mesh(batches, mesh, config.prefetch_batches)):
       if config.eval_max_batches is not None and i >= config.eval_max_batches:
         break
       out = eval_step(params, batch)
@@ -156,7 +167,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
   # ---- Loop -----------------------------------------------------------------------------------
   log = metrics_log.MetricsLog(workdir, config.total_steps, start_step, config.progress)
   batches = prefetch_to_mesh(
-      task.train_batches(start_step, jax.process_index(), jax.process_count()), mesh)
+      task.train_batches(start_step, jax.process_index(), jax.process_count()), mesh,
+      config.prefetch_batches)
   pending, last_time, last_step = [], time.time(), start_step
   eval_metrics = {}
   for step in range(start_step, config.total_steps):

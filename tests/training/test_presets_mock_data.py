@@ -25,6 +25,7 @@ def test_preset_runs_train_and_eval(tmp_path, dataset, variant, image_size, num_
   config = load_config(f"dataset={dataset},variant={variant},runlocal")
   assert config.image_size == image_size
   config.progress = "lines"
+  config.prefetch_batches = 0  # mock_data patches the file system while it reads
   with tfds.testing.mock_data(num_examples=24):
     result = train.train_and_evaluate(config, str(tmp_path))
   rows = helpers.read_metrics(tmp_path)

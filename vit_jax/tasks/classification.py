@@ -10,7 +10,8 @@ from vit_jax.data import images
 class ImageClassification:
   """The task interface the trainer uses: batches, model inputs, loss and eval sums."""
 
-  def __init__(self, config):
+  def __init__(self, config, workdir=None):
+    del workdir  # nothing to keep beside the checkpoints
     self.config = config
     info = images.dataset_info(config.dataset, data_dir=config.data_dir, download=config.download)
     self.num_classes = config.num_classes or info.num_classes
@@ -46,16 +47,17 @@ class ImageClassification:
     return model.apply({"params": params}, batch["image"], train=train, rngs=rngs)
 
   @staticmethod
-  def weight(batch):
-    """What the loss is averaged over: examples (gradient accumulation sums, then divides)."""
-    return jnp.asarray(batch["label"].shape[0], jnp.float32)
+  def totals(batch):
+    """Full-batch normalizer of the loss: the number of examples."""
+    return {"examples": jnp.asarray(batch["label"].shape[0], jnp.float32)}
 
   @staticmethod
-  def loss_sum(logits_BxC, batch):
-    """Summed soft-label cross-entropy (labels may be smoothed or mixed) and metric sums."""
+  def loss(logits_BxC, batch, totals):
+    """Soft-label cross-entropy (labels may be smoothed or mixed) and accuracy, per example."""
     loss_B = optax.softmax_cross_entropy(logits_BxC, batch["labels"])
     correct_B = jnp.argmax(logits_BxC, -1) == batch["label"]
-    return jnp.sum(loss_B), {"train_accuracy": jnp.sum(correct_B)}
+    return (jnp.sum(loss_B) / totals["examples"],
+            {"train_accuracy": jnp.sum(correct_B) / totals["examples"]})
 
   @staticmethod
   def eval_sums(logits_BxC, batch):

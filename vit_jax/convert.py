@@ -1,0 +1,79 @@
+"""Converts checkpoints: `python -m vit_jax.convert SRC DST --to npz|hf|orbax [options]`.
+
+SRC is one of our workdirs (or one step's directory), an .npz (original ViT or big_vision
+layout, or any of our models in our names) or a Hugging Face model directory (BERT, GPT-2, ViT;
+config.json + model.safetensors). DST is written completely or not at all.
+
+  python -m vit_jax.convert workdirs/digits vit.npz --to npz
+  python -m vit_jax.convert vit.npz vit_bv.npz --to npz --layout big_vision
+  python -m vit_jax.convert vit.npz hf_vit --to hf
+  python -m vit_jax.convert hf_bert bert_workdir --to orbax
+  python -m vit_jax.convert hf_bert cls_workdir --to orbax --reinit-head \\
+      --model '{"name": "bert_classifier", "num_classes": 3}'
+
+--model takes JSON (or a JSON file): overrides of the model config read with SRC, or the whole
+config for an .npz that is not recognized. Errors print one message and exit with code 2.
+
+Python API: `convert(src, dst, to, model=None, reinit_head=False, layout="vit", fmt=None,
+overwrite=False)`, and `load` / `save` / `from_tree` (see vit_jax.interop).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from vit_jax.interop import FORMATS, LAYOUTS, Checkpoint, ConversionError  # pylint: disable=unused-import
+from vit_jax.interop import convert, from_tree, load, save  # pylint: disable=unused-import
+
+
+def _model_arg(text: str | None) -> dict | None:
+  if not text:
+    return None
+  if os.path.isfile(text):
+    with open(text, encoding="utf-8") as f:
+      text = f.read()
+  try:
+    value = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"--model must be JSON (or a JSON file), e.g. '{{\"num_classes\": 10}}': "
+                     f"{e}") from e
+  if not isinstance(value, dict):
+    raise ValueError("--model must be a JSON object of model config keys.")
+  return value
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(prog="python -m vit_jax.convert",
+                                   description=__doc__.split("\n\n")[0])
+  parser.add_argument("src", help="our workdir/checkpoint, an .npz, or a Hugging Face directory")
+  parser.add_argument("dst", help="the file or directory to write")
+  parser.add_argument("--to", choices=FORMATS, required=True, help="format to write")
+  parser.add_argument("--from", dest="fmt", choices=FORMATS, help="format of SRC (detected)")
+  parser.add_argument("--layout", choices=LAYOUTS, default="vit",
+                      help=".npz layout for a ViT: original ViT names or big_vision's")
+  parser.add_argument("--model", help="JSON model config or overrides, e.g. '{\"num_classes\": 10}'")
+  parser.add_argument("--reinit-head", action="store_true",
+                      help="re-initialize a task head that does not fit (e.g. another class count)")
+  parser.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
+  return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  try:
+    ckpt = convert(args.src, args.dst, args.to, model=_model_arg(args.model),
+                   reinit_head=args.reinit_head, layout=args.layout, fmt=args.fmt,
+                   overwrite=args.overwrite)
+  except (ConversionError, ValueError, FileNotFoundError, FileExistsError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  print(f"model: {json.dumps(ckpt.model, sort_keys=True)}")
+  for note in ckpt.notes:
+    print(f"note: {note}")
+  print(f"wrote {args.dst} ({args.to}{', ' + args.layout if args.to == 'npz' else ''})")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,90 @@
+"""Generates text from a trained workdir: `python -m vit_jax.generate --workdir=W --prompt=...`.
+
+GPT workdirs continue each prompt (greedy with --temperature=0, else sampling with top-k/top-p);
+seq2seq workdirs decode each prompt as an input sequence (greedy, or beam search). The model,
+its parameters and the tokenizer all come from the workdir, so they always match.
+"""
+
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("workdir", None, "A training workdir of vit_jax.main.")
+flags.DEFINE_multi_string("prompt", [], "Prompt text; repeat the flag for a batch of prompts.")
+flags.DEFINE_integer("max_new_tokens", 200, "Tokens to generate per prompt.")
+flags.DEFINE_float("temperature", 0.8, "0 means greedy decoding.")
+flags.DEFINE_integer("top_k", 0, "Sample only among the k most likely tokens (0: all).")
+flags.DEFINE_float("top_p", 1.0, "Sample only from the smallest set with this probability mass.")
+flags.DEFINE_integer("seed", 0, "Sampling seed.")
+flags.DEFINE_integer("beam_size", 1, "Beam width for seq2seq (1: greedy).")
+flags.DEFINE_bool("cache", True, "Use the KV cache (off: recompute everything per token).")
+
+
+def load_workdir(workdir: str):
+  """(model config, params, tokenizer, task name) of the workdir's latest checkpoint."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import checkpoint
+  from vit_jax import init_from
+  from vit_jax.data import tokenizer_base
+  from vit_jax.data import tokenizers
+  step, record = checkpoint.latest_record(workdir)
+  with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+    task = json.load(f)["task"]
+  tokenizer = tokenizers.load_tokenizer(os.path.join(workdir, "tokenizer"))
+  expected = record.get("task", {}).get("tokenizer")
+  if expected is not None:
+    tokenizer_base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
+  params = init_from.unflatten(init_from.read_checkpoint(
+      os.path.join(workdir, "checkpoints", str(step))))
+  return record["model"], params, tokenizer, task
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  if not FLAGS.workdir or not FLAGS.prompt:
+    print("error: --workdir and at least one --prompt are required.", file=sys.stderr)
+    sys.exit(2)
+  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from vit_jax import errors
+  from vit_jax import sampling
+  try:
+    model_config, params, tokenizer, task = load_workdir(FLAGS.workdir)
+    prompts = [tokenizer.encode(p) for p in FLAGS.prompt]
+    if task == "causal_lm":
+      outputs = sampling.generate(
+          model_config, params, prompts, max_new_tokens=FLAGS.max_new_tokens,
+          temperature=FLAGS.temperature, top_k=FLAGS.top_k, top_p=FLAGS.top_p,
+          eos_id=tokenizer.eos_id, seed=FLAGS.seed, use_cache=FLAGS.cache)
+      for prompt, new in zip(FLAGS.prompt, outputs):
+        print(prompt + tokenizer.decode(new))
+        print("-" * 40)
+    elif task == "seq2seq":
+      inputs_len = max(len(p) for p in prompts) + 1
+      inputs = np.zeros((len(prompts), inputs_len), np.int32)
+      mask = np.zeros_like(inputs)
+      for i, p in enumerate(prompts):
+        ids = p + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])
+        inputs[i, :len(ids)], mask[i, :len(ids)] = ids, 1
+      start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.pad_id
+      outputs = sampling.seq2seq_decode(
+          model_config, params, inputs, mask, max_new_tokens=FLAGS.max_new_tokens,
+          start_id=start, eos_id=tokenizer.eos_id, beam_size=FLAGS.beam_size)
+      for prompt, out in zip(FLAGS.prompt, outputs):
+        print(f"{prompt} -> {tokenizer.decode(out)}")
+    else:
+      raise ValueError(f"The workdir trained a {task!r} model; generation needs causal_lm or "
+                       "seq2seq.")
+  except errors.USER_ERRORS as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+  app.run(main)

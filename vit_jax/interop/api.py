@@ -1,0 +1,95 @@
+"""Load, save and convert checkpoints between our workdirs, `.npz` files and Hugging Face dirs."""
+
+import os
+
+import jax
+import numpy as np
+
+from vit_jax import init_from
+from vit_jax.interop import common
+from vit_jax.interop import fit
+from vit_jax.interop import hf_format
+from vit_jax.interop import models
+from vit_jax.interop import npz_format
+from vit_jax.interop import orbax_format
+
+FORMATS = ("npz", "hf", "orbax")
+
+
+def detect_format(path: str) -> str:
+  """"npz" for a file, "hf" for a directory with config.json, else "orbax" (our workdir)."""
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist.")
+  if os.path.isfile(path):
+    return "npz"
+  return "hf" if hf_format.is_hf_dir(path) else "orbax"
+
+
+def _check_format(fmt: str) -> str:
+  if fmt not in FORMATS:
+    raise common.ConversionError(f"Unknown checkpoint format {fmt!r}; choose one of {FORMATS}.")
+  return fmt
+
+
+def load(path: str, model: dict | None = None, *, reinit_head: bool = False,
+         fmt: str | None = None) -> common.Checkpoint:
+  """Reads a checkpoint into our names, checked against our model.
+
+  Args:
+    path: our workdir or step directory, an .npz, or a Hugging Face model directory.
+    model: our model config, or overrides of the one read with the checkpoint (an .npz has
+      none: it is inferred from the parameter names and shapes), e.g. {"num_classes": 10}.
+    reinit_head: re-initialize (or drop) a task head that does not fit the model, instead of
+      raising; each such change is listed in the returned notes.
+    fmt: "npz", "hf" or "orbax"; detected from the path when None.
+  """
+  fmt = _check_format(fmt or detect_format(path))
+  if fmt == "npz":
+    flat, notes = npz_format.read(path)
+    source = _infer(flat, notes, model)
+  else:
+    read = hf_format.read(path) if fmt == "hf" else orbax_format.read(path)
+    flat, source, notes = read.params, read.model, read.notes
+  config = models.configure(source, model)
+  flat = models.rebase(flat, source.get("name"), config.get("name"))
+  return fit.fit(common.Checkpoint(flat, config, notes), reinit_head=reinit_head)
+
+
+def _infer(flat: dict, notes: list, model: dict | None) -> dict:
+  try:
+    return models.infer(flat, notes)
+  except common.ConversionError:
+    if model and "name" in model:  # the caller says which model it is
+      return {}
+    raise
+
+
+def from_tree(params, model: dict) -> common.Checkpoint:
+  """A checkpoint of in-memory params (a nested tree, e.g. from `model.init` or training)."""
+  flat = {k: np.asarray(v) for k, v in init_from.flatten(jax.device_get(params)).items()}
+  return fit.fit(common.Checkpoint(flat, dict(model)))
+
+
+def save(ckpt: common.Checkpoint, path: str, to: str, *, layout: str = "vit",
+         overwrite: bool = False) -> None:
+  """Writes `ckpt` as `to` ("npz", "hf" or "orbax"), completely or not at all.
+
+  `layout` is for .npz files: "vit" (the original ViT names, ours) or "big_vision".
+  """
+  _check_format(to)
+  ckpt = fit.fit(ckpt)  # the params must be exactly the model's
+  if to == "npz":
+    npz_format.write(ckpt, path, layout=layout, overwrite=overwrite)
+  elif to == "hf":
+    hf_format.write(ckpt, path, overwrite=overwrite)
+  else:
+    orbax_format.write(ckpt, path, overwrite=overwrite)
+
+
+def convert(src: str, dst: str, to: str, *, model: dict | None = None, reinit_head: bool = False,
+            layout: str = "vit", fmt: str | None = None,
+            overwrite: bool = False) -> common.Checkpoint:
+  """`save(load(src, ...), dst, to, ...)`; returns the checkpoint (with its notes)."""
+  ckpt = load(src, model, reinit_head=reinit_head, fmt=fmt)
+  save(ckpt, dst, to, layout=layout, overwrite=overwrite)
+  return ckpt

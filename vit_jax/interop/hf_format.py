@@ -1,0 +1,77 @@
+"""Hugging Face model directories: `config.json` + `model.safetensors` as `save_pretrained`
+writes them (sharded `model.safetensors.index.json` is read too). Needs neither torch nor
+transformers, and never unpickles: a directory with only `pytorch_model.bin` is refused."""
+
+import glob
+import json
+import os
+
+import numpy as np
+from safetensors import numpy as safetensors_np
+
+from vit_jax.interop import atomic
+from vit_jax.interop import common
+from vit_jax.interop import hf_bert
+from vit_jax.interop import hf_gpt2
+from vit_jax.interop import hf_vit
+
+FAMILIES = {"bert": hf_bert, "gpt2": hf_gpt2, "vit": hf_vit}  # by HF model_type
+_BY_OUR_NAME = {**{n: hf_bert for n in hf_bert.OUR_NAMES}, "gpt": hf_gpt2, "vit": hf_vit}
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+
+def is_hf_dir(path: str) -> bool:
+  """A directory with config.json that is not one of our workdirs (they hold a config.json too)."""
+  return os.path.isfile(os.path.join(path, "config.json")) and not any(
+      os.path.isdir(os.path.join(path, d)) for d in ("checkpoints", "state"))
+
+
+def read_dir(path: str) -> tuple[dict, dict]:
+  """(config.json as a dict, {tensor name: np.ndarray})."""
+  with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+    config = json.load(f)
+  if os.path.isfile(os.path.join(path, WEIGHTS)):
+    files = [WEIGHTS]
+  elif os.path.isfile(os.path.join(path, INDEX)):
+    with open(os.path.join(path, INDEX), encoding="utf-8") as f:
+      files = sorted(set(json.load(f)["weight_map"].values()))
+  else:
+    found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(path, "*")))
+    raise common.ConversionError(
+        f"{path} has no {WEIGHTS} (or {INDEX}); found {found}. Only safetensors are read, never "
+        "pickled .bin files: re-save the model with save_pretrained(dir) (safetensors by default).")
+  tensors = {}
+  for name in files:
+    tensors.update(safetensors_np.load_file(os.path.join(path, name)))
+  return config, tensors
+
+
+def read(path: str) -> common.Checkpoint:
+  config, tensors = read_dir(path)
+  family = FAMILIES.get(config.get("model_type"))
+  if family is None:
+    raise common.ConversionError(
+        f"Unsupported Hugging Face model_type={config.get('model_type')!r} in {path}; supported: "
+        f"{sorted(FAMILIES)}.")
+  model, flat, notes = family.import_(config, tensors)
+  return common.Checkpoint(flat, model, notes)
+
+
+def export(ckpt: common.Checkpoint) -> tuple[dict, dict]:
+  """(HF config, tensors) for our checkpoint; raises if the format cannot hold the model."""
+  family = _BY_OUR_NAME.get(ckpt.model["name"])
+  if family is None:
+    raise common.ConversionError(f"No Hugging Face format for our model {ckpt.model['name']!r}; "
+                                 f"supported: {sorted(_BY_OUR_NAME)}.")
+  return family.export(ckpt.model, ckpt.params)
+
+
+def write(ckpt: common.Checkpoint, path: str, overwrite: bool = False) -> None:
+  config, tensors = export(ckpt)  # every check happens before anything is written
+  with atomic.output_path(path, overwrite) as staged:
+    os.makedirs(staged)
+    with open(os.path.join(staged, "config.json"), "w", encoding="utf-8") as f:
+      json.dump(config, f, indent=2, sort_keys=True)
+    safetensors_np.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()},
+                             os.path.join(staged, WEIGHTS), metadata={"format": "pt"})

@@ -1,0 +1,224 @@
+"""The models that interop converts: recognizing them from their params, building them, heads.
+
+Supported: ViT ("vit"), GPT ("gpt"), and BERT as pretraining ("bert"), masked-LM ("bert_mlm"),
+sequence classification ("bert_classifier") models, plus the bare encoder "bert_encoder" (our
+`Bert` module, params without the "bert/" prefix; a Hugging Face `BertModel`).
+"""
+
+import dataclasses
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vit_jax import init_from
+from vit_jax.interop import common
+from vit_jax.models import bert
+from vit_jax.models import registry
+from vit_jax.models import vit
+
+SUPPORTED = ("vit", "gpt", "bert", "bert_mlm", "bert_classifier", "bert_encoder")
+BERT_NAMES = ("bert", "bert_mlm", "bert_classifier", "bert_encoder")
+# Task heads: re-initialized (or dropped) only when the caller asks for it.
+_BERT_HEADS = ("mlm", "nsp", "classifier")
+HEADS = {"vit": ("head",), "gpt": (), **{n: _BERT_HEADS for n in BERT_NAMES}}
+# Params a model has but never uses for its outputs: filled in fresh when a checkpoint lacks them
+# (a Hugging Face BertForMaskedLM has no pooler).
+UNUSED = {"bert_mlm": ("bert/pooler",)}
+_HEAD_FIELDS = ("next_sentence", "num_classes")  # per-task fields of the BERT models
+
+
+def _under(key: str, prefixes) -> bool:
+  return any(key == p or key.startswith(p + "/") for p in prefixes)
+
+
+def is_head(name: str, key: str) -> bool:
+  pooler = ("bert/pooler",) if name in ("bert", "bert_mlm", "bert_classifier") else ("pooler",)
+  return _under(key, HEADS[name] + (pooler if name in BERT_NAMES else ()))
+
+
+def is_unused(name: str, key: str) -> bool:
+  return _under(key, UNUSED.get(name, ()))
+
+
+def rebase(flat: dict, old_name: str, new_name: str) -> dict:
+  """Moves BERT encoder params between a bare encoder (top level) and a task model ("bert/")."""
+  if old_name == new_name or not {old_name, new_name} <= set(BERT_NAMES):
+    return flat
+  if old_name == "bert_encoder":
+    return {("bert/" + k if not _under(k, _BERT_HEADS) else k): v for k, v in flat.items()}
+  if new_name == "bert_encoder":
+    return {k.removeprefix("bert/"): v for k, v in flat.items()}
+  return flat
+
+
+def check_supported(config: dict) -> str:
+  name = config.get("name")
+  if name not in SUPPORTED:
+    raise common.ConversionError(
+        f"Checkpoint conversion supports the models {list(SUPPORTED)}, not {name!r}. (Our own "
+        "workdirs and .npz files of any model still load with init_from.)")
+  return name
+
+
+def build(config: dict):
+  """The Flax module for `config` (the registry's models, and "bert_encoder" = `Bert`)."""
+  name = check_supported(config)
+  kwargs = {k: v for k, v in config.items() if k != "name"}
+  if name != "bert_encoder":
+    return registry.build_model(config)
+  fields = {f.name for f in dataclasses.fields(bert.Bert)} - {"parent", "name"}
+  unknown = sorted(set(kwargs) - fields)
+  if unknown:
+    raise ValueError(f"Unknown option(s) {unknown} for model 'bert_encoder'; valid ones are "
+                     f"{sorted(fields)}.")
+  return bert.Bert(**kwargs)
+
+
+def dummy_inputs(config: dict, flat: dict):
+  """Smallest inputs that initialize the model with the checkpoint's parameter shapes."""
+  if config["name"] != "vit":
+    return (jnp.zeros((1, 2), jnp.int32),)
+  _, (ph, pw) = vit.parse_variant(config.get("variant", "B/16"))
+  kernel = flat.get("embedding/kernel")
+  channels = kernel.shape[2] if kernel is not None and np.ndim(kernel) == 4 else 3
+  rows = cols = 1
+  table = flat.get("Transformer/posembed_input/pos_embedding")
+  if config.get("posemb", "learn") == "learn" and table is not None and np.ndim(table) == 3:
+    rows, cols = grid_of(table.shape[1], config.get("classifier", "token") == "token")
+  return (jnp.zeros((1, rows * ph, cols * pw, channels), jnp.float32),)
+
+
+def grid_of(slots: int, has_cls: bool):
+  """(rows, cols) of the square patch grid behind a position table of `slots` entries."""
+  patches = slots - int(has_cls)
+  side = math.isqrt(max(patches, 0))
+  if side * side != patches or side == 0:
+    raise common.ConversionError(
+        f"The position table has {slots} slots ({patches} patches): not a square patch grid.")
+  return side, side
+
+
+def expected_params(config: dict, flat: dict) -> dict:
+  """{key: ShapeDtypeStruct} of the model's params, without computing any values."""
+  module = build(config)
+  variables = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *dummy_inputs(config, flat)))
+  return init_from.flatten(variables["params"])
+
+
+def init_params(config: dict, flat: dict, seed: int = 0) -> dict:
+  """Freshly initialized params (for heads that are re-initialized)."""
+  module = build(config)
+  variables = module.init(jax.random.PRNGKey(seed), *dummy_inputs(config, flat))
+  return {k: np.asarray(v) for k, v in init_from.flatten(variables["params"]).items()}
+
+
+# ---- Recognizing a model from its params (for a bare .npz) -------------------------------------
+
+def _count(flat: dict, pattern: str) -> int:
+  regex = re.compile(pattern)
+  return len({m.group(1) for k in flat if (m := regex.match(k))})
+
+
+def vit_variant(width: int, depth: int, mlp_dim: int, heads: int, patch) -> dict:
+  ph, pw = patch
+  return dict(variant=f"B/{ph}" if ph == pw else f"B/{ph}x{pw}", width=width, depth=depth,
+              mlp_dim=mlp_dim, num_heads=heads)
+
+
+def infer(flat: dict, notes: list) -> dict:
+  """Our model config from the parameter names and shapes; raises if no supported model fits."""
+  if "embedding/kernel" in flat:
+    return _infer_vit(flat, notes)
+  if "wte/embedding" in flat:
+    return _infer_gpt(flat)
+  if "bert/word_embeddings/embedding" in flat or "word_embeddings/embedding" in flat:
+    return _infer_bert(flat)
+  raise common.ConversionError(
+      "Cannot tell which model these parameters belong to (no ViT 'embedding/kernel', GPT "
+      "'wte/embedding' or BERT 'word_embeddings/embedding'); pass the model config (--model). "
+      f"First keys: {sorted(flat)[:8]}")
+
+
+def _need(flat: dict, key: str, ndim: int):
+  value = flat.get(key)
+  if value is None or np.ndim(value) != ndim:
+    raise common.ConversionError(f"Cannot infer the model config: expected {key} with {ndim} "
+                                 f"dimensions, found {None if value is None else value.shape}.")
+  return value.shape
+
+
+def _infer_vit(flat: dict, notes: list) -> dict:
+  ph, pw, _, width = _need(flat, "embedding/kernel", 4)
+  block = "Transformer/encoderblock_0/"
+  heads = _need(flat, block + "MultiHeadDotProductAttention_1/query/kernel", 3)[1]
+  mlp_dim = _need(flat, block + "MlpBlock_3/Dense_0/kernel", 2)[1]
+  depth = _count(flat, r"Transformer/encoderblock_(\d+)/")
+  if "cls" in flat:
+    classifier = "token"
+  elif "MAPHead_0/probe" in flat:
+    classifier = "map"
+  else:
+    classifier = "gap"
+  posemb = "learn"
+  if "Transformer/posembed_input/pos_embedding" not in flat:
+    posemb = "sincos2d"
+    notes.append("no learned position table: assuming fixed 2-D sin-cos position embeddings "
+                 "(pass --model '{\"posemb\": \"none\"}' otherwise)")
+  config = dict(name="vit", **vit_variant(width, depth, mlp_dim, heads, (ph, pw)),
+                classifier=classifier, posemb=posemb,
+                num_classes=int(flat["head/kernel"].shape[-1]) if "head/kernel" in flat else 0)
+  if "pre_logits/kernel" in flat:
+    config["representation_size"] = int(flat["pre_logits/kernel"].shape[-1])
+  return config
+
+
+def _infer_gpt(flat: dict) -> dict:
+  vocab, width = _need(flat, "wte/embedding", 2)
+  block = "decoder/h_0/"
+  heads = _need(flat, block + "MultiHeadDotProductAttention_1/query/kernel", 3)[1]
+  hidden = _need(flat, block + "MlpBlock_3/Dense_0/kernel", 2)[1]
+  if hidden % width:
+    raise common.ConversionError(f"GPT MLP width {hidden} is not a multiple of the model width "
+                                 f"{width}; our Gpt has an integer mlp_ratio.")
+  config = dict(name="gpt", vocab_size=vocab, variant="gpt2", width=width,
+                depth=_count(flat, r"decoder/h_(\d+)/"), num_heads=heads, mlp_ratio=hidden // width)
+  if "wpe/embedding" in flat:
+    config.update(posemb="learn", max_len=flat["wpe/embedding"].shape[0])
+  else:
+    config["posemb"] = "rope"
+  return config
+
+
+def _infer_bert(flat: dict) -> dict:
+  prefix = "bert/" if "bert/word_embeddings/embedding" in flat else ""
+  vocab, width = _need(flat, prefix + "word_embeddings/embedding", 2)
+  block = prefix + "encoder/layer_0/"
+  config = dict(
+      vocab_size=vocab, variant="base", width=width,
+      depth=_count(flat, re.escape(prefix) + r"encoder/layer_(\d+)/"),
+      num_heads=_need(flat, block + "MultiHeadDotProductAttention_1/query/kernel", 3)[1],
+      mlp_dim=_need(flat, block + "MlpBlock_3/Dense_0/kernel", 2)[1],
+      max_len=_need(flat, prefix + "position_embeddings/embedding", 2)[0],
+      type_vocab_size=_need(flat, prefix + "token_type_embeddings/embedding", 2)[0])
+  if not prefix:
+    return dict(name="bert_encoder", **config)
+  if "classifier/kernel" in flat:
+    return dict(name="bert_classifier", **config, num_classes=flat["classifier/kernel"].shape[-1])
+  if "nsp/kernel" in flat:
+    return dict(name="bert", **config, next_sentence=True)
+  return dict(name="bert_mlm", **config)
+
+
+def configure(config: dict, overrides: dict | None) -> dict:
+  """`config` updated by the caller's `overrides`; another BERT task drops the old task's fields."""
+  overrides = dict(overrides or {})
+  merged = {**config, **overrides}
+  if merged.get("name") != config.get("name"):
+    for key in _HEAD_FIELDS:
+      if key not in overrides:
+        merged.pop(key, None)
+  # Plain Python numbers, so the config serializes as JSON (model records, config.json).
+  return {k: int(v) if isinstance(v, np.integer) else v for k, v in merged.items()}

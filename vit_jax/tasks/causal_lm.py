@@ -1,0 +1,78 @@
+"""Causal language modeling (GPT): next-token loss on packed documents; perplexity and bits/char."""
+
+import math
+
+import jax.numpy as jnp
+
+from vit_jax.data import corpus
+from vit_jax.data import text_batches
+from vit_jax.tasks import text_common
+
+
+class CausalLM:
+  """Packed rows with segment ids and positions; attention never crosses documents."""
+
+  def __init__(self, config, workdir: str):
+    self.config = config
+    self.tokenizer = text_common.tokenizer_for(config, workdir)
+    self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
+    # The bar a character model must beat: entropy of the validation text's character frequencies.
+    self.unigram_bits = corpus.validation_char_entropy() if config.dataset == "embedded" else None
+
+  def model_overrides(self) -> dict:
+    return {"vocab_size": self.tokenizer.vocab_size}
+
+  def record(self) -> dict:
+    return {"tokenizer": self.tokenizer.fingerprint}
+
+  def save_assets(self, workdir: str) -> None:
+    text_common.save_tokenizer(self.tokenizer, workdir)
+
+  def init_inputs(self, batch_size: int = 1):
+    return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
+
+  def _batches(self, split, train, start_step, process_index, process_count):
+    c = self.config
+    return text_batches.clm_batches(
+        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
+        split=split, train=train, seed=c.seed, start_step=start_step,
+        data_dir=c.data_dir,
+        process_index=process_index, process_count=process_count)
+
+  def train_batches(self, start_step, process_index, process_count):
+    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
+
+  def eval_batches(self, process_index, process_count):
+    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
+
+  @staticmethod
+  def apply(model, params, batch, train: bool, rng=None):
+    rngs = {"dropout": rng} if train else {}
+    return model.apply({"params": params}, batch["inputs"], batch["positions"],
+                       batch["segment_ids"], train=train, rngs=rngs)
+
+  @staticmethod
+  def totals(batch):
+    return {"tokens": jnp.maximum(jnp.sum(batch["weights"]), 1.0)}
+
+  @staticmethod
+  def loss(logits_BxLxV, batch, totals):
+    nll, correct = text_common.weighted_cross_entropy(logits_BxLxV, batch["targets"],
+                                                      batch["weights"])
+    return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
+
+  def eval_sums(self, logits_BxLxV, batch):
+    nll, correct = text_common.weighted_cross_entropy(logits_BxLxV, batch["targets"],
+                                                      batch["weights"])
+    chars = jnp.sum(self.token_chars_V[batch["targets"]] * batch["weights"])
+    return {"nll": nll, "correct": correct, "tokens": jnp.sum(batch["weights"]), "chars": chars}
+
+  def eval_summary(self, sums: dict) -> dict:
+    tokens = max(float(sums["tokens"]), 1.0)
+    nll = float(sums["nll"])
+    extra = {} if self.unigram_bits is None else {"unigram_bits_per_char": self.unigram_bits}
+    return {**extra, "eval_loss": nll / tokens, "eval_perplexity": math.exp(min(nll / tokens, 50.0)),
+            "eval_accuracy": float(sums["correct"]) / tokens,
+            "eval_bits_per_token": nll / tokens / math.log(2),
+            "eval_bits_per_char": nll / max(float(sums["chars"]), 1.0) / math.log(2),
+            "eval_tokens": tokens}

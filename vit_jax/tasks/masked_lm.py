@@ -1,0 +1,114 @@
+"""Masked language modeling (BERT), with optional next-sentence prediction.
+
+Masking is dynamic (redrawn every step by the data pipeline); the MLM head runs only at the
+masked positions. Reported: MLM loss and accuracy, NSP accuracy, and the accuracy of always
+predicting the most frequent token, the baseline MLM accuracy must beat.
+"""
+
+import collections
+
+import jax.numpy as jnp
+import optax
+
+from vit_jax.data import masking
+from vit_jax.data import text
+from vit_jax.data import text_batches
+from vit_jax.tasks import text_common
+
+
+class MaskedLM:
+
+  def __init__(self, config, workdir: str):
+    self.config = config
+    self.tokenizer = text_common.tokenizer_for(config, workdir)
+    self.nsp = config.nsp
+    self.most_frequent_id = self._most_frequent_token()
+
+  def _most_frequent_token(self) -> int:
+    """The most frequent non-special token of (a sample of) the training text."""
+    counts = collections.Counter()
+    special = self.tokenizer.special_id_set()
+    for doc in text.dataset_texts(self.config.dataset, self.config.train_split, max_texts=200,
+                                  data_dir=self.config.data_dir):
+      counts.update(t for t in self.tokenizer.encode(doc) if t not in special)
+    return counts.most_common(1)[0][0] if counts else 0
+
+  def model_overrides(self) -> dict:
+    return {"vocab_size": self.tokenizer.vocab_size}
+
+  def record(self) -> dict:
+    return {"tokenizer": self.tokenizer.fingerprint}
+
+  def save_assets(self, workdir: str) -> None:
+    text_common.save_tokenizer(self.tokenizer, workdir)
+
+  def init_inputs(self, batch_size: int = 1):
+    return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
+
+  def _batches(self, split, train, start_step, process_index, process_count):
+    c = self.config
+    masking_config = masking.MaskingConfig(rate=c.masking.rate, whole_word=c.masking.whole_word,
+                                           span=c.masking.span)
+    return text_batches.mlm_batches(
+        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
+        split=split, train=train, seed=c.seed, start_step=start_step,
+        masking_config=masking_config, nsp=self.nsp, data_dir=c.data_dir,
+        process_index=process_index, process_count=process_count)
+
+  def train_batches(self, start_step, process_index, process_count):
+    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
+
+  def eval_batches(self, process_index, process_count):
+    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
+
+  @staticmethod
+  def apply(model, params, batch, train: bool, rng=None):
+    rngs = {"dropout": rng} if train else {}
+    return model.apply({"params": params}, batch["tokens"], batch["token_type_ids"],
+                       batch["input_mask"], batch["positions"], None, batch["masked_positions"],
+                       train=train, rngs=rngs)
+
+  @staticmethod
+  def totals(batch):
+    return {"masked": jnp.maximum(jnp.sum(batch["masked_weights"]), 1.0),
+            "rows": jnp.maximum(jnp.sum(batch["input_mask"][:, 0]).astype(jnp.float32), 1.0)}
+
+  def loss(self, outputs, batch, totals):
+    nll, correct = text_common.weighted_cross_entropy(
+        outputs["mlm_logits"], batch["masked_targets"], batch["masked_weights"])
+    loss = nll / totals["masked"]
+    metrics = {"train_mlm_accuracy": correct / totals["masked"]}
+    if self.nsp:
+      nsp_loss, nsp_correct = self._nsp_sums(outputs, batch)
+      loss = loss + nsp_loss / totals["rows"]
+      metrics["train_nsp_accuracy"] = nsp_correct / totals["rows"]
+    return loss, metrics
+
+  @staticmethod
+  def _nsp_sums(outputs, batch):
+    real_B = batch["input_mask"][:, 0].astype(jnp.float32)  # eval padding rows are all-pad
+    logits_Bx2 = outputs["nsp_logits"]
+    ce_B = optax.softmax_cross_entropy_with_integer_labels(logits_Bx2, batch["nsp_label"])
+    correct_B = (jnp.argmax(logits_Bx2, -1) == batch["nsp_label"]).astype(jnp.float32)
+    return jnp.sum(ce_B * real_B), jnp.sum(correct_B * real_B)
+
+  def eval_sums(self, outputs, batch):
+    weights = batch["masked_weights"]
+    nll, correct = text_common.weighted_cross_entropy(outputs["mlm_logits"],
+                                                      batch["masked_targets"], weights)
+    majority = jnp.sum((batch["masked_targets"] == self.most_frequent_id) * weights)
+    sums = {"nll": nll, "correct": correct, "masked": jnp.sum(weights), "majority": majority}
+    if self.nsp:
+      _, sums["nsp_correct"] = self._nsp_sums(outputs, batch)
+      sums["rows"] = jnp.sum(batch["input_mask"][:, 0]).astype(jnp.float32)
+    return sums
+
+  def eval_summary(self, sums: dict) -> dict:
+    masked = max(float(sums["masked"]), 1.0)
+    out = {"eval_mlm_loss": float(sums["nll"]) / masked,
+           "eval_mlm_accuracy": float(sums["correct"]) / masked,
+           "eval_majority_accuracy": float(sums["majority"]) / masked,
+           "eval_masked_tokens": masked}
+    if self.nsp:
+      out["eval_nsp_accuracy"] = float(sums["nsp_correct"]) / max(float(sums["rows"]), 1.0)
+    return out

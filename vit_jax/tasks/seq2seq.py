@@ -1,0 +1,76 @@
+"""Sequence-to-sequence (encoder-decoder) training with teacher forcing."""
+
+import jax.numpy as jnp
+
+from vit_jax.data import seq2seq_batches
+from vit_jax.tasks import text_common
+
+
+class Seq2Seq:
+  """Token loss on the targets; eval adds exact-match of whole (teacher-forced) sequences."""
+
+  def __init__(self, config, workdir: str):
+    self.config = config
+    self.tokenizer = text_common.tokenizer_for(config, workdir)
+
+  def model_overrides(self) -> dict:
+    return {"vocab_size": self.tokenizer.vocab_size}
+
+  def record(self) -> dict:
+    return {"tokenizer": self.tokenizer.fingerprint}
+
+  def save_assets(self, workdir: str) -> None:
+    text_common.save_tokenizer(self.tokenizer, workdir)
+
+  def init_inputs(self, batch_size: int = 1):
+    c = self.config
+    return (jnp.zeros((batch_size, c.input_len), jnp.int32),
+            jnp.zeros((batch_size, c.target_len), jnp.int32))
+
+  def _batches(self, split, train, start_step, process_index, process_count):
+    c = self.config
+    return seq2seq_batches.seq2seq_batches(
+        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count,
+        input_len=c.input_len, target_len=c.target_len, split=split, train=train, seed=c.seed,
+        start_step=start_step, data_dir=c.data_dir, process_index=process_index,
+        process_count=process_count)
+
+  def train_batches(self, start_step, process_index, process_count):
+    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
+
+  def eval_batches(self, process_index, process_count):
+    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
+
+  @staticmethod
+  def apply(model, params, batch, train: bool, rng=None):
+    rngs = {"dropout": rng} if train else {}
+    return model.apply({"params": params}, batch["inputs"], batch["decoder_inputs"],
+                       batch["input_mask"], train=train, rngs=rngs)
+
+  @staticmethod
+  def totals(batch):
+    return {"tokens": jnp.maximum(jnp.sum(batch["weights"]), 1.0)}
+
+  @staticmethod
+  def loss(logits_BxTxV, batch, totals):
+    nll, correct = text_common.weighted_cross_entropy(logits_BxTxV, batch["targets"],
+                                                      batch["weights"])
+    return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
+
+  @staticmethod
+  def eval_sums(logits_BxTxV, batch):
+    weights_BxT = batch["weights"]
+    nll, correct = text_common.weighted_cross_entropy(logits_BxTxV, batch["targets"], weights_BxT)
+    wrong_BxT = (jnp.argmax(logits_BxTxV, -1) != batch["targets"]) & (weights_BxT > 0)
+    real_B = jnp.any(weights_BxT > 0, axis=-1)
+    exact_B = real_B & ~jnp.any(wrong_BxT, axis=-1)
+    return {"nll": nll, "correct": correct, "tokens": jnp.sum(weights_BxT),
+            "exact": jnp.sum(exact_B.astype(jnp.float32)),
+            "rows": jnp.sum(real_B.astype(jnp.float32))}
+
+  @staticmethod
+  def eval_summary(sums: dict) -> dict:
+    tokens = max(float(sums["tokens"]), 1.0)
+    return {"eval_loss": float(sums["nll"]) / tokens,
+            "eval_accuracy": float(sums["correct"]) / tokens,
+            "eval_exact_match": float(sums["exact"]) / max(float(sums["rows"]), 1.0)}

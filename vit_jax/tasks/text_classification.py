@@ -1,0 +1,70 @@
+"""Sequence classification with BERT (e.g. glue/sst2, imdb_reviews), usually from an MLM run."""
+
+import jax.numpy as jnp
+import optax
+
+from vit_jax.data import text_batches
+from vit_jax.tasks import text_common
+
+
+class TextClassification:
+
+  def __init__(self, config, workdir: str):
+    self.config = config
+    self.tokenizer = text_common.tokenizer_for(config, workdir)
+
+  def model_overrides(self) -> dict:
+    return {"vocab_size": self.tokenizer.vocab_size, "num_classes": self.config.num_classes}
+
+  def record(self) -> dict:
+    return {"tokenizer": self.tokenizer.fingerprint}
+
+  def save_assets(self, workdir: str) -> None:
+    text_common.save_tokenizer(self.tokenizer, workdir)
+
+  def init_inputs(self, batch_size: int = 1):
+    return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
+
+  def _batches(self, split, train, start_step, process_index, process_count):
+    c = self.config
+    return text_batches.cls_batches(
+        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
+        split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
+        process_index=process_index, process_count=process_count)
+
+  def train_batches(self, start_step, process_index, process_count):
+    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
+
+  def eval_batches(self, process_index, process_count):
+    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
+
+  @staticmethod
+  def apply(model, params, batch, train: bool, rng=None):
+    rngs = {"dropout": rng} if train else {}
+    return model.apply({"params": params}, batch["tokens"], batch["token_type_ids"],
+                       batch["input_mask"], train=train, rngs=rngs)
+
+  @staticmethod
+  def _sums(logits_BxC, batch):
+    real_B = batch["input_mask"][:, 0].astype(jnp.float32)  # eval padding rows are all-pad
+    ce_B = optax.softmax_cross_entropy_with_integer_labels(logits_BxC, batch["label"])
+    correct_B = (jnp.argmax(logits_BxC, -1) == batch["label"]).astype(jnp.float32)
+    return jnp.sum(ce_B * real_B), jnp.sum(correct_B * real_B), jnp.sum(real_B)
+
+  @staticmethod
+  def totals(batch):
+    return {"rows": jnp.maximum(jnp.sum(batch["input_mask"][:, 0]).astype(jnp.float32), 1.0)}
+
+  def loss(self, logits_BxC, batch, totals):
+    ce, correct, _ = self._sums(logits_BxC, batch)
+    return ce / totals["rows"], {"train_accuracy": correct / totals["rows"]}
+
+  def eval_sums(self, logits_BxC, batch):
+    ce, correct, rows = self._sums(logits_BxC, batch)
+    return {"loss": ce, "correct": correct, "rows": rows}
+
+  @staticmethod
+  def eval_summary(sums: dict) -> dict:
+    rows = max(float(sums["rows"]), 1.0)
+    return {"eval_accuracy": float(sums["correct"]) / rows, "eval_loss": float(sums["loss"]) / rows,
+            "eval_examples": float(sums["rows"])}

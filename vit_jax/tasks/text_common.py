@@ -1,0 +1,58 @@
+"""What every text task shares: the tokenizer kept with the workdir, and masked sums."""
+
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from vit_jax.data import text
+from vit_jax.data import tokenizer_base
+from vit_jax.data import tokenizers
+
+TOKENIZER_DIR = "tokenizer"
+
+
+def tokenizer_for(config, workdir: str):
+  """The workdir's saved tokenizer, or a new one trained/loaded as the config says.
+
+  A saved tokenizer of another kind or vocabulary size than the config asks for is an error:
+  a checkpoint trained with one vocabulary must never be resumed with another.
+  """
+  tc = config.tokenizer
+  directory = os.path.join(workdir, TOKENIZER_DIR)
+  if os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
+    saved = tokenizers.load_tokenizer(directory)
+    if tc.path is None and (saved.kind != tc.kind or
+                            (tc.vocab_size and saved.vocab_size != tc.vocab_size)):
+      raise tokenizer_base.TokenizerMismatchError(
+          f"The workdir's tokenizer ({directory}: kind {saved.kind!r}, vocab {saved.vocab_size}) "
+          f"differs from the config (kind {tc.kind!r}, vocab {tc.vocab_size}). Use a new "
+          "--workdir, or the tokenizer settings that wrote it.")
+    return saved
+  if tc.path:
+    return tokenizers.load_pretrained(tc.path)
+  texts = text.dataset_texts(config.dataset, "train", max_texts=tc.max_train_texts,
+                             data_dir=config.data_dir)
+  return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
+
+
+def save_tokenizer(tokenizer, workdir: str) -> None:
+  directory = os.path.join(workdir, TOKENIZER_DIR)
+  if not os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
+    tokenizer.save(directory)
+
+
+def token_char_counts(tokenizer) -> np.ndarray:
+  """Characters each token stands for (0 for special tokens): the bits-per-character unit."""
+  special = tokenizer.special_id_set()
+  return np.array([0 if i in special else len(tokenizer.decode([i]))
+                   for i in range(tokenizer.vocab_size)], np.float32)
+
+
+def weighted_cross_entropy(logits_BxLxV, targets_BxL, weights_BxL):
+  """(sum of weighted token losses, sum of weighted correct predictions)."""
+  nll_BxL = optax.softmax_cross_entropy_with_integer_labels(
+      logits_BxLxV.astype(jnp.float32), targets_BxL)
+  correct_BxL = (jnp.argmax(logits_BxLxV, -1) == targets_BxL).astype(jnp.float32)
+  return jnp.sum(nll_BxL * weights_BxL), jnp.sum(correct_BxL * weights_BxL)
