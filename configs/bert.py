@@ -39,6 +39,7 @@ def get_config(arg=None):
   c.model = ml_collections.ConfigDict(dict(
       name="bert" if args["nsp"] else "bert_mlm", variant=args["variant"], max_len=c.seq_len,
       dropout_rate=0.1, attention_dropout_rate=0.1, attention_impl="xla", dtype="float32",
+      remat="none", scan_layers=False,
       width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int),
       mlp_dim=placeholder(int)))
   c.batch_size = 32

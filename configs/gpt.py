@@ -41,13 +41,14 @@ def get_config(arg=None):
   c.model = ml_collections.ConfigDict(dict(
       name="gpt", variant=args["variant"], max_len=c.seq_len, posemb="learn",
       dropout_rate=0.0, attention_dropout_rate=0.0, attention_impl="xla", dtype="float32",
+      remat="none", scan_layers=False,
       width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int)))
-  c.batch_size = 32
+  c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
   c.total_steps = 3_000
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)
   c.log_every = 100
-  c.eval_every = 1_000
-  c.eval_max_batches = 20
+  c.eval_every = 500
+  c.eval_max_batches = 40
   c.checkpoint_every = 1_000
   if args["runlocal"]:
     c.total_steps, c.batch_size, c.log_every, c.eval_every, c.checkpoint_every = 4, 8, 1, 4, 2

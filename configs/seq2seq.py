@@ -37,7 +37,7 @@ def get_config(arg=None):
   c.model = ml_collections.ConfigDict(dict(
       name="seq2seq", width=128, num_layers=2, num_decoder_layers=placeholder(int), num_heads=4,
       mlp_dim=256, max_len=64, posemb="sincos1d", pre_ln=True, activation="relu",
-      dropout_rate=0.0, attention_impl="xla", dtype="float32"))
+      dropout_rate=0.0, attention_impl="xla", remat="none", dtype="float32"))
   c.batch_size = 64
   c.total_steps = 2_000
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=200)

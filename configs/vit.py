@@ -60,7 +60,7 @@ def get_config(arg=None):
       attention_dropout_rate=0.0,
       droppath_rate=0.0,
       head_bias_init=0.0,
-      attention_impl="xla",
+      attention_impl="xla", remat="none", scan_layers=False,
       dtype="float32",
   ))
   c.augment = ml_collections.ConfigDict(dict(

@@ -60,6 +60,7 @@ def training_defaults():
       schedule="cosine",  # "cosine", "linear" or "constant" after warmup
       warmup_steps=100,
       end_lr_ratio=0.0,
+      mu_dtype=placeholder(str),  # optimizer-state dtype of the first moment; None: params' dtype
   ))
   c.log_every = 50
   c.eval_every = 500
@@ -69,6 +70,9 @@ def training_defaults():
   # Async saves overlap training but raced under heavy CPU load in orbax 0.12 (seen in tests).
   c.async_checkpoints = False
   c.init_from = placeholder(str)  # our workdir/checkpoint or an .npz to fine-tune from
+  c.input_shards = placeholder(int)  # None: one per process; fix it to make data topology-free
+  c.nonfinite = "stop"  # non-finite loss/grads: "stop" (naming the step) or "skip" the update
+  c.debug_nan_at_step = placeholder(int)  # fault injection: a NaN loss at this step
   c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
   c.mesh = "data:-1"  # axis sizes; -1 takes the remaining devices
   c.progress = "auto"  # "bar", "lines" or "auto" (a bar on a terminal)

@@ -44,8 +44,8 @@ def _model_arg(text: str | None) -> dict | None:
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog="python -m vit_jax.convert",
-                                   description=__doc__.split("\n\n")[0])
+  parser = argparse.ArgumentParser(prog="python -m vit_jax.convert", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("src", help="our workdir/checkpoint, an .npz, or a Hugging Face directory")
   parser.add_argument("dst", help="the file or directory to write")
   parser.add_argument("--to", choices=FORMATS, required=True, help="format to write")
@@ -71,7 +71,8 @@ def main(argv=None) -> int:
   print(f"model: {json.dumps(ckpt.model, sort_keys=True)}")
   for note in ckpt.notes:
     print(f"note: {note}")
-  print(f"wrote {args.dst} ({args.to}{', ' + args.layout if args.to == 'npz' else ''})")
+  layout = ", big_vision layout" if args.to == "npz" and args.layout == "big_vision" else ""
+  print(f"wrote {args.dst} ({args.to}{layout})")
   return 0
 
 

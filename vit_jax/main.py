@@ -15,6 +15,11 @@ FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config file, optionally with :ARGS.",
                                 lock_config=True)
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs and metrics.")
+flags.DEFINE_string("coordinator_address", None, "Multi-process: HOST:PORT of process 0.")
+flags.DEFINE_integer("num_processes", None, "Multi-process: number of processes.")
+flags.DEFINE_integer("process_id", None, "Multi-process: this process's index.")
+flags.DEFINE_integer("heartbeat_timeout", 60,
+                     "Multi-process: seconds after which a silent peer fails the job.")
 
 
 def parse_flags(argv):
@@ -37,14 +42,20 @@ def main(argv):
     sys.exit(2)
   # pylint: disable=g-import-not-at-top
   import jax
+  from vit_jax import distributed
   from vit_jax import errors
   from vit_jax import train
   jax.config.update("jax_threefry_partitionable", True)
+  distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
+                         FLAGS.heartbeat_timeout)
   try:
     result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
+  except train.NonFiniteError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(3)
   if jax.process_index() == 0:
     metrics = {k: v for k, v in result.items() if k.startswith(("eval_", "unigram_"))}
     print("Final eval: " + "  ".join(f"{k}={v:.4g}" for k, v in metrics.items()), flush=True)

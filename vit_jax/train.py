@@ -1,12 +1,11 @@
 """The trainer: one jit-compiled step over a device mesh, for every task and model of the project.
 
-Read top to bottom: task and model, mesh, optimizer, state (fresh, resumed or fine-tuned), the
-update step, evaluation, and the loop with logging and checkpoints.
+Read top to bottom: task and model, mesh and sharding, optimizer, state (fresh, resumed or
+fine-tuned), the update step, evaluation, and the loop with logging, checkpoints, preemption and
+non-finite checks. The same code runs on one CPU and on a multi-host pod.
 """
 
 import os
-import queue
-import threading
 import time
 
 import jax
@@ -15,42 +14,19 @@ import numpy as np
 import optax
 
 from vit_jax import checkpoint
+from vit_jax import host_input
 from vit_jax import init_from
 from vit_jax import metrics_log
 from vit_jax import optimizer as optimizer_lib
+from vit_jax import partitioning
+from vit_jax import preemption
 from vit_jax import sharding
 from vit_jax import tasks
 from vit_jax.models import build_model
 
 
-def prefetch_to_mesh(batches, mesh, size: int = 2):
-  """Turns host batches into global device arrays, `size` ahead in a background thread.
-
-  size=0 produces each batch on the caller's thread when it is needed (simpler to debug, and
-  needed under tfds.testing.mock_data, whose file-system patch is global while it reads).
-  """
-  if size == 0:
-    yield from (sharding.global_batch(batch, mesh) for batch in batches)
-    return
-  q = queue.Queue(maxsize=size)
-  sentinel = object()
-
-  def produce():
-    try:
-      for batch in batches:
-        q.put(sharding.global_batch(batch, mesh))
-      q.put(sentinel)
-    except Exception as e:  # pylint: disable=broad-except
-      q.put(e)
-
-  threading.Thread(target=produce, daemon=True).start()
-  while True:
-    item = q.get()
-    if item is sentinel:
-      return
-    if isinstance(item, Exception):
-      raise item
-    yield item
+class NonFiniteError(FloatingPointError):
+  """The loss or the gradients stopped being finite."""
 
 
 def train_and_evaluate(config, workdir: str) -> dict:
@@ -71,29 +47,31 @@ def train_and_evaluate(config, workdir: str) -> dict:
     raise ValueError(f"batch_size={config.batch_size} must be divisible by the batch shards times "
                      f"grad_accum_steps ({divisor}).")
   replicated = sharding.replicated(mesh)
+  batch_sharding = sharding.batch_sharding(mesh)
 
   # ---- Optimizer ------------------------------------------------------------------------------
   tx, schedule = optimizer_lib.build_optimizer(config.optimizer, config.total_steps)
 
-  # ---- State: resumed, fine-tuned or fresh ----------------------------------------------------
+  # ---- State: resumed, fine-tuned or fresh; sharded by the partitioning rules -----------------
   def init_state(init_rng):
     params = model.init(init_rng, *task.init_inputs())["params"]
     return {"params": params, "opt_state": tx.init(params), "step": jnp.array(0, jnp.int32)}
 
   init_rng, step_rng = jax.random.split(rng)
   abstract_state = jax.eval_shape(init_state, init_rng)
+  state_shardings = partitioning.tree_shardings(abstract_state, mesh)
   ckpt = checkpoint.Checkpointer(workdir, config.checkpoint_every, config.keep_checkpoints,
                                  checkpoint.model_record(model_config, abstract_state["params"],
                                                          getattr(task, "record", dict)()),
                                  async_save=config.async_checkpoints)
   latest = ckpt.latest_step()
   if latest is not None:
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated),
-                            abstract_state)
+    abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                            abstract_state, state_shardings)
     state = ckpt.restore(latest, abstract)
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
   else:
-    state = jax.jit(init_state, out_shardings=replicated)(init_rng)
+    state = jax.jit(init_state, out_shardings=state_shardings)(init_rng)
     if config.init_from:
       pretrained = init_from.read_pretrained(config.init_from)
       prefix = 1 if model_config.get("classifier", "token") == "token" else 0
@@ -101,9 +79,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
                                       prefix_tokens=prefix)
       for note in notes:
         print(f"init_from: {note}", flush=True)
-      params = jax.device_put(params, replicated)
-      state = {"params": params, "opt_state": jax.jit(tx.init, out_shardings=replicated)(params),
-               "step": state["step"]}
+      params = jax.device_put(params, state_shardings["params"])
+      opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
+      state = {"params": params, "opt_state": opt_state, "step": state["step"]}
   start_step = int(state["step"])
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
@@ -123,7 +101,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
       def loss_fn(p):
         outputs = task.apply(model, p, micro_batch, train=True, rng=rng)
-        return task.loss(outputs, micro_batch, totals)
+        loss, metrics = task.loss(outputs, micro_batch, totals)
+        if config.debug_nan_at_step is not None:  # fault injection, to test the guard below
+          loss = jnp.where(step + 1 == config.debug_nan_at_step, jnp.nan, loss)
+        return loss, metrics
 
       (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
       return loss, metrics, grads
@@ -137,64 +118,92 @@ def train_and_evaluate(config, workdir: str) -> dict:
                                    None)
       (loss, task_metrics, grads), _ = jax.lax.scan(
           add, first, (jnp.arange(1, accum), jax.tree.map(lambda x: x[1:], micro)))
+    grad_norm = optax.global_norm(grads)
     updates, opt_state = tx.update(grads, state["opt_state"], params)
-    new_state = {"params": optax.apply_updates(params, updates), "opt_state": opt_state,
-                 "step": step + 1}
-    metrics = {"train_loss": loss, "grad_norm": optax.global_norm(grads),
-               "learning_rate": schedule(step),
-               **task_metrics}
+    new_params = optax.apply_updates(params, updates)
+    # A non-finite step changes nothing: params and optimizer state stay at the last good values.
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+    new_state = {"params": keep(new_params, params),
+                 "opt_state": keep(opt_state, state["opt_state"]), "step": step + 1}
+    metrics = {"train_loss": loss, "grad_norm": grad_norm, "learning_rate": schedule(step),
+               "finite": finite.astype(jnp.float32), **task_metrics}
     return new_state, metrics
 
-  batch_sharding = sharding.batch_sharding(mesh)
-  train_step = jax.jit(train_step, in_shardings=(replicated, batch_sharding),
-                       out_shardings=(replicated, replicated), donate_argnums=(0,))
+  train_step = jax.jit(train_step, in_shardings=(state_shardings, batch_sharding),
+                       out_shardings=(state_shardings, replicated), donate_argnums=(0,))
 
   # ---- Evaluation -----------------------------------------------------------------------------
   eval_step = jax.jit(lambda params, batch: task.eval_sums(task.apply(model, params, batch, False),
                                                            batch),
-                      in_shardings=(replicated, batch_sharding), out_shardings=replicated)
+                      in_shardings=(state_shardings["params"], batch_sharding),
+                      out_shardings=replicated)
 
   def evaluate(params) -> dict:
     sums = None
-    batches = task.eval_batches(jax.process_index(), jax.process_count())
-    for i, batch in enumerate(prefetch_to_mesh(batches, mesh, config.prefetch_batches)):
-      if config.eval_max_batches is not None and i >= config.eval_max_batches:
-        break
+    batches = host_input.eval_batches(task.eval_batches, config.input_shards,
+                                      config.eval_max_batches)
+    for batch in host_input.prefetch_to_mesh(batches, mesh, config.prefetch_batches):
       out = eval_step(params, batch)
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
     return task.eval_summary(jax.device_get(sums))
 
   # ---- Loop -----------------------------------------------------------------------------------
   log = metrics_log.MetricsLog(workdir, config.total_steps, start_step, config.progress)
-  batches = prefetch_to_mesh(
-      task.train_batches(start_step, jax.process_index(), jax.process_count()), mesh,
-      config.prefetch_batches)
-  pending, last_time, last_step = [], time.time(), start_step
-  eval_metrics = {}
-  for step in range(start_step, config.total_steps):
-    state, metrics = train_step(state, next(batches))
-    pending.append(metrics)
-    done = step + 1
-    is_last = done == config.total_steps
-    if done % config.log_every == 0 or is_last:
-      averaged = {k: float(np.mean([m[k] for m in jax.device_get(pending)])) for k in pending[0]}
-      if not np.isfinite(averaged["train_loss"]):
-        raise FloatingPointError(f"Non-finite training loss at step {done}; the last good "
-                                 f"checkpoint in {ckpt.directory} is kept.")
-      now = time.time()
-      averaged["examples_per_sec"] = config.batch_size * (done - last_step) / (now - last_time)
-      log.write(done, averaged)
-      pending, last_time, last_step = [], now, done
-    if done % config.eval_every == 0 or is_last:
+  train_batches = host_input.train_batches(
+      lambda shard, count: task.train_batches(start_step, shard, count), config.input_shards)
+  batches = host_input.prefetch_to_mesh(train_batches, mesh, config.prefetch_batches)
+  watcher = preemption.PreemptionWatcher()
+  pending, last_step = [], start_step
+  last_time = time.time()
+  eval_metrics, skipped = {}, 0
+
+  def check_finite(metrics_list, first_step):
+    """Raises (mode "stop") or counts (mode "skip") the non-finite steps among `metrics_list`."""
+    flags = [float(m["finite"]) for m in metrics_list]
+    bad = [first_step + i + 1 for i, f in enumerate(flags) if f == 0.0]
+    if bad and config.nonfinite == "stop":
+      raise NonFiniteError(
+          f"Non-finite loss or gradients at step {bad[0]}; that update was not applied and "
+          f"nothing after it was saved: the last good checkpoint in {ckpt.directory} is kept. "
+          "Lower the learning rate, or set --config.nonfinite=skip to skip such steps.")
+    return len(bad)
+
+  try:
+    for step in range(start_step, config.total_steps):
+      state, metrics = train_step(state, next(batches))
+      pending.append(metrics)
+      done = step + 1
+      is_last = done == config.total_steps
+      preempted = watcher.should_stop()
+      saving = is_last or preempted or ckpt.manager.should_save(done)
+      if done % config.log_every == 0 or saving or done % config.eval_every == 0:
+        fetched = jax.device_get(pending)
+        skipped += check_finite(fetched, last_step)
+        averaged = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0] if k != "finite"}
+        now = time.time()
+        averaged["examples_per_sec"] = config.batch_size * (done - last_step) / (now - last_time)
+        if skipped:
+          averaged["skipped_steps"] = skipped
+        if done % config.log_every == 0 or is_last:
+          log.write(done, averaged)
+        pending, last_time, last_step = [], now, done
+      if done % config.eval_every == 0 or is_last:
+        eval_metrics = evaluate(state["params"])
+        log.write(done, eval_metrics)
+        last_time = time.time()  # eval time is not training throughput
+      ckpt.save(done, state, force=is_last or preempted)
+      log.advance(done)
+      if preempted:
+        print(f"SIGTERM: saved a checkpoint at step {done}; rerun the same command to resume.",
+              flush=True)
+        break
+    if start_step >= config.total_steps:  # nothing left to train: report the saved model
       eval_metrics = evaluate(state["params"])
-      log.write(done, eval_metrics)
-      last_time = time.time()  # eval time is not training throughput
-    ckpt.save(done, state, force=is_last)
-    log.advance(done)
-  if start_step >= config.total_steps:  # nothing left to train: report the saved model
-    eval_metrics = evaluate(state["params"])
-    log.write(start_step, eval_metrics)
-  ckpt.close()
-  log.close()
+      log.write(start_step, eval_metrics)
+  finally:
+    watcher.close()
+    ckpt.close()
+    log.close()
   return {**eval_metrics, "final_params": state["params"]}
 

@@ -107,7 +107,6 @@ def test_no_pickle(hf_gpt, tmp_path):
   os.rename(os.path.join(hf_gpt, "model.safetensors"), os.path.join(hf_gpt, "pytorch_model.bin"))
   with pytest.raises(interop.ConversionError, match="never pickled .bin files"):
     interop.load(hf_gpt)
-  np.save(tmp_path / "x.npy", np.array([{"a": 1}], dtype=object))  # an object (pickled) array
   np.savez(tmp_path / "pickled.npz", **{"embedding/kernel": np.array([{"a": 1}], dtype=object)})
   with pytest.raises(interop.ConversionError, match="Cannot read .* as an .npz"):
     interop.load(str(tmp_path / "pickled.npz"))

@@ -21,8 +21,15 @@ def output_path(dst: str, overwrite: bool = False):
     yield staged
     if not os.path.lexists(staged):
       raise RuntimeError(f"Nothing was written for {dst}.")
-    if os.path.lexists(dst):  # move the old one aside, so the rename below cannot fail on it
-      os.rename(dst, os.path.join(scratch, "replaced"))
-    os.rename(staged, dst)
+    if not os.path.lexists(dst):
+      os.rename(staged, dst)
+      return
+    old = os.path.join(scratch, "replaced")
+    os.rename(dst, old)  # aside, since a directory cannot be renamed onto another
+    try:
+      os.rename(staged, dst)
+    except OSError:
+      os.rename(old, dst)  # keep the old one rather than nothing
+      raise
   finally:
     shutil.rmtree(scratch, ignore_errors=True)

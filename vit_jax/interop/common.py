@@ -17,7 +17,8 @@ class Checkpoint:
   """Parameters in our names and layouts, with the config of the model they belong to.
 
   Attributes:
-    params: flat {"a/b/c": np.ndarray}, exactly the leaves of our model's "params" tree.
+    params: flat {"a/b/c": np.ndarray}, the leaves of our model's "params" tree, with one entry
+      per layer also for a model that scans its layers (`scan_layers`; see `tree()`).
     model: our model config, {"name": ..., **module kwargs} as `build_model` takes it.
     notes: what the conversion adapted or assumed, for the user to read.
   """
@@ -26,7 +27,11 @@ class Checkpoint:
   notes: list = dataclasses.field(default_factory=list)
 
   def tree(self) -> dict:
-    """The nested params, ready for `module.apply({"params": ckpt.tree()}, ...)`."""
+    """The nested params, ready for `ckpt.module().apply({"params": ckpt.tree()}, ...)` (stacked
+    when the model config scans its layers)."""
+    from vit_jax.interop import models  # pylint: disable=g-import-not-at-top
+    if models.is_scanned(self.model):
+      return init_from.unflatten(models.stack_layers(self.params, self.model))
     return init_from.unflatten(self.params)
 
   def module(self, **overrides):

@@ -11,14 +11,15 @@ import numpy as np
 from vit_jax.interop import common
 from vit_jax.interop import models
 
-_HINT = ("A task head of another shape (e.g. another class count) is re-initialized only on "
-         "request: pass reinit_head=True (--reinit-head), and the model config with the new "
-         "size (--model).")
+_HINT = ("Task heads that are missing, extra or of another shape (e.g. another class count) "
+         "are re-initialized or dropped only on request: pass reinit_head=True (--reinit-head), "
+         "with the model config that has the new head (--model).")
 
 
 def fit(ckpt: common.Checkpoint, reinit_head: bool = False, seed: int = 0) -> common.Checkpoint:
   """Returns a checkpoint whose params are exactly those of `ckpt.model`; raises listing problems."""
   name = models.check_supported(ckpt.model)
+  ckpt = common.Checkpoint(models.unstack_layers(ckpt.params), ckpt.model, ckpt.notes)
   expected = models.expected_params(ckpt.model, ckpt.params)
   params, notes, problems, fresh = {}, list(ckpt.notes), [], []
   head_problem = False

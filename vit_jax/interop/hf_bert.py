@@ -92,7 +92,9 @@ def import_(hf_config: dict, tensors: dict):
   if hf_config.get("classifier_dropout") is not None:
     notes.append("classifier_dropout is not kept: our classifier uses the encoder's dropout_rate")
   if bare and name != "bert_encoder":
-    name = "bert_encoder"  # weights saved from a BertModel, whatever the config says
+    notes.append(f"the config names {arch} but the weights are a BertModel's (no 'bert.' "
+                 "prefix): read as our bare encoder")
+    name = "bert_encoder"
   if not bare and name == "bert_encoder":
     raise common.ConversionError("The config names BertModel but the weights are prefixed with "
                                  "'bert.' (a task model); fix `architectures` in config.json.")

@@ -45,8 +45,9 @@ def _rules(depth: int, heads: int, prefix: str, qkv_bias: bool = True) -> list:
     rules += R.dense(t + "intermediate.dense", o + "MlpBlock_3/Dense_0")
     rules += R.dense(t + "output.dense", o + "MlpBlock_3/Dense_1")
   rules += R.layer_norm(f"{prefix}layernorm", "Transformer/encoder_norm")
-  rules += R.dense(f"{prefix}pooler.dense", "pre_logits", optional=True)
-  return rules + R.dense("classifier", "head", optional=True)
+  if prefix:  # ViTForImageClassification: a head on the cls token, no pooler
+    return rules + R.dense("classifier", "head")
+  return rules + R.dense("pooler.dense", "pre_logits", optional=True)  # ViTModel
 
 
 def _pair(value) -> tuple:

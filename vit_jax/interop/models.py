@@ -35,8 +35,11 @@ def _under(key: str, prefixes) -> bool:
 
 
 def is_head(name: str, key: str) -> bool:
-  pooler = ("bert/pooler",) if name in ("bert", "bert_mlm", "bert_classifier") else ("pooler",)
-  return _under(key, HEADS[name] + (pooler if name in BERT_NAMES else ()))
+  """A task head's param, or BERT's pooler: re-initialized or dropped only on request."""
+  heads = HEADS[name]
+  if name in BERT_NAMES:
+    heads += ("pooler",) if name == "bert_encoder" else ("bert/pooler",)
+  return _under(key, heads)
 
 
 def is_unused(name: str, key: str) -> bool:
@@ -101,18 +104,51 @@ def grid_of(slots: int, has_cls: bool):
   return side, side
 
 
-def expected_params(config: dict, flat: dict) -> dict:
-  """{key: ShapeDtypeStruct} of the model's params, without computing any values."""
-  module = build(config)
+def expected_params(config: dict, flat: dict, per_layer: bool = True) -> dict:
+  """{key: ShapeDtypeStruct} of the model's params, without computing any values; one entry per
+  layer (our checkpoint names) even if the config scans its layers, unless `per_layer=False`."""
+  module = build({**config, "scan_layers": False} if per_layer and is_scanned(config) else config)
   variables = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *dummy_inputs(config, flat)))
   return init_from.flatten(variables["params"])
 
 
 def init_params(config: dict, flat: dict, seed: int = 0) -> dict:
-  """Freshly initialized params (for heads that are re-initialized)."""
-  module = build(config)
+  """Freshly initialized params, one entry per layer (for heads that are re-initialized)."""
+  module = build({**config, "scan_layers": False} if is_scanned(config) else config)
   variables = module.init(jax.random.PRNGKey(seed), *dummy_inputs(config, flat))
   return {k: np.asarray(v) for k, v in init_from.flatten(variables["params"]).items()}
+
+
+# ---- Scanned layers (`scan_layers=True`): one stacked entry for all layers of a stack ------------
+# Checkpoints here always hold one entry per layer, `<stack>/<block>_{i}/...`; a scanned model
+# holds `<stack>/<block>/layers/block/...` with a leading layer axis.
+_STACKED = re.compile(r"(.+)/layers/block/(.+)")
+
+
+def is_scanned(config: dict) -> bool:
+  return bool(config.get("scan_layers"))
+
+
+def unstack_layers(flat: dict) -> dict:
+  out = {}
+  for key, value in flat.items():
+    match = _STACKED.fullmatch(key)
+    if match:
+      out.update({f"{match.group(1)}_{i}/{match.group(2)}": layer for i, layer in enumerate(value)})
+    else:
+      out[key] = value
+  return out
+
+
+def stack_layers(flat: dict, config: dict) -> dict:
+  """Per-layer params -> the stacked ones of the scanned model `config` builds."""
+  out = dict(flat)
+  for key, spec in expected_params(config, flat, per_layer=False).items():
+    match = _STACKED.fullmatch(key)
+    if match:
+      names = [f"{match.group(1)}_{i}/{match.group(2)}" for i in range(spec.shape[0])]
+      out[key] = np.stack([out.pop(name) for name in names])
+  return out
 
 
 # ---- Recognizing a model from its params (for a bare .npz) -------------------------------------
@@ -213,10 +249,13 @@ def _infer_bert(flat: dict) -> dict:
 
 
 def configure(config: dict, overrides: dict | None) -> dict:
-  """`config` updated by the caller's `overrides`; another BERT task drops the old task's fields."""
+  """`config` updated by the caller's `overrides`. Another BERT task keeps the encoder's config
+  but not the old task's fields; another model family takes `overrides` as the whole config."""
   overrides = dict(overrides or {})
   merged = {**config, **overrides}
   if merged.get("name") != config.get("name"):
+    if not {merged.get("name"), config.get("name")} <= set(BERT_NAMES):
+      merged = overrides  # another family: the caller's config is the whole config
     for key in _HEAD_FIELDS:
       if key not in overrides:
         merged.pop(key, None)

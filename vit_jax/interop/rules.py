@@ -39,16 +39,10 @@ LINEAR = (lambda w_OxI: w_OxI.T, lambda k_IxO: k_IxO.T)
 CONV = (lambda w: w.transpose(2, 3, 1, 0), lambda k: k.transpose(3, 2, 0, 1))
 
 
-def heads_in(num_heads: int, input_major: bool = False):
-  """Linear (H*K, D) [or Conv1D (D, H*K)] <-> query/key/value kernel (D, H, K)."""
-  def to_ours(w):
-    w_DxHK = w if input_major else w.T
-    return w_DxHK.reshape(w_DxHK.shape[0], num_heads, -1)
-
-  def to_theirs(k_DxHxK):
-    w_DxHK = k_DxHxK.reshape(k_DxHxK.shape[0], -1)
-    return w_DxHK if input_major else w_DxHK.T
-  return to_ours, to_theirs
+def heads_in(num_heads: int):
+  """Linear (H*K, D) <-> query/key/value kernel (D, H, K)."""
+  return (lambda w_HKxD: w_HKxD.T.reshape(w_HKxD.shape[1], num_heads, -1),
+          lambda k_DxHxK: k_DxHxK.reshape(k_DxHxK.shape[0], -1).T)
 
 
 def heads_bias(num_heads: int):

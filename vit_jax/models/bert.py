@@ -56,6 +56,8 @@ class Bert(nn.Module):
   norm_eps: float = 1e-12
   activation: str = "gelu"
   attention_impl: str = "xla"
+  remat: str = "none"  # see transformer.REMAT_POLICIES
+  scan_layers: bool = False
   dtype: str = "float32"
   param_dtype: str = "float32"
 
@@ -93,8 +95,9 @@ class Bert(nn.Module):
         num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, dropout_rate=self.dropout_rate,
         attention_dropout_rate=self.attention_dropout_rate, pre_ln=False,
         activation=self.activation, norm_eps=self.norm_eps, attention_impl=self.attention_impl,
-        dtype=self.dtype, param_dtype=self.param_dtype)
-    x_BxLxD = transformer.Encoder(cfg, num_layers=shape.depth, block_name="layer", name="encoder")(
+        dtype=self.dtype, param_dtype=self.param_dtype, remat=self.remat)
+    x_BxLxD = transformer.Encoder(cfg, num_layers=shape.depth, block_name="layer",
+                                  scan_layers=self.scan_layers, name="encoder")(
         x_BxLxD, mask, deterministic=not train)
     pooled_BxD = jnp.tanh(nn.Dense(shape.width, kernel_init=INIT, dtype=jnp.dtype(self.dtype),
                                    param_dtype=param_dtype, name="pooler")(x_BxLxD[:, 0]))

@@ -51,6 +51,8 @@ class Gpt(nn.Module):
   activation: str = "gelu_tanh"  # GPT-2's "gelu_new"
   norm_eps: float = 1e-5
   attention_impl: str = "xla"
+  remat: str = "none"  # see transformer.REMAT_POLICIES
+  scan_layers: bool = False
   decode: bool = False
   dtype: str = "float32"
   param_dtype: str = "float32"
@@ -99,9 +101,9 @@ class Gpt(nn.Module):
         dropout_rate=self.dropout_rate, attention_dropout_rate=self.attention_dropout_rate,
         pre_ln=True, activation=self.activation, norm_eps=self.norm_eps,
         attention_impl=self.attention_impl, rope=self.posemb == "rope", dtype=self.dtype,
-        param_dtype=self.param_dtype)
+        param_dtype=self.param_dtype, remat=self.remat)
     h_BxTxD = transformer.Encoder(cfg, num_layers=shape.depth, decode=self.decode, block_name="h",
-                                  name="decoder")(x_BxTxD, mask, deterministic=not train,
+                                  scan_layers=self.scan_layers, name="decoder")(x_BxTxD, mask, deterministic=not train,
                                                   positions_BxL=positions_BxT)
     logits_BxTxV = wte.attend(h_BxTxD)
     return logits_BxTxV.astype(jnp.float32)

@@ -31,6 +31,7 @@ class EncoderDecoder(nn.Module):
   attention_dropout_rate: float = 0.0
   norm_eps: float = 1e-6
   attention_impl: str = "xla"
+  remat: str = "none"  # see transformer.REMAT_POLICIES
   decode: bool = False
   dtype: str = "float32"
   param_dtype: str = "float32"
@@ -43,7 +44,7 @@ class EncoderDecoder(nn.Module):
         num_heads=self.num_heads, mlp_dim=self.mlp_dim, dropout_rate=self.dropout_rate,
         attention_dropout_rate=self.attention_dropout_rate, pre_ln=self.pre_ln,
         activation=self.activation, norm_eps=self.norm_eps, attention_impl=self.attention_impl,
-        dtype=self.dtype, param_dtype=self.param_dtype)
+        dtype=self.dtype, param_dtype=self.param_dtype, remat=self.remat)
     self.token_embed = nn.Embed(self.vocab_size, self.width,
                                 embedding_init=nn.initializers.normal(self.width ** -0.5),
                                 dtype=jnp.dtype(self.dtype), param_dtype=jnp.dtype(self.param_dtype))

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Optional
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from vit_jax.models import attention
@@ -32,6 +33,7 @@ class BlockConfig:
   rope: bool = False
   dtype: str = "float32"  # compute dtype; parameters stay in param_dtype
   param_dtype: str = "float32"
+  remat: str = "none"  # recompute activations in the backward pass: see REMAT_POLICIES
 
   def attention(self, name: str, decode: bool = False, rope: Optional[bool] = None):
     return attention.MultiHeadAttention(
@@ -47,6 +49,26 @@ class BlockConfig:
     return layers.MlpBlock(mlp_dim=self.mlp_dim, activation=self.activation,
                            dropout_rate=self.dropout_rate, dtype=jnp.dtype(self.dtype),
                            param_dtype=jnp.dtype(self.param_dtype), name=name)
+
+
+# What a rematerialized block keeps from the forward pass (everything else is recomputed).
+REMAT_POLICIES = {
+    "none": None,  # no remat: keep everything
+    "full": jax.checkpoint_policies.nothing_saveable,  # keep only the block inputs
+    "dots": jax.checkpoint_policies.checkpoint_dots,  # keep matmul outputs
+    "dots_no_batch": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+}
+
+
+def block_class(cls, cfg: BlockConfig):
+  """`cls`, or `cls` wrapped in nn.remat with the configured policy."""
+  if cfg.remat not in REMAT_POLICIES:
+    raise ValueError(f"Unknown remat policy {cfg.remat!r}; choose one of {list(REMAT_POLICIES)}.")
+  if cfg.remat == "none":
+    return cls
+  # Argument 0 is the module; `deterministic` and `return_attention` are Python booleans.
+  static = (3, 5) if cls is EncoderBlock else (5,)
+  return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static)
 
 
 def _residual(cfg: BlockConfig, droppath_rate: float, x, branch, norm_name,
@@ -132,6 +154,7 @@ class Encoder(nn.Module):
   prefix_tokens: int = 0
   decode: bool = False
   block_name: str = "encoderblock"
+  scan_layers: bool = False  # one scanned block with stacked params (faster compiles when deep)
 
   @nn.compact
   def __call__(self, x_BxLxD, mask=None, deterministic: bool = True, positions_BxL=None,
@@ -142,10 +165,15 @@ class Encoder(nn.Module):
           param_dtype=jnp.dtype(self.cfg.param_dtype), name="posembed_input")(x_BxLxD)
       x_BxLxD = nn.Dropout(self.cfg.dropout_rate)(x_BxLxD, deterministic=deterministic)
     x_BxLxD = x_BxLxD.astype(jnp.dtype(self.cfg.dtype))
-    for i, rate in enumerate(droppath_rates(self.cfg.droppath_rate, self.num_layers)):
-      x_BxLxD = EncoderBlock(self.cfg, droppath_rate=rate, decode=self.decode,
-                             name=f"{self.block_name}_{i}")(
-                                 x_BxLxD, mask, deterministic, positions_BxL, return_attention)
+    if self.scan_layers:
+      x_BxLxD = ScannedBlocks(self.cfg, self.num_layers, self.decode, name=self.block_name)(
+          x_BxLxD, mask, positions_BxL, deterministic)
+    else:
+      block = block_class(EncoderBlock, self.cfg)
+      for i, rate in enumerate(droppath_rates(self.cfg.droppath_rate, self.num_layers)):
+        x_BxLxD = block(self.cfg, droppath_rate=rate, decode=self.decode,
+                        name=f"{self.block_name}_{i}")(
+                            x_BxLxD, mask, deterministic, positions_BxL, return_attention)
     if self.cfg.pre_ln:
       x_BxLxD = self.cfg.norm("encoder_norm")(x_BxLxD)
     return x_BxLxD
@@ -161,14 +189,44 @@ class Decoder(nn.Module):
   def __call__(self, y_BxTxD, encoded_BxSxD, self_mask=None, cross_mask=None,
                deterministic: bool = True, positions_BxT=None):
     y_BxTxD = y_BxTxD.astype(jnp.dtype(self.cfg.dtype))
+    block = block_class(DecoderBlock, self.cfg)
     for i, rate in enumerate(droppath_rates(self.cfg.droppath_rate, self.num_layers)):
-      y_BxTxD = DecoderBlock(self.cfg, droppath_rate=rate, decode=self.decode,
+      y_BxTxD = block(self.cfg, droppath_rate=rate, decode=self.decode,
                              name=f"decoderblock_{i}")(
                                  y_BxTxD, encoded_BxSxD, self_mask, cross_mask, deterministic,
                                  positions_BxT)
     if self.cfg.pre_ln:
       y_BxTxD = self.cfg.norm("decoder_norm")(y_BxTxD)
     return y_BxTxD
+
+
+class _ScanStep(nn.Module):
+  """One layer of a scanned stack: (carry, broadcast inputs) -> (carry, nothing)."""
+  cfg: BlockConfig
+  decode: bool = False
+
+  @nn.compact
+  def __call__(self, x_BxLxD, mask, positions_BxL, deterministic):
+    block = block_class(EncoderBlock, self.cfg)
+    # Under scan every layer is the same function: stochastic depth uses one rate for all.
+    return block(self.cfg, droppath_rate=self.cfg.droppath_rate, decode=self.decode,
+                 name="block")(x_BxLxD, mask, deterministic, positions_BxL, False), None
+
+
+class ScannedBlocks(nn.Module):
+  """`num_layers` encoder blocks as one `nn.scan`; parameters gain a leading layer axis."""
+  cfg: BlockConfig
+  num_layers: int
+  decode: bool = False
+
+  @nn.compact
+  def __call__(self, x_BxLxD, mask, positions_BxL, deterministic):
+    scanned = nn.scan(_ScanStep, variable_axes={"params": 0, "cache": 0},
+                      split_rngs={"params": True, "dropout": True},
+                      in_axes=(nn.broadcast, nn.broadcast, nn.broadcast), length=self.num_layers)
+    x_BxLxD, _ = scanned(self.cfg, self.decode, name="layers")(x_BxLxD, mask, positions_BxL,
+                                                              deterministic)
+    return x_BxLxD
 
 
 def sequence_length_check(length: int, max_len: Optional[int], what: str = "sequence"):

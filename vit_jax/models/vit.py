@@ -92,6 +92,8 @@ class ViT(nn.Module):
   droppath_rate: float = 0.0
   head_bias_init: float = 0.0
   attention_impl: str = "xla"
+  remat: str = "none"  # see transformer.REMAT_POLICIES
+  scan_layers: bool = False
   dtype: str = "float32"
   param_dtype: str = "float32"
 
@@ -106,7 +108,7 @@ class ViT(nn.Module):
         num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, dropout_rate=self.dropout_rate,
         attention_dropout_rate=self.attention_dropout_rate, droppath_rate=self.droppath_rate,
         pre_ln=True, activation="gelu", norm_eps=1e-6, attention_impl=self.attention_impl,
-        dtype=self.dtype, param_dtype=self.param_dtype)
+        dtype=self.dtype, param_dtype=self.param_dtype, remat=self.remat)
 
   @nn.compact
   def __call__(self, images_BxHxWxC, train: bool = False, return_attention: bool = False):
@@ -138,7 +140,7 @@ class ViT(nn.Module):
 
     x_BxNxD = transformer.Encoder(cfg, num_layers=shape.depth, posemb=self.posemb,
                                   posemb_grid=(rows, cols), prefix_tokens=prefix,
-                                  name="Transformer")(
+                                  scan_layers=self.scan_layers, name="Transformer")(
                                       x_BxNxD, deterministic=not train,
                                       return_attention=return_attention)
 

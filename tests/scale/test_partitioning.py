@@ -1,0 +1,55 @@
+"""Partitioning rules (pure functions of shapes; no devices needed beyond the host)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vit_jax import partitioning
+from vit_jax import sharding
+from vit_jax.models import build_model
+
+
+class FakeMesh:
+  def __init__(self, **shape):
+    self.shape = {"data": 1, "fsdp": 1, "model": 1, **shape}
+
+
+@pytest.mark.parametrize("path,shape,fsdp,model,expected", [
+    ("Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel", (384, 6, 64), 4, 2,
+     ("fsdp", "model", None)),
+    ("Transformer/encoderblock_0/MultiHeadDotProductAttention_1/out/kernel", (6, 64, 384), 4, 2,
+     ("model", None, "fsdp")),
+    ("Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel", (384, 1536), 4, 2, ("fsdp", "model")),
+    ("Transformer/encoderblock_0/MlpBlock_3/Dense_1/kernel", (1536, 384), 4, 2, ("model", "fsdp")),
+    ("Transformer/encoderblock_0/LayerNorm_0/scale", (384,), 4, 2, ()),  # small: replicated
+    ("wte/embedding", (50257, 768), 4, 2, (None, "fsdp")),  # 50257 is odd: not split by model
+    # Optimizer state follows its parameter; scanned stacks get a leading unsharded layer axis.
+    ("1/0/mu/Transformer/encoderblock/layers/block/MlpBlock_3/Dense_0/kernel", (12, 384, 1536),
+     4, 2, (None, "fsdp", "model")),
+])
+def test_rules(path, shape, fsdp, model, expected):
+  spec = partitioning.spec_for(path, shape, FakeMesh(fsdp=fsdp, model=model))
+  assert tuple(spec) == expected
+
+
+def test_parse_mesh():
+  assert sharding.parse_mesh("data:2,fsdp:-1", 8) == {"data": 2, "fsdp": 4, "model": 1}
+  assert sharding.parse_mesh("data:-1", 1) == {"data": 1, "fsdp": 1, "model": 1}
+  with pytest.raises(ValueError, match="Unknown mesh axis 'dta'"):
+    sharding.parse_mesh("dta:2", 2)
+  with pytest.raises(ValueError, match="has 6 slots but there are 8 devices"):
+    sharding.parse_mesh("data:2,model:3", 8)
+
+
+def test_every_vit_and_gpt_weight_matrix_has_a_rule():
+  """Large 2-D+ weights of the models must shard; a new layer without a rule would not."""
+  for cfg, inputs in [({"name": "vit", "variant": "S/16", "num_classes": 10},
+                       jnp.zeros((1, 32, 32, 3))),
+                      ({"name": "gpt", "variant": "gpt2", "vocab_size": 512, "max_len": 64},
+                       jnp.zeros((1, 8), jnp.int32))]:
+    params = jax.eval_shape(lambda: build_model(cfg).init(jax.random.PRNGKey(0), inputs))
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params["params"])[0]:
+      name = partitioning.path_string(path)
+      if leaf.ndim >= 2 and np.prod(leaf.shape) >= partitioning.MIN_SHARDED_SIZE:
+        assert any(a is not None for a in partitioning.logical_axes(name, leaf.ndim)), name

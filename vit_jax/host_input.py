@@ -1,0 +1,103 @@
+"""Host-side input plumbing: input shards per process, device prefetch, equal eval step counts.
+
+The input is split into `input_shards` shards (default: one per process); each process reads only
+its own shards and stacks them on the batch axis. With a fixed `input_shards`, the global batch
+is the same whether it is read by one process or by several, so runs on different topologies
+see identical data.
+"""
+
+import itertools
+import queue
+import threading
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from vit_jax import sharding
+
+
+def shards_of_process(input_shards: int | None) -> tuple[list[int], int]:
+  """(this process's shard indices, total shard count)."""
+  count = input_shards or jax.process_count()
+  if count % jax.process_count():
+    raise ValueError(f"input_shards={count} must be a multiple of the {jax.process_count()} "
+                     "processes.")
+  per_process = count // jax.process_count()
+  first = jax.process_index() * per_process
+  return list(range(first, first + per_process)), count
+
+
+def stack(parts: list[dict]) -> dict:
+  return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+
+
+def empty_like(batch: dict) -> dict:
+  """A batch of the same shapes with every value zero: zero weight/mask, it counts nowhere."""
+  return {k: np.zeros_like(v) for k, v in batch.items()}
+
+
+def train_batches(make_iterator, input_shards: int | None):
+  """This process's rows of each global batch: its shards' batches stacked in shard order."""
+  shards, count = shards_of_process(input_shards)
+  iterators = [make_iterator(shard, count) for shard in shards]
+  for parts in zip(*iterators):
+    yield stack(list(parts))
+
+
+def eval_batches(make_iterator, input_shards: int | None, max_batches: int | None):
+  """One eval pass, streamed, with every process running the same number of steps.
+
+  Shards or processes that run out early feed all-zero batches, which every task's eval sums
+  weigh zero. With several processes, each step starts with a tiny all-gather of "do I still
+  have data?", so no process waits in a collective that another never joins.
+  """
+  shards, count = shards_of_process(input_shards)
+  iterators = [itertools.islice(make_iterator(shard, count), max_batches) for shard in shards]
+  template = None
+  for parts in itertools.chain(itertools.zip_longest(*iterators), itertools.repeat(None)):
+    have_data = parts is not None
+    if jax.process_count() > 1:
+      any_data = bool(np.any(multihost_utils.process_allgather(np.array(have_data))))
+    else:
+      any_data = have_data
+    if not any_data:
+      return
+    if have_data:
+      template = template or next(p for p in parts if p is not None)
+      yield stack([p if p is not None else empty_like(template) for p in parts])
+    elif template is None:
+      raise ValueError("This process has no eval data at all; use fewer processes or "
+                       "input_shards than eval examples.")
+    else:
+      yield empty_like(stack([template] * len(shards)))
+
+
+def prefetch_to_mesh(batches, mesh, size: int = 2):
+  """Turns host batches into global device arrays, `size` ahead in a background thread.
+
+  size=0 produces each batch on the caller's thread when it is needed (simpler to debug, and
+  needed under tfds.testing.mock_data, whose file-system patch is global while it reads).
+  """
+  if size == 0:
+    yield from (sharding.global_batch(batch, mesh) for batch in batches)
+    return
+  q = queue.Queue(maxsize=size)
+  sentinel = object()
+
+  def produce():
+    try:
+      for batch in batches:
+        q.put(sharding.global_batch(batch, mesh))
+      q.put(sentinel)
+    except Exception as e:  # pylint: disable=broad-except
+      q.put(e)
+
+  threading.Thread(target=produce, daemon=True).start()
+  while True:
+    item = q.get()
+    if item is sentinel:
+      return
+    if isinstance(item, Exception):
+      raise item
+    yield item
