@@ -66,6 +66,7 @@ class Checkpointer:
                async_save: bool = False):
     self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
     self.record = record
+    self.save_every = save_every
     options = ocp.CheckpointManagerOptions(save_interval_steps=save_every, max_to_keep=keep,
                                            create=True, enable_async_checkpointing=async_save)
     self.manager = ocp.CheckpointManager(self.directory, options=options,
@@ -90,9 +91,15 @@ class Checkpointer:
         step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
     return restored["state"]
 
+  def should_save(self, step: int) -> bool:
+    """Every `save_every` steps (orbax alone would also save the very first step)."""
+    return step % self.save_every == 0
+
   def save(self, step: int, state, force: bool = False) -> bool:
+    if not (force or self.should_save(step)):
+      return False
     return self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), model=ocp.args.JsonSave(self.record)), force=force)
+        state=ocp.args.StandardSave(state), model=ocp.args.JsonSave(self.record)), force=True)
 
   def close(self):
     self.manager.wait_until_finished()

@@ -176,7 +176,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
       done = step + 1
       is_last = done == config.total_steps
       preempted = watcher.should_stop()
-      saving = is_last or preempted or ckpt.manager.should_save(done)
+      saving = is_last or preempted or ckpt.should_save(done)
       if done % config.log_every == 0 or saving or done % config.eval_every == 0:
         fetched = jax.device_get(pending)
         skipped += check_finite(fetched, last_step)

@@ -1,0 +1,82 @@
+"""Two local processes (4 CPU devices each, gloo) behave like one process with 8 devices."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.training import helpers
+from vit_jax import init_from
+
+
+def vit_args(workdir, data_dir, total_steps=20):
+  return ["-m", "vit_jax.main", f"--config={helpers.VIT_CONFIG}:runlocal",
+          f"--workdir={workdir}", f"--config.data_dir={data_dir}", "--config.input_shards=2",
+          f"--config.total_steps={total_steps}", "--config.batch_size=16",
+          "--config.checkpoint_every=10", "--config.eval_every=10", "--config.log_every=1",
+          "--config.progress=lines", "--config.optimizer.warmup_steps=2"]
+
+
+def launch(workdir, data_dir, **kw):
+  cmd = [sys.executable, os.path.join(helpers.ROOT, "scripts", "launch_local.py"), "-n", "2",
+         "--devices_per_process", "4", "--log_dir", str(workdir) + "_logs", "--",
+         sys.executable, *vit_args(workdir, data_dir, **kw)]
+  return helpers.run(cmd)
+
+
+def losses(workdir):
+  return [r["train_loss"] for r in helpers.read_metrics(workdir) if "train_loss" in r]
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_process_and_resume(tmp_path, digits_dir):
+  one, two = tmp_path / "one", tmp_path / "two"
+  single = helpers.run([sys.executable, *vit_args(one, digits_dir)], devices=8)
+  assert single.returncode == 0, single.stderr[-3000:]
+  multi = launch(two, digits_dir)
+  assert multi.returncode == 0, multi.stderr[-3000:]
+  assert len(losses(two)) == 20  # only process 0 logs
+  np.testing.assert_allclose(losses(two), losses(one), rtol=2e-5)
+
+  shutil.rmtree(two / "checkpoints" / "20")  # as if the job died after step 10's checkpoint
+  again = launch(two, digits_dir)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "Resumed from" in again.stdout and "at step 10" in again.stdout
+  a = init_from.read_checkpoint(str(one / "checkpoints" / "20"))
+  b = init_from.read_checkpoint(str(two / "checkpoints" / "20"))
+  for key in a:
+    np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+@pytest.mark.slow
+def test_killing_one_process_fails_the_other_in_bounded_time(tmp_path, digits_dir):
+  workdir = tmp_path / "w"
+  port = 20000 + os.getpid() % 20000
+  procs = []
+  for i in range(2):
+    env = helpers.env(devices=2)
+    env.update(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
+               JAX_PROCESS_ID=str(i), JAX_PLATFORMS="cpu")
+    args = vit_args(workdir, digits_dir, total_steps=100_000) + ["--heartbeat_timeout=10"]
+    procs.append(subprocess.Popen([sys.executable, *args], env=env, cwd=helpers.ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+  metrics = workdir / "metrics.jsonl"
+  deadline = time.time() + 300
+  while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
+    assert all(p.poll() is None for p in procs), procs[0].stderr.read()[-3000:]
+    time.sleep(0.2)
+  procs[1].send_signal(signal.SIGKILL)
+  killed_at = time.time()
+  try:
+    code = procs[0].wait(timeout=300)
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  assert code != 0
+  assert time.time() - killed_at < 300
