@@ -51,7 +51,5 @@ def get_config(arg=None):
   c.eval_max_batches = 40
   c.checkpoint_every = 1_000
   if args["runlocal"]:
-    c.total_steps, c.batch_size, c.log_every, c.eval_every, c.checkpoint_every = 4, 8, 1, 4, 2
-    c.eval_max_batches = 2
-    c.optimizer.warmup_steps = 1
+    config_args.shrink_for_runlocal(c)
   return c

@@ -141,11 +141,5 @@ def _finetune(c):
 def _runlocal(c):
   """A few steps at the real image size with a small model: checks the wiring, not accuracy."""
   c.model.update(depth=2)
-  c.batch_size = 8
-  c.total_steps = 4
-  c.optimizer.warmup_steps = 1
-  c.log_every = 1
-  c.eval_every = 4
-  c.eval_max_batches = 2
-  c.checkpoint_every = 2
+  config_args.shrink_for_runlocal(c)
 

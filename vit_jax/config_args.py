@@ -77,3 +77,11 @@ def training_defaults():
   c.mesh = "data:-1"  # axis sizes; -1 takes the remaining devices
   c.progress = "auto"  # "bar", "lines" or "auto" (a bar on a terminal)
   return c
+
+
+def shrink_for_runlocal(c):
+  """`runlocal`: a few steps and two eval batches, to check the wiring rather than learn."""
+  c.total_steps, c.batch_size, c.log_every, c.eval_every, c.checkpoint_every = 4, 8, 1, 4, 2
+  c.eval_max_batches = 2
+  c.optimizer.warmup_steps = 1
+  return c

@@ -45,17 +45,19 @@ def train_batches(make_iterator, input_shards: int | None):
     yield stack(list(parts))
 
 
-def eval_batches(make_iterator, input_shards: int | None, max_batches: int | None):
+def eval_batches(make_iterator, input_shards: int | None, max_batches: int | None,
+                 read_ahead_size: int = 2):
   """One eval pass, streamed, with every process running the same number of steps.
 
   Shards or processes that run out early feed all-zero batches, which every task's eval sums
   weigh zero. With several processes, each step starts with a tiny all-gather of "do I still
-  have data?", so no process waits in a collective that another never joins.
+  have data?" (on this thread: collectives must come in the same order on every process).
   """
   shards, count = shards_of_process(input_shards)
   iterators = [itertools.islice(make_iterator(shard, count), max_batches) for shard in shards]
+  local = read_ahead(itertools.zip_longest(*iterators), read_ahead_size)
   template = None
-  for parts in itertools.chain(itertools.zip_longest(*iterators), itertools.repeat(None)):
+  for parts in itertools.chain(local, itertools.repeat(None)):
     have_data = parts is not None
     if jax.process_count() > 1:
       any_data = bool(np.any(multihost_utils.process_allgather(np.array(have_data))))
@@ -73,22 +75,22 @@ def eval_batches(make_iterator, input_shards: int | None, max_batches: int | Non
       yield empty_like(stack([template] * len(shards)))
 
 
-def prefetch_to_mesh(batches, mesh, size: int = 2):
-  """Turns host batches into global device arrays, `size` ahead in a background thread.
+def read_ahead(items, size: int = 2):
+  """Yields `items`, produced `size` ahead on a background thread (0: on the caller's thread).
 
-  size=0 produces each batch on the caller's thread when it is needed (simpler to debug, and
-  needed under tfds.testing.mock_data, whose file-system patch is global while it reads).
+  Only host work (tf.data, tokenization, packing) belongs there, never JAX collectives. size=0
+  is also needed under tfds.testing.mock_data, whose file-system patch is global while it reads.
   """
   if size == 0:
-    yield from (sharding.global_batch(batch, mesh) for batch in batches)
+    yield from items
     return
   q = queue.Queue(maxsize=size)
   sentinel = object()
 
   def produce():
     try:
-      for batch in batches:
-        q.put(sharding.global_batch(batch, mesh))
+      for item in items:
+        q.put(item)
       q.put(sentinel)
     except Exception as e:  # pylint: disable=broad-except
       q.put(e)
@@ -101,3 +103,10 @@ def prefetch_to_mesh(batches, mesh, size: int = 2):
     if isinstance(item, Exception):
       raise item
     yield item
+
+
+def prefetch_to_mesh(batches, mesh, size: int = 2):
+  """Host batches read `size` ahead, made global arrays on the caller's thread (where, with
+  several processes, assembling them may communicate)."""
+  for batch in read_ahead(batches, size):
+    yield sharding.global_batch(batch, mesh)

@@ -9,6 +9,7 @@ the new patch grid. Anything else that does not fit is an error listing the keys
 import os
 
 import flax.traverse_util
+import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
@@ -60,9 +61,19 @@ def find_step_dir(path: str) -> str:
 
 
 def read_checkpoint(path: str) -> dict:
-  """Flat params from our workdir (latest step), a `checkpoints/` dir or one step's dir."""
-  state = ocp.StandardCheckpointer().restore(os.path.join(find_step_dir(path), "state"))
-  return flatten(state["params"])
+  """Flat params from our workdir (latest step), a `checkpoints/` dir or one step's dir.
+
+  Arrays come back whole on this host, whatever mesh or process count saved them.
+  """
+  state_dir = os.path.join(find_step_dir(path), "state")
+  checkpointer = ocp.StandardCheckpointer()
+  metadata = checkpointer.metadata(state_dir)
+  tree = getattr(metadata, "item_metadata", metadata)
+  tree = getattr(tree, "tree", tree)
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
+  state = checkpointer.restore(state_dir, target)
+  return {k: np.asarray(v) for k, v in flatten(state["params"]).items()}
 
 
 def read_pretrained(path: str) -> dict:

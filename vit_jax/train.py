@@ -142,9 +142,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
   def evaluate(params) -> dict:
     sums = None
     batches = host_input.eval_batches(task.eval_batches, config.input_shards,
-                                      config.eval_max_batches)
-    for batch in host_input.prefetch_to_mesh(batches, mesh, config.prefetch_batches):
-      out = eval_step(params, batch)
+                                      config.eval_max_batches, config.prefetch_batches)
+    for batch in batches:
+      out = eval_step(params, sharding.global_batch(batch, mesh))
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
     return task.eval_summary(jax.device_get(sums))
 

@@ -9,41 +9,21 @@ from vit_jax.data import text_batches
 from vit_jax.tasks import text_common
 
 
-class CausalLM:
+class CausalLM(text_common.TextTask):
   """Packed rows with segment ids and positions; attention never crosses documents."""
 
   def __init__(self, config, workdir: str):
-    self.config = config
-    self.tokenizer = text_common.tokenizer_for(config, workdir)
+    super().__init__(config, workdir)
     self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
     # The bar a character model must beat: entropy of the validation text's character frequencies.
     self.unigram_bits = corpus.validation_char_entropy() if config.dataset == "embedded" else None
-
-  def model_overrides(self) -> dict:
-    return {"vocab_size": self.tokenizer.vocab_size}
-
-  def record(self) -> dict:
-    return {"tokenizer": self.tokenizer.fingerprint}
-
-  def save_assets(self, workdir: str) -> None:
-    text_common.save_tokenizer(self.tokenizer, workdir)
-
-  def init_inputs(self, batch_size: int = 1):
-    return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
 
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
     return text_batches.clm_batches(
         c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
-        split=split, train=train, seed=c.seed, start_step=start_step,
-        data_dir=c.data_dir,
+        split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
         process_index=process_index, process_count=process_count)
-
-  def train_batches(self, start_step, process_index, process_count):
-    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
-
-  def eval_batches(self, process_index, process_count):
-    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
 
   @staticmethod
   def apply(model, params, batch, train: bool, rng=None):

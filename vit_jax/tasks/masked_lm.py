@@ -16,11 +16,12 @@ from vit_jax.data import text_batches
 from vit_jax.tasks import text_common
 
 
-class MaskedLM:
+class MaskedLM(text_common.TextTask):
+  """MLM loss per masked token, plus NSP loss per row when next-sentence pairs are on."""
+
 
   def __init__(self, config, workdir: str):
-    self.config = config
-    self.tokenizer = text_common.tokenizer_for(config, workdir)
+    super().__init__(config, workdir)
     self.nsp = config.nsp
     self.most_frequent_id = self._most_frequent_token()
 
@@ -33,18 +34,6 @@ class MaskedLM:
       counts.update(t for t in self.tokenizer.encode(doc) if t not in special)
     return counts.most_common(1)[0][0] if counts else 0
 
-  def model_overrides(self) -> dict:
-    return {"vocab_size": self.tokenizer.vocab_size}
-
-  def record(self) -> dict:
-    return {"tokenizer": self.tokenizer.fingerprint}
-
-  def save_assets(self, workdir: str) -> None:
-    text_common.save_tokenizer(self.tokenizer, workdir)
-
-  def init_inputs(self, batch_size: int = 1):
-    return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
-
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
     masking_config = masking.MaskingConfig(rate=c.masking.rate, whole_word=c.masking.whole_word,
@@ -54,12 +43,6 @@ class MaskedLM:
         split=split, train=train, seed=c.seed, start_step=start_step,
         masking_config=masking_config, nsp=self.nsp, data_dir=c.data_dir,
         process_index=process_index, process_count=process_count)
-
-  def train_batches(self, start_step, process_index, process_count):
-    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
-
-  def eval_batches(self, process_index, process_count):
-    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
 
   @staticmethod
   def apply(model, params, batch, train: bool, rng=None):

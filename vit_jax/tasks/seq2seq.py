@@ -6,21 +6,8 @@ from vit_jax.data import seq2seq_batches
 from vit_jax.tasks import text_common
 
 
-class Seq2Seq:
+class Seq2Seq(text_common.TextTask):
   """Token loss on the targets; eval adds exact-match of whole (teacher-forced) sequences."""
-
-  def __init__(self, config, workdir: str):
-    self.config = config
-    self.tokenizer = text_common.tokenizer_for(config, workdir)
-
-  def model_overrides(self) -> dict:
-    return {"vocab_size": self.tokenizer.vocab_size}
-
-  def record(self) -> dict:
-    return {"tokenizer": self.tokenizer.fingerprint}
-
-  def save_assets(self, workdir: str) -> None:
-    text_common.save_tokenizer(self.tokenizer, workdir)
 
   def init_inputs(self, batch_size: int = 1):
     c = self.config
@@ -34,12 +21,6 @@ class Seq2Seq:
         input_len=c.input_len, target_len=c.target_len, split=split, train=train, seed=c.seed,
         start_step=start_step, data_dir=c.data_dir, process_index=process_index,
         process_count=process_count)
-
-  def train_batches(self, start_step, process_index, process_count):
-    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
-
-  def eval_batches(self, process_index, process_count):
-    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
 
   @staticmethod
   def apply(model, params, batch, train: bool, rng=None):

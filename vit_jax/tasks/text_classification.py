@@ -7,23 +7,12 @@ from vit_jax.data import text_batches
 from vit_jax.tasks import text_common
 
 
-class TextClassification:
+class TextClassification(text_common.TextTask):
+  """Cross-entropy on the pooled first token; all-pad eval rows count nowhere."""
 
-  def __init__(self, config, workdir: str):
-    self.config = config
-    self.tokenizer = text_common.tokenizer_for(config, workdir)
 
   def model_overrides(self) -> dict:
-    return {"vocab_size": self.tokenizer.vocab_size, "num_classes": self.config.num_classes}
-
-  def record(self) -> dict:
-    return {"tokenizer": self.tokenizer.fingerprint}
-
-  def save_assets(self, workdir: str) -> None:
-    text_common.save_tokenizer(self.tokenizer, workdir)
-
-  def init_inputs(self, batch_size: int = 1):
-    return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
+    return {**super().model_overrides(), "num_classes": self.config.num_classes}
 
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
@@ -31,12 +20,6 @@ class TextClassification:
         c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
         split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
         process_index=process_index, process_count=process_count)
-
-  def train_batches(self, start_step, process_index, process_count):
-    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
-
-  def eval_batches(self, process_index, process_count):
-    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
 
   @staticmethod
   def apply(model, params, batch, train: bool, rng=None):

@@ -37,6 +37,39 @@ def tokenizer_for(config, workdir: str):
   return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
 
 
+class TextTask:
+  """What text tasks share: the workdir's tokenizer and the plumbing around their batches.
+
+  Subclasses implement `_batches(split, train, start_step, shard, shard_count)` and the loss and
+  metric methods of the task interface (vit_jax/tasks/__init__.py).
+  """
+
+  def __init__(self, config, workdir: str):
+    self.config = config
+    self.tokenizer = tokenizer_for(config, workdir)
+
+  def model_overrides(self) -> dict:
+    return {"vocab_size": self.tokenizer.vocab_size}
+
+  def record(self) -> dict:
+    return {"tokenizer": self.tokenizer.fingerprint}
+
+  def save_assets(self, workdir: str) -> None:
+    save_tokenizer(self.tokenizer, workdir)
+
+  def init_inputs(self, batch_size: int = 1):
+    return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
+
+  def train_batches(self, start_step, shard, shard_count):
+    return self._batches(self.config.train_split, True, start_step, shard, shard_count)
+
+  def eval_batches(self, shard, shard_count):
+    return self._batches(self.config.eval_split, False, 0, shard, shard_count)
+
+  def _batches(self, split, train, start_step, shard, shard_count):
+    raise NotImplementedError
+
+
 def save_tokenizer(tokenizer, workdir: str) -> None:
   directory = os.path.join(workdir, TOKENIZER_DIR)
   if not os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
