@@ -7,8 +7,9 @@ Arguments after the colon (`k=v`, comma separated):
 
 Fine-tune the embedded-corpus MLM model on SST-2 (needs glue/sst2 prepared; not run here):
   python -m vit_jax.main --config=configs/bert_classifier.py \
-      --config.init_from=workdirs/bert --config.tokenizer.path=... --workdir=W
-  The tokenizer of the MLM workdir is reused when init_from is a workdir of ours.
+      --config.init_from=workdirs/bert --config.tokenizer.kind=char --workdir=W
+  init_from a workdir of ours reuses its tokenizer; the MLM/NSP heads are dropped and the
+  classifier starts fresh. The variant must match the pretrained one.
 """
 
 import ml_collections

@@ -85,13 +85,20 @@ def read_pretrained(path: str) -> dict:
   return read_npz(path) if path.endswith(".npz") else read_checkpoint(path)
 
 
-def merge(init_params, pretrained: dict, *, reinit_head: bool = True, prefix_tokens: int = 1):
-  """Returns (params shaped like `init_params` with pretrained values, list of notes)."""
+def merge(init_params, pretrained: dict, *, reinit_head: bool = True, prefix_tokens: int = 1,
+          head_prefixes=("head/",), droppable_prefixes=("pre_logits/",)):
+  """Returns (params shaped like `init_params` with pretrained values, list of notes).
+
+  head_prefixes: the task's new head, initialized fresh when missing or of another shape
+    (if reinit_head). droppable_prefixes: pretraining-only layers the new model does not have
+    (ViT's pre-logits, BERT's MLM and NSP heads), dropped with a note.
+  """
+  is_head = lambda key: key.startswith(tuple(head_prefixes))
   target = flatten(init_params)
   notes, problems, merged = [], [], {}
   for key, init_value in target.items():
     if key not in pretrained:
-      if key.startswith("head/") and reinit_head:
+      if is_head(key) and reinit_head:
         notes.append(f"{key}: not in the checkpoint, initialized fresh")
         merged[key] = init_value
       else:
@@ -100,7 +107,7 @@ def merge(init_params, pretrained: dict, *, reinit_head: bool = True, prefix_tok
     value = np.asarray(pretrained[key])
     if value.shape == init_value.shape:
       merged[key] = value.astype(init_value.dtype)
-    elif key.startswith("head/") and reinit_head:
+    elif is_head(key) and reinit_head:
       notes.append(f"{key}: checkpoint {value.shape} -> model {tuple(init_value.shape)}, "
                    "re-initialized (different class count)")
       merged[key] = init_value
@@ -114,8 +121,8 @@ def merge(init_params, pretrained: dict, *, reinit_head: bool = True, prefix_tok
       problems.append(f"shape mismatch: {key} checkpoint {value.shape}, model "
                       f"{tuple(init_value.shape)}")
   for key in sorted(set(pretrained) - set(target)):
-    if key.startswith("pre_logits/"):
-      notes.append(f"{key}: dropped (the model has no pre-logits layer)")
+    if key.startswith(tuple(droppable_prefixes)):
+      notes.append(f"{key}: dropped (the new model has no such layer)")
     else:
       problems.append(f"unexpected in checkpoint: {key} {tuple(np.shape(pretrained[key]))}")
   if problems:

@@ -76,7 +76,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
       pretrained = init_from.read_pretrained(config.init_from)
       prefix = 1 if model_config.get("classifier", "token") == "token" else 0
       params, notes = init_from.merge(jax.device_get(state["params"]), pretrained,
-                                      prefix_tokens=prefix)
+                                      prefix_tokens=prefix,
+                                      **getattr(task, "init_from_rules", dict)())
       for note in notes:
         print(f"init_from: {note}", flush=True)
       params = jax.device_put(params, state_shardings["params"])

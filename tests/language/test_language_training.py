@@ -81,3 +81,20 @@ def test_unknown_dataset_and_empty_corpus(tmp_path):
   result = helpers.run(gpt_command(tmp_path / "b", f"--config.dataset=files:{empty}"))
   assert result.returncode == 2
   assert "empty" in result.stderr.lower()
+
+
+def test_bert_classifier_fine_tunes_from_an_mlm_workdir(tmp_path, capsys):
+  mlm_dir, cls_dir = tmp_path / "mlm", tmp_path / "cls"
+  mlm = load_config("bert", "runlocal")
+  train.train_and_evaluate(mlm, str(mlm_dir))
+  classifier = load_config("bert_classifier", "dataset=imdb_reviews,runlocal")
+  classifier.init_from = str(mlm_dir)
+  classifier.tokenizer.kind = "char"
+  with tfds.testing.mock_data(num_examples=40):
+    result = train.train_and_evaluate(classifier, str(cls_dir))
+  out = capsys.readouterr().out
+  assert "classifier/kernel: not in the checkpoint, initialized fresh" in out
+  assert "mlm/transform/kernel: dropped" in out
+  assert np.isfinite(result["eval_accuracy"])
+  mlm_vocab = (mlm_dir / "tokenizer" / "tokenizer_meta.json").read_text()
+  assert (cls_dir / "tokenizer" / "tokenizer_meta.json").read_text() == mlm_vocab

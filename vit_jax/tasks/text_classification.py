@@ -11,6 +11,11 @@ class TextClassification(text_common.TextTask):
   """Cross-entropy on the pooled first token; all-pad eval rows count nowhere."""
 
 
+  @staticmethod
+  def init_from_rules() -> dict:
+    """Fine-tuning from a masked-LM run: a fresh classifier, the pretraining heads dropped."""
+    return {"head_prefixes": ("classifier/",), "droppable_prefixes": ("mlm/", "nsp/")}
+
   def model_overrides(self) -> dict:
     return {**super().model_overrides(), "num_classes": self.config.num_classes}
 

@@ -32,6 +32,9 @@ def tokenizer_for(config, workdir: str):
     return saved
   if tc.path:
     return tokenizers.load_pretrained(tc.path)
+  init_dir = os.path.join(config.get("init_from") or "", TOKENIZER_DIR)
+  if config.get("init_from") and os.path.exists(os.path.join(init_dir, tokenizer_base.META_FILE)):
+    return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
   texts = text.dataset_texts(config.dataset, "train", max_texts=tc.max_train_texts,
                              data_dir=config.data_dir)
   return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
