@@ -8,8 +8,8 @@ Arguments after the colon (`k=v`, comma separated):
 
 Embedded default, character-level (2 CPU cores, see README):
   python -m vit_jax.main --config=configs/bert.py --workdir=workdirs/bert
-  -> eval_mlm_accuracy well above eval_majority_accuracy (always predicting the most frequent
-     token); the README gives the measured figures.
+  -> eval_mlm_accuracy 0.380 vs eval_majority_accuracy 0.157 (always predicting the most
+     frequent character), in 7 min wall on 2 CPU cores.
 
 BERT-base on Wikipedia with NSP (accelerators; not run here):
   python -m vit_jax.main --config=configs/bert.py:dataset=wikipedia,variant=base,nsp \

@@ -16,7 +16,7 @@ from absl import logging
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "A training workdir of vit_jax.main.")
 flags.DEFINE_multi_string("prompt", [], "Prompt text; repeat the flag for a batch of prompts.")
-flags.DEFINE_integer("max_new_tokens", 200, "Tokens to generate per prompt.")
+flags.DEFINE_integer("max_new_tokens", 100, "Tokens to generate per prompt.")
 flags.DEFINE_float("temperature", 0.8, "0 means greedy decoding.")
 flags.DEFINE_integer("top_k", 0, "Sample only among the k most likely tokens (0: all).")
 flags.DEFINE_float("top_p", 1.0, "Sample only from the smallest set with this probability mass.")
