@@ -43,6 +43,11 @@ def describe_mismatch(saved: dict, current: dict) -> str:
   return "\n".join(lines)
 
 
+def read_record(manager: ocp.CheckpointManager, step: int) -> dict:
+  """The model record saved with checkpoint `step`."""
+  return manager.restore(step, args=ocp.args.Composite(model=ocp.args.JsonRestore()))["model"]
+
+
 def latest_record(workdir: str):
   """(step, model record) of the latest checkpoint in `workdir`; FileNotFoundError if none."""
   directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
@@ -54,7 +59,7 @@ def latest_record(workdir: str):
   step = manager.latest_step()
   if step is None:
     raise FileNotFoundError(f"No finished checkpoint in {directory}.")
-  record = manager.restore(step, args=ocp.args.Composite(model=ocp.args.JsonRestore()))["model"]
+  record = read_record(manager, step)
   manager.close()
   return step, record
 
@@ -77,8 +82,7 @@ class Checkpointer:
 
   def check_model(self, step: int) -> None:
     """Raises CheckpointMismatchError if the checkpoint at `step` is of another model."""
-    saved = self.manager.restore(step, args=ocp.args.Composite(model=ocp.args.JsonRestore()))
-    problems = describe_mismatch(saved["model"], self.record)
+    problems = describe_mismatch(read_record(self.manager, step), self.record)
     if problems:
       raise CheckpointMismatchError(
           f"The workdir's checkpoint {self.directory} (step {step}) is of a different model than "

@@ -1,7 +1,6 @@
 """optax optimizers from a config: AdamW or SGD, warmup + decay schedule, clipping, decay mask."""
 
 import flax.traverse_util
-import jax
 import optax
 
 # Parameters that weight decay leaves alone: biases, norm scales, position embeddings, tokens.
@@ -53,7 +52,3 @@ def build_optimizer(opt_cfg, total_steps: int):
     parts.append(optax.add_decayed_weights(rate, mask=decay_mask))
   parts.append(optax.scale_by_learning_rate(schedule))
   return optax.chain(*parts), schedule
-
-
-def global_norm(tree) -> jax.Array:
-  return optax.global_norm(tree)

@@ -9,7 +9,7 @@ from vit_jax.data import text_batches
 from vit_jax.tasks import text_common
 
 
-class CausalLM(text_common.TextTask):
+class CausalLM(text_common.TokenLoss, text_common.TextTask):
   """Packed rows with segment ids and positions; attention never crosses documents."""
 
   def __init__(self, config, workdir: str):
@@ -30,16 +30,6 @@ class CausalLM(text_common.TextTask):
     rngs = {"dropout": rng} if train else {}
     return model.apply({"params": params}, batch["inputs"], batch["positions"],
                        batch["segment_ids"], train=train, rngs=rngs)
-
-  @staticmethod
-  def totals(batch):
-    return {"tokens": jnp.maximum(jnp.sum(batch["weights"]), 1.0)}
-
-  @staticmethod
-  def loss(logits_BxLxV, batch, totals):
-    nll, correct = text_common.weighted_cross_entropy(logits_BxLxV, batch["targets"],
-                                                      batch["weights"])
-    return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
 
   def eval_sums(self, logits_BxLxV, batch):
     nll, correct = text_common.weighted_cross_entropy(logits_BxLxV, batch["targets"],

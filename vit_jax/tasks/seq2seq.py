@@ -6,7 +6,7 @@ from vit_jax.data import seq2seq_batches
 from vit_jax.tasks import text_common
 
 
-class Seq2Seq(text_common.TextTask):
+class Seq2Seq(text_common.TokenLoss, text_common.TextTask):
   """Token loss on the targets; eval adds exact-match of whole (teacher-forced) sequences."""
 
   def init_inputs(self, batch_size: int = 1):
@@ -27,16 +27,6 @@ class Seq2Seq(text_common.TextTask):
     rngs = {"dropout": rng} if train else {}
     return model.apply({"params": params}, batch["inputs"], batch["decoder_inputs"],
                        batch["input_mask"], train=train, rngs=rngs)
-
-  @staticmethod
-  def totals(batch):
-    return {"tokens": jnp.maximum(jnp.sum(batch["weights"]), 1.0)}
-
-  @staticmethod
-  def loss(logits_BxTxV, batch, totals):
-    nll, correct = text_common.weighted_cross_entropy(logits_BxTxV, batch["targets"],
-                                                      batch["weights"])
-    return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
 
   @staticmethod
   def eval_sums(logits_BxTxV, batch):

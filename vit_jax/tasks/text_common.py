@@ -73,6 +73,19 @@ class TextTask:
     raise NotImplementedError
 
 
+class TokenLoss:
+  """Cross-entropy per weighted target token: causal LM and seq2seq."""
+
+  @staticmethod
+  def totals(batch):
+    return {"tokens": jnp.maximum(jnp.sum(batch["weights"]), 1.0)}
+
+  @staticmethod
+  def loss(logits_BxLxV, batch, totals):
+    nll, correct = weighted_cross_entropy(logits_BxLxV, batch["targets"], batch["weights"])
+    return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
+
+
 def save_tokenizer(tokenizer, workdir: str) -> None:
   directory = os.path.join(workdir, TOKENIZER_DIR)
   if not os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
