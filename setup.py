@@ -24,8 +24,11 @@ INSTALL_REQUIRES = [
 TEST_REQUIRES = [
     "pytest",
     "pytest-xdist",
-    # Test-only comparisons against Hugging Face; this exact CPU build lies on disk.
-    "torch==2.13.0",
+    # Test-only peers (Hugging Face, timm). torch 2.14.1 + torchvision 0.29.1 are the pair that
+    # import together here (the CPU-only 2.13.0 has no working torchvision, so timm could not import).
+    "torch==2.14.1",
+    "torchvision==0.29.1",
+    "timm",
     "transformers",
 ]
 

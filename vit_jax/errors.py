@@ -5,8 +5,8 @@ a traceback.
 """
 
 from vit_jax.checkpoint import CheckpointMismatchError
-from vit_jax.data.image_sources import DatasetNotPreparedError
-from vit_jax.data.tokenizer_base import TokenizerMismatchError
+from vit_jax.data.errors import DatasetNotPreparedError
+from vit_jax.data.tokenizers.base import TokenizerMismatchError
 from vit_jax.init_from import PretrainedMismatchError
 
 # Text datasets' not-prepared error is a FileNotFoundError; tokenizer mismatches a ValueError.

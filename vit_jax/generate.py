@@ -30,7 +30,7 @@ def load_workdir(workdir: str):
   # pylint: disable=g-import-not-at-top
   from vit_jax import checkpoint
   from vit_jax import init_from
-  from vit_jax.data import tokenizer_base
+  from vit_jax.data.tokenizers import base
   from vit_jax.data import tokenizers
   step, record = checkpoint.latest_record(workdir)
   with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
@@ -38,7 +38,7 @@ def load_workdir(workdir: str):
   tokenizer = tokenizers.load_tokenizer(os.path.join(workdir, "tokenizer"))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:
-    tokenizer_base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
+    base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
   params = init_from.unflatten(init_from.read_checkpoint(
       os.path.join(workdir, "checkpoints", str(step))))
   return record["model"], params, tokenizer, task

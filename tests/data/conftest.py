@@ -2,11 +2,11 @@
 
 import pytest
 
-from vit_jax.data import images
+from vit_jax.data.image import pipeline
 
 
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory):
   data_dir = str(tmp_path_factory.mktemp("tfds"))
-  images.dataset_info("sklearn_digits", data_dir=data_dir)  # Builds it offline.
+  pipeline.dataset_info("sklearn_digits", data_dir=data_dir)  # Builds it offline.
   return data_dir

@@ -6,7 +6,7 @@ import numpy as np
 from sklearn import datasets as sk_datasets
 import tensorflow_datasets as tfds
 
-from vit_jax.data import digits
+from vit_jax.data.image import digits
 
 
 def _examples(data_dir, split):

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from vit_jax.data import image_augment
-from vit_jax.data import image_mix
-from vit_jax.data import image_randaugment
+from vit_jax.data.image import augment
+from vit_jax.data.image import mix as image_mix
+from vit_jax.data.image import randaugment as image_randaugment
 
 
 def _seed(*ints):
@@ -25,9 +25,9 @@ def test_inception_crop_same_window_for_jpeg_and_png_and_deterministic():
   png, jpeg = tf.io.encode_png(image), tf.io.encode_jpeg(image)
   areas, aspects = [], []
   for s in range(20):
-    a = image_augment.decode_and_inception_crop(png, _seed(s, 1)).numpy()
-    b = image_augment.decode_and_inception_crop(jpeg, _seed(s, 1)).numpy()
-    again = image_augment.decode_and_inception_crop(png, _seed(s, 1)).numpy()
+    a = augment.decode_and_inception_crop(png, _seed(s, 1)).numpy()
+    b = augment.decode_and_inception_crop(jpeg, _seed(s, 1)).numpy()
+    again = augment.decode_and_inception_crop(png, _seed(s, 1)).numpy()
     assert a.shape == b.shape and a.dtype == np.uint8
     np.testing.assert_array_equal(a, again)
     areas.append(a.shape[0] * a.shape[1] / (48 * 64))
@@ -40,30 +40,30 @@ def test_inception_crop_same_window_for_jpeg_and_png_and_deterministic():
 
 def test_decode_replicates_grayscale():
   gray = tf.io.encode_png(_image()[:, :, :1])
-  decoded = image_augment.decode(gray).numpy()
+  decoded = augment.decode(gray).numpy()
   assert decoded.shape == (48, 64, 3)
   assert (decoded[..., 0] == decoded[..., 2]).all()
 
 
 def test_resizes_and_crops():
   image = tf.constant(_image())
-  assert image_augment.resize(image, [20, 30]).shape == (20, 30, 3)
-  small = image_augment.resize_small(image, 24)
+  assert augment.resize(image, [20, 30]).shape == (20, 30, 3)
+  small = augment.resize_small(image, 24)
   assert small.shape == (24, 32, 3) and small.dtype == tf.uint8
-  assert image_augment.central_crop(small, 24).shape == (24, 24, 3)
-  eval_view = image_augment.eval_crop(tf.io.encode_png(image), 28, 0.875)
+  assert augment.central_crop(small, 24).shape == (24, 24, 3)
+  eval_view = augment.eval_crop(tf.io.encode_png(image), 28, 0.875)
   assert eval_view.shape == (28, 28, 3) and eval_view.dtype == tf.uint8
   # Same-size resize and crop_fraction=1 leave a square image untouched.
   square = image[:48, :48]
-  np.testing.assert_array_equal(image_augment.eval_crop(tf.io.encode_png(square), 48, 1.0), square)
+  np.testing.assert_array_equal(augment.eval_crop(tf.io.encode_png(square), 48, 1.0), square)
 
 
 def test_flip_is_either_identity_or_mirror_and_seeded():
   image = _image()
   outcomes = set()
   for s in range(10):
-    out = image_augment.random_flip(image, _seed(s, 0)).numpy()
-    np.testing.assert_array_equal(out, image_augment.random_flip(image, _seed(s, 0)))
+    out = augment.random_flip(image, _seed(s, 0)).numpy()
+    np.testing.assert_array_equal(out, augment.random_flip(image, _seed(s, 0)))
     if (out == image).all():
       outcomes.add("same")
     else:
@@ -73,7 +73,7 @@ def test_flip_is_either_identity_or_mirror_and_seeded():
 
 
 def test_normalize_range():
-  out = image_augment.normalize(tf.constant([[[0, 255, 128]]], tf.uint8)).numpy()
+  out = augment.normalize(tf.constant([[[0, 255, 128]]], tf.uint8)).numpy()
   np.testing.assert_allclose(out, [[[-1.0, 1.0, 128 / 127.5 - 1]]], atol=1e-6)
 
 
@@ -125,7 +125,7 @@ def test_equalize_and_autocontrast_match_reference():
 
 def test_randaugment_deterministic_per_seed():
   image = tf.constant(_image(32, 32))
-  ra = tf.function(lambda s: image_augment.randaugment(image, 2, 9, s))
+  ra = tf.function(lambda s: augment.randaugment(image, 2, 9, s))
   outs = [ra(_seed(s, 3)).numpy() for s in range(6)]
   np.testing.assert_array_equal(outs[0], ra(_seed(0, 3)).numpy())
   assert all(o.shape == (32, 32, 3) and o.dtype == np.uint8 for o in outs)

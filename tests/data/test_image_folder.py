@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from vit_jax.data import image_folder
-from vit_jax.data import images
+from vit_jax.data.image import folder as image_folder
+from vit_jax.data.image import pipeline
 
 
 @pytest.fixture
@@ -48,12 +48,12 @@ def test_shards_are_disjoint_and_complete(folder):
 
 def test_folder_through_train_and_eval(folder):
   dataset = "folder:" + folder
-  info = images.dataset_info(dataset)
+  info = pipeline.dataset_info(dataset)
   assert (info.num_classes, info.train_split, info.eval_split) == (3, "train", "test")
-  batch = next(images.train_iterator(dataset, global_batch_size=4, image_size=8, seed=0,
+  batch = next(pipeline.train_iterator(dataset, global_batch_size=4, image_size=8, seed=0,
                                      process_index=0, process_count=1))
   assert batch["image"].shape == (4, 8, 8, 3) and batch["labels"].shape == (4, 3)
-  evals = list(images.eval_iterator(dataset, global_batch_size=4, image_size=8,
+  evals = list(pipeline.eval_iterator(dataset, global_batch_size=4, image_size=8,
                                     process_index=0, process_count=1))
   assert len(evals) == 2 and sum(b["mask"].sum() for b in evals) == 5
   assert sorted(l for b in evals for l, m in zip(b["label"], b["mask"]) if m) == [0, 0, 1, 1, 1]
@@ -61,4 +61,4 @@ def test_folder_through_train_and_eval(folder):
 
 def test_missing_folder_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match="does not exist"):
-    images.dataset_info(f"folder:{tmp_path}/nope")
+    pipeline.dataset_info(f"folder:{tmp_path}/nope")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from vit_jax.data import images
+from vit_jax.data.image import pipeline
 
-_AUG = images.Augment(randaugment=(2, 9), mixup_alpha=0.2, cutmix_alpha=1.0, label_smoothing=0.1)
+_AUG = pipeline.Augment(randaugment=(2, 9), mixup_alpha=0.2, cutmix_alpha=1.0, label_smoothing=0.1)
 
 
 def _train(digits_dir, **kwargs):
@@ -17,7 +17,7 @@ def _train(digits_dir, **kwargs):
       dataset="sklearn_digits", split="train[:40]", global_batch_size=16, image_size=16,
       seed=3, data_dir=digits_dir, augment=_AUG, process_index=0, process_count=1,
   )
-  return images.train_iterator(**{**args, **kwargs})
+  return pipeline.train_iterator(**{**args, **kwargs})
 
 
 def _take(it, n):
@@ -57,7 +57,7 @@ def test_train_resumes_exactly_across_epochs(digits_dir):
 
 
 def test_train_epochs_cover_share_and_reshuffle(digits_dir):
-  plain = images.Augment(inception_crop=False, flip=False)
+  plain = pipeline.Augment(inception_crop=False, flip=False)
   batches = _take(_train(digits_dir, global_batch_size=8, augment=plain), 10)
   # No augmentation: 5 batches = one epoch of the 40 examples, each exactly once.
   epochs = [np.concatenate([b["image"] for b in batches[i:i + 5]]) for i in (0, 5)]
@@ -67,7 +67,7 @@ def test_train_epochs_cover_share_and_reshuffle(digits_dir):
 
 
 def test_two_processes_get_different_halves(digits_dir):
-  plain = images.Augment(inception_crop=False, flip=False)
+  plain = pipeline.Augment(inception_crop=False, flip=False)
   per_process = [
       _take(_train(digits_dir, augment=plain, global_batch_size=8,
                    process_index=p, process_count=2), 5)
@@ -83,7 +83,7 @@ def test_two_processes_get_different_halves(digits_dir):
 def test_eval_covers_split_exactly_once_across_two_processes(digits_dir):
   # 355 test examples -> shares of 178 and 177 -> 6 batches of 32 on both.
   per_process = [
-      images.eval_iterator(
+      pipeline.eval_iterator(
           "sklearn_digits", global_batch_size=64, image_size=32, data_dir=digits_dir,
           crop_fraction=1.0, process_index=p, process_count=2,
       )
@@ -112,7 +112,7 @@ def test_eval_pads_short_and_empty_shares(digits_dir):
   # 3 examples over 4 processes: shares 1, 1, 1, 0 -> one batch of 2 everywhere.
   masks = []
   for p in range(4):
-    it = images.eval_iterator(
+    it = pipeline.eval_iterator(
         "sklearn_digits", "test[:3]", global_batch_size=8, image_size=8, data_dir=digits_dir,
         process_index=p, process_count=4,
     )
@@ -124,13 +124,13 @@ def test_eval_pads_short_and_empty_shares(digits_dir):
 @pytest.mark.parametrize("dataset,size,classes", [("imagenet2012", 224, 1000), ("cifar10", 32, 10)])
 def test_mocked_tfds_pipelines(dataset, size, classes):
   with tfds.testing.mock_data(num_examples=6):
-    (batch,) = _take(images.train_iterator(
+    (batch,) = _take(pipeline.train_iterator(
         dataset, global_batch_size=4, image_size=size, seed=0, augment=_AUG,
         process_index=0, process_count=1,
     ), 1)
     assert batch["image"].shape == (4, size, size, 3)
     assert batch["labels"].shape == (4, classes)
-    evals = list(images.eval_iterator(
+    evals = list(pipeline.eval_iterator(
         dataset, global_batch_size=4, image_size=size, process_index=0, process_count=1
     ))
   assert len(evals) == 2 and evals[0]["image"].shape == (4, size, size, 3)
@@ -138,15 +138,15 @@ def test_mocked_tfds_pipelines(dataset, size, classes):
 
 
 def test_not_prepared_dataset_says_how_to_build(tmp_path):
-  with pytest.raises(images.DatasetNotPreparedError, match="tfds build cifar10") as e:
-    images.train_iterator("cifar10", global_batch_size=4, image_size=32, seed=0,
+  with pytest.raises(pipeline.DatasetNotPreparedError, match="tfds build cifar10") as e:
+    pipeline.train_iterator("cifar10", global_batch_size=4, image_size=32, seed=0,
                           data_dir=str(tmp_path), process_index=0, process_count=1)
   assert str(tmp_path) in str(e.value) and "download=True" in str(e.value)
 
 
 def test_imagenet_not_prepared_names_manual_tars(tmp_path):
-  with pytest.raises(images.DatasetNotPreparedError) as e:
-    images.dataset_info("imagenet2012", data_dir=str(tmp_path))
+  with pytest.raises(pipeline.DatasetNotPreparedError) as e:
+    pipeline.dataset_info("imagenet2012", data_dir=str(tmp_path))
   message = str(e.value)
   assert f"{tmp_path}/downloads/manual" in message
   assert "ILSVRC2012_img_train.tar" in message and "tfds build imagenet2012" in message
@@ -154,10 +154,10 @@ def test_imagenet_not_prepared_names_manual_tars(tmp_path):
 
 def test_unknown_dataset_lists_known_names():
   with pytest.raises(ValueError, match="imagenet2012.*folder:"):
-    images.dataset_info("no_such_dataset")
+    pipeline.dataset_info("no_such_dataset")
 
 
 def test_default_splits(digits_dir):
-  info = images.dataset_info("sklearn_digits", data_dir=digits_dir)
+  info = pipeline.dataset_info("sklearn_digits", data_dir=digits_dir)
   assert (info.num_classes, info.train_split, info.eval_split) == (10, "train", "test")
-  assert images.DEFAULT_SPLITS["imagenet2012"] == ("train", "validation")
+  assert pipeline.DEFAULT_SPLITS["imagenet2012"] == ("train", "validation")

@@ -8,7 +8,7 @@ import pytest
 
 from vit_jax import interop
 from vit_jax import train
-from vit_jax.data import images
+from vit_jax.data.image import pipeline
 
 VIT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "vit.py")
 
@@ -26,7 +26,7 @@ def digits_config(data_dir: str, image_size: int, **overrides):
 @pytest.mark.slow
 def test_finetune_from_npz_at_another_resolution(tmp_path, capsys):
   data_dir = str(tmp_path / "tfds")
-  images.dataset_info("sklearn_digits", data_dir=data_dir)  # the embedded dataset, offline
+  pipeline.dataset_info("sklearn_digits", data_dir=data_dir)  # the embedded dataset, offline
   train.train_and_evaluate(digits_config(data_dir, 32), str(tmp_path / "pretrain"))
   # Our workdir -> .npz (its latest checkpoint, with the model config it recorded), in the
   # big_vision layout: no cls slot in its position table, which init_from must restore.

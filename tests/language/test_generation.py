@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vit_jax import sampling
-from vit_jax.data import packing
+from vit_jax.data.text import packing
 from vit_jax.models import build_model
 
 GPT = {"name": "gpt", "variant": "pico", "vocab_size": 29, "max_len": 32}

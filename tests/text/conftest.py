@@ -2,7 +2,7 @@
 
 import pytest
 
-from vit_jax.data import corpus
+from vit_jax.data.text import corpus
 from vit_jax.data import tokenizers
 
 

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from vit_jax.data import masking
-from vit_jax.data import seq2seq_batches
-from vit_jax.data import text
-from vit_jax.data import text_batches
-from vit_jax.data import text_sources
+from vit_jax.data.text import masking
+from vit_jax.data.text import seq2seq_batches
+from vit_jax.data.text import datasets
+from vit_jax.data.text import batches as text_batches
+from vit_jax.data.text import sources
 from vit_jax.data import tokenizers
 
 B, L = 4, 32
@@ -83,8 +83,8 @@ def test_resume_is_exact(mode, streaming, char_tokenizer, small_docs):
   """start_step=k continues exactly, also across epoch boundaries."""
   def data():
     if streaming:  # Read forward, no epoch arithmetic.
-      memory = text_sources.InMemorySource(small_docs, seed=3)
-      return text_sources.StreamingSource(memory.epoch, memory.single_pass)
+      memory = sources.InMemorySource(small_docs, seed=3)
+      return sources.StreamingSource(memory.epoch, memory.single_pass)
     return small_docs
   make = MODES[mode]
   fresh = _take(make(char_tokenizer, data(), seed=3), 150)
@@ -99,7 +99,7 @@ def test_resume_is_exact(mode, streaming, char_tokenizer, small_docs):
 
 
 def test_epochs_are_reshuffled(char_tokenizer, small_docs):
-  source = text_sources.InMemorySource(small_docs, seed=0)
+  source = sources.InMemorySource(small_docs, seed=0)
   assert list(source.epoch(0)) != list(source.epoch(1))
   assert sorted(source.epoch(0)) == sorted(small_docs)
 
@@ -166,7 +166,7 @@ def test_cls_batches(char_tokenizer, labeled):
 
 
 def test_seq2seq_toy_batches():
-  texts = text.dataset_texts("toy_number_words", max_texts=2000)
+  texts = datasets.dataset_texts("toy_number_words", max_texts=2000)
   tok = tokenizers.build_tokenizer("char", texts)
   make = lambda **kw: seq2seq_batches.seq2seq_batches(
       "toy_number_words", tok, batch_size=B, input_len=8, target_len=80, **kw)
@@ -175,7 +175,7 @@ def test_seq2seq_toy_batches():
       "inputs": ((B, 8), "int32"), "input_mask": ((B, 8), "int32"),
       "decoder_inputs": ((B, 80), "int32"), "targets": ((B, 80), "int32"),
       "weights": ((B, 80), "float32")}
-  from vit_jax.data import seq2seq_toy  # pylint: disable=import-outside-toplevel
+  from vit_jax.data.text import seq2seq_toy  # pylint: disable=import-outside-toplevel
   for row in range(B):
     n_in, n_out = batch["input_mask"][row].sum(), int(batch["weights"][row].sum())
     number = tok.decode(batch["inputs"][row][:n_in])
@@ -192,7 +192,7 @@ def test_seq2seq_toy_batches():
 
 
 def test_number_words():
-  from vit_jax.data import seq2seq_toy  # pylint: disable=import-outside-toplevel
+  from vit_jax.data.text import seq2seq_toy  # pylint: disable=import-outside-toplevel
   assert seq2seq_toy.number_to_words(0) == "zero"
   assert seq2seq_toy.number_to_words(40213) == (
       "forty thousand two hundred thirteen")
@@ -223,7 +223,7 @@ def test_eval_pass_is_finite_and_padded(char_tokenizer):
 
 
 def test_processes_read_disjoint_shares(char_tokenizer):
-  shares = [text.load_source("embedded", process_index=i, process_count=3)
+  shares = [datasets.load_source("embedded", process_index=i, process_count=3)
             for i in range(3)]
   docs = [set(s.examples) for s in shares]
   assert sum(len(d) for d in docs) == len(set.union(*docs))
@@ -233,7 +233,7 @@ def test_processes_read_disjoint_shares(char_tokenizer):
                                         process_index=2, process_count=3))
   assert batch["inputs"].shape == (B, L)
   with pytest.raises(ValueError, match="process_index"):
-    text.load_source("embedded", process_index=3, process_count=3)
+    datasets.load_source("embedded", process_index=3, process_count=3)
 
 
 def test_empty_dataset_is_a_clear_error(char_tokenizer):

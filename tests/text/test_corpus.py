@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from vit_jax.data import corpus
+from vit_jax.data.text import corpus
 
 
 def test_corpus_is_at_least_one_megabyte_of_documents():
@@ -17,7 +17,7 @@ def test_corpus_is_at_least_one_megabyte_of_documents():
 
 
 def test_corpus_is_deterministic_across_processes():
-  code = ("from vit_jax.data import corpus; "
+  code = ("from vit_jax.data.text import corpus; "
           "print(corpus.corpus_fingerprint(), len(corpus.documents()))")
   out = subprocess.run([sys.executable, "-c", code], check=True,
                        capture_output=True, text=True).stdout.split()

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from vit_jax.data import masking
-from vit_jax.data import text_batches
+from vit_jax.data.text import masking
+from vit_jax.data.text import batches
 
 SEQ_LEN = 128
 
@@ -12,7 +12,7 @@ SEQ_LEN = 128
 def _unmasked_rows(tokenizer, docs, n=1000):
   """Rows before masking: rebuild them from a pass with masking disabled."""
   config = masking.MaskingConfig(rate=0.0, max_predictions=1)
-  batch = next(text_batches.mlm_batches(list(docs), tokenizer, batch_size=n,
+  batch = next(batches.mlm_batches(list(docs), tokenizer, batch_size=n,
                                         seq_len=SEQ_LEN, train=False,
                                         masking_config=config))
   return batch["tokens"]

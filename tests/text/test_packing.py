@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from vit_jax.data import packing
+from vit_jax.data.text import packing
 
 
 def _docs():

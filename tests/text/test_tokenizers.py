@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from vit_jax.data import corpus
+from vit_jax.data.text import corpus
 from vit_jax.data import tokenizers
 
 SAMPLE = "  Indented code:\n\tx = f(a, b)  # ok\n\nUnicode: naïve café ☃ 😀\n"

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vit_jax.data import images
+from vit_jax.data.image import pipeline
 
 
 class ImageClassification:
@@ -13,7 +13,7 @@ class ImageClassification:
   def __init__(self, config, workdir=None):
     del workdir  # nothing to keep beside the checkpoints
     self.config = config
-    info = images.dataset_info(config.dataset, data_dir=config.data_dir, download=config.download)
+    info = pipeline.dataset_info(config.dataset, data_dir=config.data_dir, download=config.download)
     self.num_classes = config.num_classes or info.num_classes
 
   def model_overrides(self) -> dict:
@@ -25,18 +25,18 @@ class ImageClassification:
 
   def train_batches(self, start_step: int, process_index: int, process_count: int):
     c, a = self.config, self.config.augment
-    augment = images.Augment(
+    augment = pipeline.Augment(
         inception_crop=a.inception_crop, flip=a.flip,
         randaugment=(a.randaugment_layers, a.randaugment_magnitude) if a.randaugment_layers else None,
         mixup_alpha=a.mixup_alpha, cutmix_alpha=a.cutmix_alpha, label_smoothing=a.label_smoothing)
-    return images.train_iterator(
+    return pipeline.train_iterator(
         c.dataset, c.train_split, global_batch_size=c.batch_size, image_size=c.image_size,
         seed=c.seed, start_step=start_step, data_dir=c.data_dir, augment=augment,
         process_index=process_index, process_count=process_count, download=c.download)
 
   def eval_batches(self, process_index: int, process_count: int):
     c = self.config
-    return images.eval_iterator(
+    return pipeline.eval_iterator(
         c.dataset, c.eval_split, global_batch_size=c.batch_size, image_size=c.image_size,
         data_dir=c.data_dir, process_index=process_index, process_count=process_count,
         download=c.download)

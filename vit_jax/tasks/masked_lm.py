@@ -10,9 +10,9 @@ import collections
 import jax.numpy as jnp
 import optax
 
-from vit_jax.data import masking
-from vit_jax.data import text
-from vit_jax.data import text_batches
+from vit_jax.data.text import masking
+from vit_jax.data.text import datasets
+from vit_jax.data.text import batches
 from vit_jax.tasks import text_common
 
 
@@ -26,10 +26,10 @@ class MaskedLM(text_common.TextTask):
     self.most_frequent_id = self._most_frequent_token()
 
   def _most_frequent_token(self) -> int:
-    """The most frequent non-special token of (a sample of) the training text."""
+    """The most frequent non-special token of (a sample of) the training datasets."""
     counts = collections.Counter()
     special = self.tokenizer.special_id_set()
-    for doc in text.dataset_texts(self.config.dataset, self.config.train_split, max_texts=200,
+    for doc in datasets.dataset_texts(self.config.dataset, self.config.train_split, max_texts=200,
                                   data_dir=self.config.data_dir):
       counts.update(t for t in self.tokenizer.encode(doc) if t not in special)
     return counts.most_common(1)[0][0] if counts else 0
@@ -38,7 +38,7 @@ class MaskedLM(text_common.TextTask):
     c = self.config
     masking_config = masking.MaskingConfig(rate=c.masking.rate, whole_word=c.masking.whole_word,
                                            span=c.masking.span)
-    return text_batches.mlm_batches(
+    return batches.mlm_batches(
         c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
         split=split, train=train, seed=c.seed, start_step=start_step,
         masking_config=masking_config, nsp=self.nsp, data_dir=c.data_dir,

@@ -2,7 +2,7 @@
 
 import jax.numpy as jnp
 
-from vit_jax.data import seq2seq_batches
+from vit_jax.data.text import seq2seq_batches
 from vit_jax.tasks import text_common
 
 

@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import optax
 
-from vit_jax.data import text_batches
+from vit_jax.data.text import batches
 from vit_jax.tasks import text_common
 
 
@@ -21,7 +21,7 @@ class TextClassification(text_common.TextTask):
 
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
-    return text_batches.cls_batches(
+    return batches.cls_batches(
         c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
         split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
         process_index=process_index, process_count=process_count)

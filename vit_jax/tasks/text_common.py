@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from vit_jax.data import text
-from vit_jax.data import tokenizer_base
+from vit_jax.data.text import datasets
+from vit_jax.data.tokenizers import base
 from vit_jax.data import tokenizers
 
 TOKENIZER_DIR = "tokenizer"
@@ -21,11 +21,11 @@ def tokenizer_for(config, workdir: str):
   """
   tc = config.tokenizer
   directory = os.path.join(workdir, TOKENIZER_DIR)
-  if os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
+  if os.path.exists(os.path.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (saved.kind != tc.kind or
                             (tc.vocab_size and saved.vocab_size != tc.vocab_size)):
-      raise tokenizer_base.TokenizerMismatchError(
+      raise base.TokenizerMismatchError(
           f"The workdir's tokenizer ({directory}: kind {saved.kind!r}, vocab {saved.vocab_size}) "
           f"differs from the config (kind {tc.kind!r}, vocab {tc.vocab_size}). Use a new "
           "--workdir, or the tokenizer settings that wrote it.")
@@ -33,9 +33,9 @@ def tokenizer_for(config, workdir: str):
   if tc.path:
     return tokenizers.load_pretrained(tc.path)
   init_dir = os.path.join(config.get("init_from") or "", TOKENIZER_DIR)
-  if config.get("init_from") and os.path.exists(os.path.join(init_dir, tokenizer_base.META_FILE)):
+  if config.get("init_from") and os.path.exists(os.path.join(init_dir, base.META_FILE)):
     return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
-  texts = text.dataset_texts(config.dataset, "train", max_texts=tc.max_train_texts,
+  texts = datasets.dataset_texts(config.dataset, "train", max_texts=tc.max_train_texts,
                              data_dir=config.data_dir)
   return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
 
@@ -88,7 +88,7 @@ class TokenLoss:
 
 def save_tokenizer(tokenizer, workdir: str) -> None:
   directory = os.path.join(workdir, TOKENIZER_DIR)
-  if not os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
+  if not os.path.exists(os.path.join(directory, base.META_FILE)):
     tokenizer.save(directory)
 
 

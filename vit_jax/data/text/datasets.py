@@ -3,7 +3,7 @@
     load_source("c4", "train", kind="documents", process_index=..., ...)
 
 Names:
-  embedded                  the corpus shipped with Python (vit_jax.data.corpus)
+  embedded                  the corpus shipped with Python (vit_jax.data.text.corpus)
   files:/path/*.txt         local files, one document per file
   paragraphs:/path/*.txt    local files, documents split at blank lines
   c4, lm1b, wikipedia, tiny_shakespeare          documents (TFDS)
@@ -31,18 +31,15 @@ import os
 import re
 from typing import Any, Iterator, Optional
 
-from vit_jax.data import corpus
-from vit_jax.data import seq2seq_toy
-from vit_jax.data import text_sources
+from vit_jax.data.text import corpus
+from vit_jax.data.text import seq2seq_toy
+from vit_jax.data.errors import DatasetNotPreparedError
+from vit_jax.data.text import sources as text_sources
 
 KINDS = ("documents", "labeled", "pairs")
 TOY_SIZES = {"train": 50_000, "validation": 1_000, "test": 1_000}
 # Streaming TFDS sources shuffle examples in a buffer of this many.
 SHUFFLE_BUFFER = 10_000
-
-
-class DatasetNotPreparedError(FileNotFoundError):
-  """A TFDS dataset has not been downloaded and prepared in data_dir."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Iterable, Optional, Sequence
 
 import sentencepiece as spm
 
-from vit_jax.data import tokenizer_base
+from vit_jax.data.tokenizers import base
 
 _MODEL_FILE = "spm.model"
 # Looked up by piece when a loaded model does not say which id they are.
@@ -21,7 +21,7 @@ _PIECE_CANDIDATES = {
 }
 
 
-class SentencePieceTokenizer(tokenizer_base.Tokenizer):
+class SentencePieceTokenizer(base.Tokenizer):
   """Wraps a SentencePiece model proto."""
 
   kind = "sentencepiece"
@@ -49,10 +49,10 @@ class SentencePieceTokenizer(tokenizer_base.Tokenizer):
     control symbols, so no text ever encodes to them. `vocab_size` is a soft
     limit: a small corpus may support fewer pieces, see `.vocab_size`.
     """
-    texts = tokenizer_base.require_texts(f"sentencepiece_{model_type}", texts)
+    texts = base.require_texts(f"sentencepiece_{model_type}", texts)
     # SentencePiece learns from lines; newlines come back as their own piece.
     lines = [line for t in texts for line in t.split("\n") if line.strip()]
-    pieces = tokenizer_base.DEFAULT_SPECIAL_PIECES
+    pieces = base.DEFAULT_SPECIAL_PIECES
     options = dict(
         model_type=model_type, vocab_size=vocab_size,
         normalization_rule_name="identity", remove_extra_whitespaces=False,

@@ -1,6 +1,6 @@
 """Numpy batches for causal LM, masked LM and sequence classification.
 
-Every function takes a dataset (a name from vit_jax.data.text, a source, or a
+Every function takes a dataset (a name from vit_jax.data.text.datasets, a source, or a
 list of examples) and a tokenizer, and returns an iterator of dicts of numpy
 arrays with B = batch_size rows per process.
 
@@ -19,10 +19,10 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from vit_jax.data import masking
-from vit_jax.data import packing
-from vit_jax.data import text
-from vit_jax.data import text_sources
+from vit_jax.data.text import masking
+from vit_jax.data.text import packing
+from vit_jax.data.text import datasets as text
+from vit_jax.data.text import sources
 
 Batch = dict[str, np.ndarray]
 # Keys separating the random streams drawn from one seed.
@@ -135,19 +135,19 @@ def cls_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
 # --- shared plumbing (also used by seq2seq_batches) --------------------------
 def resolve_source(dataset, split: str, kind: str, seed: int,
                    data_dir: Optional[str], process_index: int,
-                   process_count: int) -> text_sources.Source:
+                   process_count: int) -> sources.Source:
   if isinstance(dataset, str):
     return text.load_source(dataset, split, kind=kind, data_dir=data_dir,
                             process_index=process_index,
                             process_count=process_count, seed=seed)
-  return text_sources.as_source(dataset, seed)
+  return sources.as_source(dataset, seed)
 
 
-def example_stream(source: text_sources.Source, train: bool, cost, skip: int
+def example_stream(source: sources.Source, train: bool, cost, skip: int
                    ) -> Iterator[tuple[Any, int]]:
   """(example, units already consumed): resumed epochs, or one eval pass."""
   if train:
-    return text_sources.resume_stream(source, cost, skip)
+    return sources.resume_stream(source, cost, skip)
   return ((example, 0) for example in source.single_pass())
 
 
@@ -172,7 +172,7 @@ def _clm_batch(batch: Batch, pad_id: int) -> Batch:
 # --- masked-LM rows ----------------------------------------------------------
 def _mask_batch(tokenizer, config: masking.MaskingConfig, seed: int,
                 step: int, batch: Batch) -> Batch:
-  rng = text_sources.seeded_rng(seed, _MASK_STREAM, step)
+  rng = sources.seeded_rng(seed, _MASK_STREAM, step)
   batch.update(masking.mask_tokens(batch["tokens"], rng, tokenizer, config))
   return batch
 
@@ -190,10 +190,10 @@ def _nsp_rows(chunk: int, doc: np.ndarray) -> int:
 def _nsp_row_stream(stream, tokenizer, seq_len: int, chunk: int, seed: int,
                     first_row: int) -> Iterator[dict[str, np.ndarray]]:
   row_index = first_row
-  for (doc, done), ahead in text_sources.lookahead(stream, NSP_LOOKAHEAD):
+  for (doc, done), ahead in sources.lookahead(stream, NSP_LOOKAHEAD):
     others = [d for d, _ in ahead if len(d) > 0]
     for i in range(done, _nsp_rows(chunk, doc)):
-      rng = text_sources.seeded_rng(seed, _NSP_STREAM, row_index)
+      rng = sources.seeded_rng(seed, _NSP_STREAM, row_index)
       row_index += 1
       piece = doc[i * chunk:(i + 1) * chunk]
       cut = int(rng.integers(1, len(piece)))

@@ -43,14 +43,14 @@ def _hide_accelerators_from_tf() -> None:
 _hide_accelerators_from_tf()
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from vit_jax.data import image_augment
-from vit_jax.data import image_mix
-from vit_jax.data import image_sources
+from vit_jax.data.image import augment as image_augment
+from vit_jax.data.image import mix as image_mix
+from vit_jax.data.image import sources
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-DatasetNotPreparedError = image_sources.DatasetNotPreparedError
-ensure_prepared = image_sources.ensure_prepared
-DEFAULT_SPLITS = image_sources.DEFAULT_SPLITS
+DatasetNotPreparedError = sources.DatasetNotPreparedError
+ensure_prepared = sources.ensure_prepared
+DEFAULT_SPLITS = sources.DEFAULT_SPLITS
 
 # Tags that keep the seed streams of different purposes independent.
 _EXAMPLE_SEEDS, _BATCH_SEEDS, _SHUFFLE_SEEDS = 0, 1, 2
@@ -79,7 +79,7 @@ class DatasetInfo:
 def dataset_info(
     dataset: str, *, data_dir: str | None = None, download: bool = False
 ) -> DatasetInfo:
-  source = image_sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(dataset, data_dir=data_dir, download=download)
   return DatasetInfo(source.name, source.num_classes, source.train_split, source.eval_split)
 
 
@@ -106,7 +106,7 @@ def train_iterator(
   """
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
-  source = image_sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(dataset, data_dir=data_dir, download=download)
   split = _split_or_default(split, source.train_split, source, "train")
   share = source.read(split, process_index, process_count)
   share_size = _cardinality(share, f"{dataset} {split}")
@@ -205,7 +205,7 @@ def eval_iterator(
   resized to image_size / crop_fraction (crop_fraction=1: no border cut)."""
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
-  source = image_sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(dataset, data_dir=data_dir, download=download)
   split = _split_or_default(split, source.eval_split, source, "eval")
   name = f"{dataset} {split}"
   whole_split = source.read(split, 0, 1)

@@ -16,8 +16,9 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from vit_jax.data import digits
-from vit_jax.data import image_folder
+from vit_jax.data.errors import DatasetNotPreparedError
+from vit_jax.data.image import digits
+from vit_jax.data.image import folder as image_folder
 
 FOLDER_PREFIX = "folder:"
 
@@ -33,10 +34,6 @@ DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
 }
 _OTHER_TFDS_SPLITS = ("train", "test")
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
-
-
-class DatasetNotPreparedError(Exception):
-  """A TFDS dataset is not in data_dir, and nothing may be downloaded now."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,12 +12,12 @@ resumed runs use the very same vocabulary; a checkpoint that records
 import os
 from typing import Callable, Iterable, Optional
 
-from vit_jax.data import tokenizer_base
-from vit_jax.data.tokenizer_base import (
+from vit_jax.data.tokenizers import base as tokenizer_base
+from vit_jax.data.tokenizers.base import (
     Tokenizer, TokenizerMismatchError, check_fingerprint)
-from vit_jax.data.tokenizer_char import CharTokenizer
-from vit_jax.data.tokenizer_hf import HfTokenizer
-from vit_jax.data.tokenizer_spm import SentencePieceTokenizer
+from vit_jax.data.tokenizers.char import CharTokenizer
+from vit_jax.data.tokenizers.hf import HfTokenizer
+from vit_jax.data.tokenizers.spm import SentencePieceTokenizer
 
 __all__ = [
     "CharTokenizer", "HfTokenizer", "SentencePieceTokenizer", "Tokenizer",

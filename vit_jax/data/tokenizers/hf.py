@@ -11,7 +11,7 @@ from typing import Iterable, Optional, Sequence
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from vit_jax.data import tokenizer_base
+from vit_jax.data.tokenizers import base
 
 _MODEL_FILE = "tokenizer.json"
 # Looked up by token when a loaded tokenizer.json does not say which is which.
@@ -26,7 +26,7 @@ _TOKEN_CANDIDATES = {
 }
 
 
-class HfTokenizer(tokenizer_base.Tokenizer):
+class HfTokenizer(base.Tokenizer):
   """Wraps a `tokenizers.Tokenizer`; encodes without adding special tokens."""
 
   kind = "hf_tokenizers"
@@ -57,14 +57,14 @@ class HfTokenizer(tokenizer_base.Tokenizer):
 
     `trainer_options` go to `tokenizers.trainers.BpeTrainer`.
     """
-    texts = tokenizer_base.require_texts("byte_bpe", texts)
+    texts = base.require_texts("byte_bpe", texts)
     tok = tokenizers.Tokenizer(models.BPE())
     # No prefix space: decode(encode(s)) == s exactly.
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, show_progress=False,
-        special_tokens=list(tokenizer_base.DEFAULT_SPECIAL_PIECES.values()),
+        special_tokens=list(base.DEFAULT_SPECIAL_PIECES.values()),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         **trainer_options)
     tok.train_from_iterator(texts, trainer, length=len(texts))

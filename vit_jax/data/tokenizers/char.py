@@ -9,13 +9,13 @@ import json
 import os
 from typing import Iterable, Optional, Sequence
 
-from vit_jax.data import tokenizer_base
+from vit_jax.data.tokenizers import base
 
 _VOCAB_FILE = "char_vocab.json"
 _UNK_TEXT = "\ufffd"
 
 
-class CharTokenizer(tokenizer_base.Tokenizer):
+class CharTokenizer(base.Tokenizer):
   """Specials take ids 0..6 (pad, unk, cls, sep, mask, bos, eos), then chars."""
 
   kind = "char"
@@ -26,7 +26,7 @@ class CharTokenizer(tokenizer_base.Tokenizer):
     self._piece_to_id = {p: i for i, p in enumerate(self._pieces)}
     if len(self._piece_to_id) != len(self._pieces):
       raise ValueError("Character vocabulary has duplicate entries.")
-    specials = tokenizer_base.DEFAULT_SPECIAL_PIECES
+    specials = base.DEFAULT_SPECIAL_PIECES
     super().__init__({n: self._piece_to_id[p] for n, p in specials.items()})
     self._special = self.special_id_set()
 
@@ -38,11 +38,11 @@ class CharTokenizer(tokenizer_base.Tokenizer):
     Characters are ordered by code point (ties in frequency can't reorder the
     vocabulary), so the same texts always give the same ids.
     """
-    texts = tokenizer_base.require_texts(cls.kind, texts)
+    texts = base.require_texts(cls.kind, texts)
     counts = collections.Counter()
     for text in texts:
       counts.update(text)
-    specials = list(tokenizer_base.DEFAULT_SPECIAL_PIECES.values())
+    specials = list(base.DEFAULT_SPECIAL_PIECES.values())
     chars = [c for c in counts if c not in specials]
     if vocab_size is not None:
       budget = vocab_size - len(specials)

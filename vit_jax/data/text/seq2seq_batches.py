@@ -3,7 +3,7 @@
 Datasets: the offline toy tasks ('toy_reverse', 'toy_number_words') or TFDS
 translation ('wmt14_translate/de-en', German -> English), or a list of pairs.
 Training/eval semantics (infinite + start_step, or one padded pass) are those
-of vit_jax.data.text_batches.
+of vit_jax.data.text.batches.
 """
 
 import functools
@@ -11,8 +11,8 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from vit_jax.data import packing
-from vit_jax.data import text_batches
+from vit_jax.data.text import packing
+from vit_jax.data.text import batches as text_batches
 
 
 def seq2seq_batches(dataset, tokenizer, *, batch_size: int, input_len: int,

@@ -11,7 +11,7 @@ pixel-value ops see the usual 0..255 range.
 
 import tensorflow as tf
 
-from vit_jax.data import image_randaugment
+from vit_jax.data.image import randaugment as image_randaugment
 
 INCEPTION_AREA_RANGE = (0.05, 1.0)
 INCEPTION_ASPECT_RANGE = (3 / 4, 4 / 3)

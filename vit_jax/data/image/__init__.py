@@ -1,0 +1,1 @@
+"""Image input: TFDS, folders and the embedded digits; augmentations; the batch pipeline."""

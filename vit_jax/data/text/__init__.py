@@ -1,0 +1,1 @@
+"""Text input: datasets by name, the embedded corpus, packing, MLM masking, batches."""
