@@ -24,8 +24,12 @@ INSTALL_REQUIRES = [
 TEST_REQUIRES = [
     "pytest",
     "pytest-xdist",
+    # Format and lint checks (scripts/lint.sh, settings in pyproject.toml); pinned, since a new
+    # release can reformat the tree or add findings.
+    "pyink==26.5.1",
+    "ruff==0.17.5",
     # Test-only peers (Hugging Face, timm). torch 2.14.1 + torchvision 0.29.1 are the pair that
-    # import together here (the CPU-only 2.13.0 has no working torchvision, so timm could not import).
+    # import together here (the CPU-only 2.13.0 has no working torchvision: timm could not import).
     "torch==2.14.1",
     "torchvision==0.29.1",
     "timm",

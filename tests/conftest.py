@@ -1,11 +1,25 @@
-"""Test setup for every test process: quiet TF logging, and the peers' imports in a safe order."""
+"""Test setup for every test process: quiet TF logging, the peers' imports in a safe order, and
+the fixtures that tests in several folders share."""
 
 import importlib.util
 import os
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # torchvision (which timm imports) segfaults when it loads after TensorFlow in one process, and a
 # test module may import TF (through our data pipeline) before the timm tests run.
 if importlib.util.find_spec("torchvision") is not None:
-  import torchvision  # pylint: disable=unused-import
+  import torchvision  # pylint: disable=unused-import  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory):
+  """A TFDS data_dir with the embedded digits dataset built in it (offline, ~1-3 s)."""
+  # Imported here so that test processes that need no images never load TensorFlow.
+  from vit_jax.data.image import pipeline  # pylint: disable=g-import-not-at-top
+
+  data_dir = str(tmp_path_factory.mktemp("tfds_digits"))
+  pipeline.dataset_info("sklearn_digits", data_dir=data_dir)
+  return data_dir

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 
+from vit_jax import runtime
 from vit_jax.interop import FORMATS, LAYOUTS, Checkpoint, ConversionError  # pylint: disable=unused-import
 from vit_jax.interop import convert, from_tree, load, save  # pylint: disable=unused-import
 
@@ -60,6 +61,7 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
+  runtime.quiet_startup()  # orbax warns on every checkpoint read
   args = parse_args(argv)
   try:
     ckpt = convert(args.src, args.dst, args.to, model=_model_arg(args.model),

@@ -13,6 +13,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from vit_jax import runtime
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "A training workdir of vit_jax.main.")
 flags.DEFINE_multi_string("prompt", [], "Prompt text; repeat the flag for a batch of prompts.")
@@ -46,6 +48,7 @@ def load_workdir(workdir: str):
 
 def main(argv):
   del argv
+  runtime.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
   if not FLAGS.workdir or not FLAGS.prompt:
     print("error: --workdir and at least one --prompt are required.", file=sys.stderr)

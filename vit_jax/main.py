@@ -11,6 +11,8 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from vit_jax import runtime
+
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config file, optionally with :ARGS.",
                                 lock_config=True)
@@ -35,6 +37,7 @@ def parse_flags(argv):
 
 def main(argv):
   del argv
+  runtime.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if FLAGS.config is None or FLAGS.workdir is None:
     print("error: both --config and --workdir are required, e.g.\n  python -m vit_jax.main "

@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
+from tests import peers
 from tests.interop import helpers
 from vit_jax import interop
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = peers.require("torch")
+transformers = peers.require("transformers")
 
 SIZE = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=64, max_position_embeddings=24, type_vocab_size=2)

@@ -5,11 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import peers
 from tests.interop import helpers
 from vit_jax import interop
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = peers.require("torch")
+transformers = peers.require("transformers")
 
 VOCAB = 61
 TOKENS = np.array([[5, 17, 33, 2, 45, 60, 8, 9, 30, 1, 0, 7],

@@ -1,17 +1,18 @@
 """Our exported ViT .npz loads into timm's VisionTransformer (its npz loader) with the same logits.
 
-timm needs torchvision, and PyPI's torchvision wheels cannot load their operators beside the CPU
-build of torch used here, so this test is skipped unless timm imports.
+timm needs torchvision, whose wheel must match torch (the test extras pin the pair), and which must
+load before TensorFlow in a process (tests/conftest.py imports it first).
 """
 
 import numpy as np
 import pytest
 
+from tests import peers
 from tests.interop import helpers
 from vit_jax import interop
 
-torch = pytest.importorskip("torch")
-timm = pytest.importorskip("timm")
+torch = peers.require("torch")
+timm = peers.require("timm")
 
 TINY = dict(name="vit", variant="Ti/8", width=32, depth=2, num_heads=4, mlp_dim=64, num_classes=5)
 IMAGES = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype(np.float32)

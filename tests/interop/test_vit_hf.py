@@ -1,14 +1,14 @@
 """ViT <-> Hugging Face ViTForImageClassification / ViTModel: same outputs both ways."""
 
 import numpy as np
-import pytest
 
+from tests import peers
 from tests.interop import helpers
 from vit_jax import init_from
 from vit_jax import interop
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = peers.require("torch")
+transformers = peers.require("transformers")
 
 TINY = dict(name="vit", variant="Ti/8", width=32, depth=2, num_heads=4, mlp_dim=64, num_classes=5)
 IMAGES = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype(np.float32)

@@ -1,1 +1,6 @@
 """Image input: TFDS, folders and the embedded digits; augmentations; the batch pipeline."""
+
+from vit_jax import runtime
+
+# Every module here uses TF; hide the accelerators before any of them can run a TF op.
+runtime.hide_accelerators_from_tf()

@@ -30,23 +30,9 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-
-def _hide_accelerators_from_tf() -> None:
-  """TF only feeds data; the accelerators (and their memory) belong to JAX."""
-  for kind in ("GPU", "TPU"):
-    try:
-      tf.config.set_visible_devices([], kind)
-    except (RuntimeError, ValueError):  # TF already initialized: too late to change.
-      pass
-
-
-_hide_accelerators_from_tf()
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
 from vit_jax.data.image import augment as image_augment
 from vit_jax.data.image import mix as image_mix
 from vit_jax.data.image import sources
-# pylint: enable=g-import-not-at-top,wrong-import-position
 
 DatasetNotPreparedError = sources.DatasetNotPreparedError
 ensure_prepared = sources.ensure_prepared

@@ -1,0 +1,70 @@
+"""Process start-up: quiet third-party logs in our commands, and TensorFlow kept off accelerators.
+
+Every command line (main, generate, convert) calls `quiet_startup()` first thing in its main.
+Without it a run prints TensorFlow's C++ notices (oneDNN, CPU features, "All log messages before
+absl::InitializeLog() is called ..."), tf.data warnings, and orbax's warnings on every checkpoint
+read ("Metadata file does not exist"). To see them all again, set VIT_JAX_VERBOSE=1 or pass absl's
+--verbosity (main, generate). Library use (tests, notebooks) keeps the libraries' logging.
+
+`hide_accelerators_from_tf()` is the one place that keeps TensorFlow off GPUs and TPUs; the image
+data package calls it on import, before any TF op can run.
+"""
+
+import logging
+import os
+
+VERBOSE_ENV = "VIT_JAX_VERBOSE"
+# Python loggers of libraries that report benign events at WARNING (orbax logs through absl).
+_QUIETED_LOGGERS = ("absl", "tensorflow")
+
+
+class _ErrorsOnly(logging.Filter):
+  """Drops records below ERROR. A filter, not a level: main and generate set absl's verbosity."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR
+
+
+_ERRORS_ONLY = _ErrorsOnly()
+
+
+def verbose_requested() -> bool:
+  """True when the user asked for library logs: VIT_JAX_VERBOSE=1, or absl's --verbosity/-v."""
+  if os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+    return True
+  from absl import flags  # pylint: disable=g-import-not-at-top  (absl is light; argparse CLIs)
+
+  return flags.FLAGS.is_parsed() and "verbosity" in flags.FLAGS and flags.FLAGS["verbosity"].present
+
+
+def quiet_startup(verbose: bool | None = None) -> None:
+  """Silences TF's C++ logs and absl/orbax/TF Python warnings, unless `verbose` (or requested).
+
+  Call before TensorFlow is imported: TF reads TF_CPP_MIN_LOG_LEVEL when it loads. Errors still
+  print. A TF_CPP_MIN_LOG_LEVEL the user set is kept.
+  """
+  if verbose is None:
+    verbose = verbose_requested()
+  if verbose:
+    return
+  # 2: C++ INFO and WARNING hidden (TF and XLA), errors kept. Nothing logged before absl's
+  # InitializeLog also means absl prints no "All log messages before ..." notice.
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  for name in _QUIETED_LOGGERS:
+    logger = logging.getLogger(name)
+    if _ERRORS_ONLY not in logger.filters:
+      logger.addFilter(_ERRORS_ONLY)
+
+
+def hide_accelerators_from_tf() -> None:
+  """TF only feeds data: the GPUs/TPUs (and their memory) belong to JAX. Imports TensorFlow.
+
+  Effective until TF runs its first op; later calls change nothing (TF allows no change then).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  for kind in ("GPU", "TPU"):
+    try:
+      tf.config.set_visible_devices([], kind)
+    except (RuntimeError, ValueError):  # TF already initialized its devices: too late to change.
+      pass
