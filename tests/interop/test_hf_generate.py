@@ -92,3 +92,34 @@ def test_imported_gpt2_generates_like_hugging_face(tmp_path):
   with torch.no_grad():
     assert helpers.max_diff(hf2(torch.tensor(tokens)).logits.numpy(),
                             hf(torch.tensor(tokens)).logits.numpy()) <= helpers.TOL
+
+
+def test_imported_bert_keeps_its_wordpiece_tokenizer(tmp_path):
+  """A masked-LM import carries BERT's tokenizer, [MASK] and all, for fill-in predictions."""
+  specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  words = sorted({w.strip(".,;").lower() for line in TEXT for w in line.split()})
+  vocab = {t: i for i, t in enumerate(specials + words + [f"##{c}" for c in "abcdefghij"])}
+  tok = hf_tokenizers.Tokenizer(hf_tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+  tok.normalizer = hf_tokenizers.normalizers.BertNormalizer(lowercase=True)
+  tok.pre_tokenizer = hf_tokenizers.pre_tokenizers.BertPreTokenizer()
+  tok.decoder = hf_tokenizers.decoders.WordPiece()
+  fast = transformers.PreTrainedTokenizerFast(
+      tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+      sep_token="[SEP]", mask_token="[MASK]")
+  fast.save_pretrained(tmp_path / "hf")
+  torch.manual_seed(0)
+  config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1,
+                                   num_attention_heads=4, intermediate_size=64,
+                                   max_position_embeddings=24)
+  transformers.BertForMaskedLM(config).save_pretrained(tmp_path / "hf")
+
+  ckpt = interop.convert(str(tmp_path / "hf"), str(tmp_path / "workdir"), to="orbax")
+  assert ckpt.model["name"] == "bert_mlm"
+  with open(tmp_path / "workdir" / "config.json", encoding="utf-8") as f:
+    assert json.load(f)["task"] == "masked_lm"
+  loaded = interop.load(str(tmp_path / "workdir")).tokenizer
+  assert (loaded.pad_id, loaded.unk_id, loaded.cls_id, loaded.sep_id, loaded.mask_id) == (
+      0, 1, 2, 3, 4)
+  assert loaded.encode("The lazy fox") == fast("The lazy fox", add_special_tokens=False)[
+      "input_ids"]
+  assert loaded.fingerprint == ckpt.tokenizer.fingerprint
