@@ -2,12 +2,19 @@
 
 SRC is one of our workdirs (or one step's directory), an .npz (original ViT or big_vision
 layout, or any of our models in our names) or a Hugging Face model directory (BERT, GPT-2, ViT;
-config.json + model.safetensors). DST is written completely or not at all.
+config.json + model.safetensors, and tokenizer.json if it has one). DST is written completely or
+not at all.
+
+The tokenizer travels with the weights: a workdir written here holds it in `DST/tokenizer` (as
+training saves it) and a config.json naming the task, so an imported GPT-2 generates at once
+(`python -m vit_jax.generate --workdir=DST --prompt=...`); a Hugging Face directory written here
+gets `tokenizer.json` when the source has a Hugging Face tokenizer. An .npz holds weights only.
 
   python -m vit_jax.convert workdirs/digits vit.npz --to npz
   python -m vit_jax.convert vit.npz vit_bv.npz --to npz --layout big_vision
   python -m vit_jax.convert vit.npz hf_vit --to hf
   python -m vit_jax.convert hf_bert bert_workdir --to orbax
+  python -m vit_jax.convert hf_gpt2 gpt_workdir --to orbax   # then vit_jax.generate on it
   python -m vit_jax.convert hf_bert cls_workdir --to orbax --reinit-head \\
       --model '{"name": "bert_classifier", "num_classes": 3}'
 

@@ -25,24 +25,26 @@ flags.DEFINE_float("top_p", 1.0, "Sample only from the smallest set with this pr
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.DEFINE_integer("beam_size", 1, "Beam width for seq2seq (1: greedy).")
 flags.DEFINE_bool("cache", True, "Use the KV cache (off: recompute everything per token).")
+flags.DEFINE_bool("print_ids", False, "Also print the new token ids (to compare with another "
+                  "implementation, e.g. Hugging Face's generate on an imported model).")
 
 
 def load_workdir(workdir: str):
   """(model config, params, tokenizer, task name) of the workdir's latest checkpoint."""
   # pylint: disable=g-import-not-at-top
   from vit_jax import checkpoint
-  from vit_jax import init_from
+  from vit_jax import interop
   from vit_jax.data.tokenizers import base
   from vit_jax.data import tokenizers
   step, record = checkpoint.latest_record(workdir)
+  # Written by training, or by `vit_jax.convert` for an imported model.
   with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
     task = json.load(f)["task"]
   tokenizer = tokenizers.load_tokenizer(os.path.join(workdir, "tokenizer"))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:
     base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
-  params = init_from.unflatten(init_from.read_checkpoint(
-      os.path.join(workdir, "checkpoints", str(step))))
+  params = interop.unflatten(interop.read_params(os.path.join(workdir, "checkpoints", str(step))))
   return record["model"], params, tokenizer, task
 
 
@@ -67,6 +69,8 @@ def main(argv):
           eos_id=tokenizer.eos_id, seed=FLAGS.seed, use_cache=FLAGS.cache)
       for prompt, new in zip(FLAGS.prompt, outputs):
         print(prompt + tokenizer.decode(new))
+        if FLAGS.print_ids:
+          print(f"ids: {' '.join(str(int(t)) for t in new)}")
         print("-" * 40)
     elif task == "seq2seq":
       inputs_len = max(len(p) for p in prompts) + 1

@@ -15,7 +15,7 @@ import optax
 
 from vit_jax import checkpoint
 from vit_jax import host_input
-from vit_jax import init_from
+from vit_jax import interop
 from vit_jax import metrics_log
 from vit_jax import optimizer as optimizer_lib
 from vit_jax import partitioning
@@ -73,11 +73,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
   else:
     state = jax.jit(init_state, out_shardings=state_shardings)(init_rng)
     if config.init_from:
-      pretrained = init_from.read_pretrained(config.init_from)
       prefix = 1 if model_config.get("classifier", "token") == "token" else 0
-      params, notes = init_from.merge(jax.device_get(state["params"]), pretrained,
-                                      prefix_tokens=prefix,
-                                      **getattr(task, "init_from_rules", dict)())
+      params, notes = interop.finetune_params(state["params"], config.init_from,
+                                              prefix_tokens=prefix,
+                                              **getattr(task, "init_from_rules", dict)())
       for note in notes:
         print(f"init_from: {note}", flush=True)
       params = jax.device_put(params, state_shardings["params"])

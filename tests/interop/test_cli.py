@@ -9,7 +9,6 @@ import numpy as np
 
 from tests.interop import helpers
 from vit_jax import convert
-from vit_jax import init_from
 from vit_jax import interop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,7 +39,7 @@ def test_command_line_to_workdir_and_back(tmp_path):
   from_workdir = interop.load(workdir)
   assert from_workdir.model["num_classes"] == 3  # the config inferred from the .npz, recorded
   assert from_workdir.module().shape() == ckpt.module().shape()
-  assert set(init_from.read_checkpoint(workdir)) == set(from_workdir.params)
+  assert set(interop.read_params(workdir)) == set(from_workdir.params)
   for key in ckpt.params:
     if not key.startswith("head/"):
       np.testing.assert_array_equal(from_workdir.params[key], ckpt.params[key], err_msg=key)

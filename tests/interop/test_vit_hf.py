@@ -4,7 +4,6 @@ import numpy as np
 
 from tests import peers
 from tests.interop import helpers
-from vit_jax import init_from
 from vit_jax import interop
 
 torch = peers.require("torch")
@@ -59,5 +58,5 @@ def test_export_classifier(tmp_path):
   for key, value in ckpt.params.items():
     np.testing.assert_array_equal(again.params[key], value, err_msg=key)
   # init_from fine-tunes from a Hugging Face directory too.
-  pretrained = init_from.read_pretrained(str(tmp_path / "hf"))
+  pretrained, _ = interop.read_pretrained(str(tmp_path / "hf"))
   assert set(pretrained) == set(ckpt.params)

@@ -1,11 +1,9 @@
 """ViT .npz: exact round trips in the original ViT and big_vision layouts, and what init_from reads."""
 
-import jax
 import numpy as np
 import pytest
 
 from tests.interop import helpers
-from vit_jax import init_from
 from vit_jax import interop
 
 TINY = dict(name="vit", variant="Ti/8", width=32, depth=2, num_heads=4, mlp_dim=64, num_classes=5)
@@ -44,9 +42,8 @@ def test_original_layout_names(tmp_path):
     names = set(f.files)
     assert f["embedding/kernel"].shape == (8, 8, 3, 32)  # HWIO
     assert f["Transformer/posembed_input/pos_embedding"].shape == (1, 17, 32)  # with the cls slot
-  merged, _ = init_from.merge(jax.device_get(ckpt.tree()),
-                              init_from.read_pretrained(str(tmp_path / "vit.npz")))
-  for key, value in init_from.flatten(merged).items():  # init_from reads the very same values
+  merged, _ = interop.finetune_params(ckpt.tree(), str(tmp_path / "vit.npz"))
+  for key, value in interop.flatten(merged).items():  # init_from reads the very same values
     np.testing.assert_array_equal(value, ckpt.params[key], err_msg=key)
   assert {"cls", "head/kernel", "Transformer/encoder_norm/scale",
           "Transformer/encoderblock_1/MultiHeadDotProductAttention_1/query/kernel",
@@ -71,7 +68,7 @@ def test_big_vision_layout(tmp_path, classifier):
   # The cls slot moved into the cls token: other values, the very same outputs.
   np.testing.assert_array_equal(logits(again), logits(ckpt))
   # init_from (fine-tuning) reads the same file into the same parameters.
-  merged, _ = init_from.merge(jax.device_get(ckpt.tree()), init_from.read_pretrained(path))
+  merged, _ = interop.finetune_params(ckpt.tree(), path)
   np.testing.assert_array_equal(
       np.asarray(ckpt.module().apply({"params": merged}, IMAGES)), logits(ckpt))
 
@@ -116,6 +113,6 @@ def test_scanned_layers_convert_per_layer(tmp_path):
   # And back into a scanned workdir, whose params are stacked again.
   interop.save(interop.load(str(tmp_path / "vit.npz"), {"scan_layers": True}),
                str(tmp_path / "workdir"), to="orbax")
-  stacked = init_from.read_checkpoint(str(tmp_path / "workdir"))
+  stacked = interop.read_params(str(tmp_path / "workdir"))
   assert stacked["Transformer/encoderblock/layers/block/LayerNorm_0/scale"].shape == (2, 32)
   np.testing.assert_array_equal(logits(interop.load(str(tmp_path / "workdir"))), logits(scanned))

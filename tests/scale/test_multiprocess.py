@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.training import helpers
-from vit_jax import init_from
+from vit_jax import interop
 
 
 def vit_args(workdir, data_dir, total_steps=20):
@@ -47,8 +47,8 @@ def test_two_processes_match_one_process_and_resume(tmp_path, digits_dir):
   again = launch(two, digits_dir)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "Resumed from" in again.stdout and "at step 10" in again.stdout
-  a = init_from.read_checkpoint(str(one / "checkpoints" / "20"))
-  b = init_from.read_checkpoint(str(two / "checkpoints" / "20"))
+  a = interop.read_params(str(one / "checkpoints" / "20"))
+  b = interop.read_params(str(two / "checkpoints" / "20"))
   # Reductions run in another order on 2x4 devices than on 8; Adam turns the float noise in
   # gradients that are zero in exact arithmetic (attention key biases) into ~1e-5 steps.
   for key in a:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.training import helpers
-from vit_jax import init_from
+from vit_jax import interop
 
 
 def command(workdir, data_dir, *extra, total_steps=40, every=20):
@@ -50,8 +50,8 @@ def test_sigterm_checkpoints_and_resumes_exactly(tmp_path, digits_dir):
   resumed = helpers.run(command(workdir, digits_dir))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"at step {stopped}" in resumed.stdout
-  a = init_from.read_checkpoint(str(tmp_path / "straight" / "checkpoints" / "40"))
-  b = init_from.read_checkpoint(str(workdir / "checkpoints" / "40"))
+  a = interop.read_params(str(tmp_path / "straight" / "checkpoints" / "40"))
+  b = interop.read_params(str(workdir / "checkpoints" / "40"))
   for key in a:
     np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
 
@@ -92,7 +92,7 @@ def test_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path, 
   assert "Non-finite loss or gradients at step 7" in result.stderr
   saved = sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
   assert saved == [5]
-  params = init_from.read_checkpoint(str(workdir / "checkpoints" / "5"))
+  params = interop.read_params(str(workdir / "checkpoints" / "5"))
   assert all(np.isfinite(v).all() for v in params.values())
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.training import helpers
-from vit_jax import init_from
+from vit_jax import interop
 
 
 def fast_overrides(data_dir, total_steps=40):
@@ -19,7 +19,7 @@ def fast_overrides(data_dir, total_steps=40):
 
 
 def final_params(workdir, step):
-  return init_from.read_checkpoint(os.path.join(workdir, "checkpoints", str(step)))
+  return interop.read_params(os.path.join(workdir, "checkpoints", str(step)))
 
 
 @pytest.mark.slow

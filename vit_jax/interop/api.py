@@ -5,7 +5,6 @@ import os
 import jax
 import numpy as np
 
-from vit_jax import init_from
 from vit_jax.interop import common
 from vit_jax.interop import fit
 from vit_jax.interop import hf_format
@@ -46,13 +45,13 @@ def load(path: str, model: dict | None = None, *, reinit_head: bool = False,
   fmt = _check_format(fmt or detect_format(path))
   if fmt == "npz":
     flat, notes = npz_format.read(path)
-    source = _infer(flat, notes, model)
+    read = common.Checkpoint(flat, _infer(flat, notes, model), notes)
   else:
     read = hf_format.read(path) if fmt == "hf" else orbax_format.read(path)
-    flat, source, notes = read.params, read.model, read.notes
-  config = models.configure(source, model)
-  flat = models.rebase(flat, source.get("name"), config.get("name"))
-  return fit.fit(common.Checkpoint(flat, config, notes), reinit_head=reinit_head)
+  config = models.configure(read.model, model)
+  flat = models.rebase(read.params, read.model.get("name"), config.get("name"))
+  return fit.fit(common.Checkpoint(flat, config, read.notes, read.tokenizer),
+                 reinit_head=reinit_head)
 
 
 def _infer(flat: dict, notes: list, model: dict | None) -> dict:
@@ -64,26 +63,33 @@ def _infer(flat: dict, notes: list, model: dict | None) -> dict:
     raise
 
 
-def from_tree(params, model: dict) -> common.Checkpoint:
+def from_tree(params, model: dict, tokenizer=None) -> common.Checkpoint:
   """A checkpoint of in-memory params (a nested tree, e.g. from `model.init` or training)."""
-  flat = {k: np.asarray(v) for k, v in init_from.flatten(jax.device_get(params)).items()}
-  return fit.fit(common.Checkpoint(flat, dict(model)))
+  flat = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(params)).items()}
+  return fit.fit(common.Checkpoint(flat, dict(model), tokenizer=tokenizer))
 
 
 def save(ckpt: common.Checkpoint, path: str, to: str, *, layout: str = "vit",
-         overwrite: bool = False) -> None:
-  """Writes `ckpt` as `to` ("npz", "hf" or "orbax"), completely or not at all.
+         overwrite: bool = False) -> list:
+  """Writes `ckpt` as `to` ("npz", "hf" or "orbax"), completely or not at all; returns notes.
 
-  `layout` is for .npz files: "vit" (the original ViT names, ours) or "big_vision".
+  `layout` is for .npz files: "vit" (the original ViT names, ours) or "big_vision". The
+  tokenizer goes along into a workdir (any kind) or a Hugging Face directory (tokenizer.json);
+  an .npz holds parameters only.
   """
   _check_format(to)
   ckpt = fit.fit(ckpt)  # the params must be exactly the model's
+  if to == "hf":
+    return hf_format.write(ckpt, path, overwrite=overwrite)
   if to == "npz":
     npz_format.write(ckpt, path, layout=layout, overwrite=overwrite)
-  elif to == "hf":
-    hf_format.write(ckpt, path, overwrite=overwrite)
   else:
     orbax_format.write(ckpt, path, overwrite=overwrite)
+  if ckpt.tokenizer is None:
+    return []
+  if to == "npz":
+    return ["the tokenizer was not written: an .npz holds parameters only"]
+  return [f"wrote the {ckpt.tokenizer.kind!r} tokenizer to {os.path.join(path, 'tokenizer')}"]
 
 
 def convert(src: str, dst: str, to: str, *, model: dict | None = None, reinit_head: bool = False,
@@ -91,5 +97,5 @@ def convert(src: str, dst: str, to: str, *, model: dict | None = None, reinit_he
             overwrite: bool = False) -> common.Checkpoint:
   """`save(load(src, ...), dst, to, ...)`; returns the checkpoint (with its notes)."""
   ckpt = load(src, model, reinit_head=reinit_head, fmt=fmt)
-  save(ckpt, dst, to, layout=layout, overwrite=overwrite)
+  ckpt.notes += save(ckpt, dst, to, layout=layout, overwrite=overwrite)
   return ckpt

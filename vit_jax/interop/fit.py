@@ -1,71 +1,118 @@
-"""Checks converted params against the model their config builds, and adapts heads on request.
+"""The one fitter: makes pretrained params exactly those a model expects, or says why not.
 
-Every key and shape must match. The exceptions: a task head (ViT `head`, BERT `classifier`,
-`mlm`, `nsp`, `pooler`) that is missing, extra or of another class count is re-initialized or
-dropped when the caller passes `reinit_head=True`; a param the model never uses (the pooler of a
-masked-LM model) is filled in fresh. Values are cast to the model's parameter dtype.
+Every key and shape must match. The exceptions, each listed in the notes:
+  * a task head that is missing or of another shape (e.g. another class count) is initialized
+    fresh, and one the model lacks is dropped, when the caller passes `reinit_head=True`;
+  * a param the model never uses for its outputs (the pooler of a masked-LM model) is filled in
+    fresh; pretraining-only layers the caller names droppable are dropped;
+  * a learned position table over a patch grid is resampled to the model's grid, when the caller
+    says how many prefix (cls) slots it has.
+Values are cast to the model's parameter dtypes. Both sides are per-layer (see `scan`).
+
+`fit` serves conversion (the model config decides heads and builds fresh values);
+`finetune.finetune_params` serves fine-tuning (the caller's initialized params decide).
 """
+
+import dataclasses
+from typing import Callable, Optional
 
 import numpy as np
 
 from vit_jax.interop import common
 from vit_jax.interop import models
+from vit_jax.interop import scan
+from vit_jax.models import position
 
 _HINT = ("Task heads that are missing, extra or of another shape (e.g. another class count) "
          "are re-initialized or dropped only on request: pass reinit_head=True (--reinit-head), "
          "with the model config that has the new head (--model).")
+_never = lambda key: False
+
+
+@dataclasses.dataclass
+class Fitted:
+  params: dict  # the model's keys that took pretrained values (cast to the model's dtype)
+  fresh: list  # the model's keys to initialize fresh
+  notes: list
+  problems: list
+  head_problem: bool  # some problem concerns a task head (so reinit_head may be the fix)
+
+
+def fit_params(pretrained: dict, target: dict, *, is_head: Callable[[str], bool],
+               reinit_head: bool, is_droppable: Callable[[str], bool] = _never,
+               is_unused: Callable[[str], bool] = _never,
+               prefix_tokens: Optional[int] = None) -> Fitted:
+  """Fits flat `pretrained` to `target` ({key: array or ShapeDtypeStruct}, the model's params).
+
+  prefix_tokens: slots before the patch grid in a learned `pos_embedding` table (1 with a cls
+    token); such a table of another size is resampled. None: a size mismatch is a problem.
+  """
+  fitted = Fitted({}, [], [], [], False)
+  may_reinit = lambda key: is_unused(key) or (reinit_head and is_head(key))
+
+  def problem(text, key):
+    fitted.problems.append(text)
+    fitted.head_problem |= is_head(key)
+
+  for key, spec in target.items():
+    want = tuple(spec.shape)
+    if key not in pretrained:
+      if may_reinit(key):
+        fitted.fresh.append(key)
+        fitted.notes.append(f"{key}: not in the checkpoint, initialized fresh")
+      else:
+        problem(f"missing in checkpoint: {key} {want}", key)
+      continue
+    value = np.asarray(pretrained[key])
+    if value.shape == want:
+      fitted.params[key] = value.astype(spec.dtype, copy=False)
+    elif may_reinit(key):
+      fitted.fresh.append(key)
+      fitted.notes.append(f"{key}: checkpoint {value.shape} -> model {want}, re-initialized")
+    elif prefix_tokens is not None and key.endswith("pos_embedding") and value.ndim == 3:
+      try:
+        fitted.params[key] = _resample(value, want, prefix_tokens).astype(spec.dtype)
+        fitted.notes.append(f"{key}: resampled {value.shape} -> {want}")
+      except ValueError as e:
+        problem(f"cannot resample {key} {value.shape} -> {want}: {e}", key)
+    else:
+      problem(f"shape mismatch: {key} checkpoint {value.shape}, model {want}", key)
+  for key in sorted(set(pretrained) - set(target)):
+    if is_droppable(key) or (reinit_head and is_head(key)):
+      fitted.notes.append(f"{key}: dropped (the model has no such layer)")
+    else:
+      problem(f"unexpected in checkpoint: {key} {common.shape_of(pretrained[key])}", key)
+  cast = sorted({f"{np.asarray(pretrained[k]).dtype} -> {v.dtype}"
+                 for k, v in fitted.params.items() if np.asarray(pretrained[k]).dtype != v.dtype})
+  if cast:
+    fitted.notes.append(f"cast parameters {', '.join(cast)}")
+  return fitted
+
+
+def _resample(table_1xLxD, want: tuple, prefix_tokens: int):
+  side = int(round((want[1] - prefix_tokens) ** 0.5))
+  if want[0] != 1 or want[2] != table_1xLxD.shape[2] or side * side != want[1] - prefix_tokens:
+    raise ValueError("the model's table is not a square patch grid of the same width")
+  return position.resample_grid_embedding(table_1xLxD, (side, side), prefix_tokens)
 
 
 def fit(ckpt: common.Checkpoint, reinit_head: bool = False, seed: int = 0) -> common.Checkpoint:
-  """Returns a checkpoint whose params are exactly those of `ckpt.model`; raises listing problems."""
+  """A checkpoint whose params are exactly those of `ckpt.model`; raises listing problems."""
   name = models.check_supported(ckpt.model)
-  ckpt = common.Checkpoint(models.unstack_layers(ckpt.params), ckpt.model, ckpt.notes)
-  expected = models.expected_params(ckpt.model, ckpt.params)
-  params, notes, problems, fresh = {}, list(ckpt.notes), [], []
-  head_problem = False
-
-  def may_reinit(key):
-    return models.is_unused(name, key) or (reinit_head and models.is_head(name, key))
-
-  for key, spec in expected.items():
-    value = ckpt.params.get(key)
-    if value is None:
-      if may_reinit(key):
-        fresh.append(key)
-        notes.append(f"{key}: not in the checkpoint, initialized fresh")
-      else:
-        problems.append(f"missing in checkpoint: {key} {tuple(spec.shape)}")
-        head_problem |= models.is_head(name, key)
-    elif common.shape_of(value) != tuple(spec.shape):
-      if may_reinit(key):
-        fresh.append(key)
-        notes.append(f"{key}: checkpoint {common.shape_of(value)} -> model {tuple(spec.shape)}, "
-                     "re-initialized")
-      else:
-        problems.append(f"shape mismatch: {key} checkpoint {common.shape_of(value)}, model "
-                        f"{tuple(spec.shape)}")
-        head_problem |= models.is_head(name, key)
-    else:
-      params[key] = np.asarray(value)
-  for key in sorted(set(ckpt.params) - set(expected)):
-    if reinit_head and models.is_head(name, key):
-      notes.append(f"{key}: dropped (this model has no such head)")
-    else:
-      problems.append(f"unexpected in checkpoint: {key} {common.shape_of(ckpt.params[key])}")
-      head_problem |= models.is_head(name, key)
+  flat = scan.unstack_layers(ckpt.params)
+  expected = models.expected_params(ckpt.model, flat)
+  fitted = fit_params(flat, expected, is_head=lambda k: models.is_head(name, k),
+                      reinit_head=reinit_head, is_unused=lambda k: models.is_unused(name, k))
   common.raise_problems(
       f"The parameters do not fit the model {_describe(ckpt.model)} (is it the same architecture "
-      "and size?)", problems, _HINT if head_problem else "")
-
-  if fresh:
-    initialized = models.init_params(ckpt.model, ckpt.params, seed)
-    params.update({k: initialized[k] for k in fresh})
-  cast = sorted({f"{params[k].dtype} -> {np.dtype(s.dtype)}" for k, s in expected.items()
-                 if params[k].dtype != s.dtype})
-  if cast:
-    notes.append(f"cast parameters {', '.join(cast)}")
-  params = {k: params[k].astype(s.dtype, copy=False) for k, s in expected.items()}
-  return common.Checkpoint(params, dict(ckpt.model), notes)
+      "and size?)", fitted.problems, _HINT if fitted.head_problem else "")
+  params = fitted.params
+  if fitted.fresh:
+    initialized = models.init_params(ckpt.model, flat, seed)
+    params.update({k: initialized[k].astype(expected[k].dtype) for k in fitted.fresh})
+  params = {k: params[k] for k in expected}
+  return dataclasses.replace(ckpt, params=params, model=dict(ckpt.model),
+                             notes=list(ckpt.notes) + fitted.notes)
 
 
 def _describe(config: dict) -> str:

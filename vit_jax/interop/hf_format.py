@@ -1,6 +1,7 @@
 """Hugging Face model directories: `config.json` + `model.safetensors` as `save_pretrained`
-writes them (sharded `model.safetensors.index.json` is read too). Needs neither torch nor
-transformers, and never unpickles: a directory with only `pytorch_model.bin` is refused."""
+writes them (sharded `model.safetensors.index.json` is read too), and the tokenizer
+(`tokenizer.json`, see `assets`) when there is one. Needs neither torch nor transformers, and
+never unpickles: a directory with only `pytorch_model.bin` is refused."""
 
 import glob
 import json
@@ -9,6 +10,7 @@ import os
 import numpy as np
 from safetensors import numpy as safetensors_np
 
+from vit_jax.interop import assets
 from vit_jax.interop import atomic
 from vit_jax.interop import common
 from vit_jax.interop import hf_bert
@@ -55,7 +57,14 @@ def read(path: str) -> common.Checkpoint:
         f"Unsupported Hugging Face model_type={config.get('model_type')!r} in {path}; supported: "
         f"{sorted(FAMILIES)}.")
   model, flat, notes = family.import_(config, tensors)
-  return common.Checkpoint(flat, model, notes)
+  tokenizer = assets.read_hf_tokenizer(path, config)
+  if tokenizer is not None:
+    notes.append(f"read the tokenizer ({assets.HF_TOKENIZER}, vocab {tokenizer.vocab_size})")
+    if tokenizer.vocab_size > model.get("vocab_size", tokenizer.vocab_size):
+      raise common.ConversionError(
+          f"{path}: the tokenizer has {tokenizer.vocab_size} tokens, more than the model's "
+          f"vocab_size={model['vocab_size']}; is {assets.HF_TOKENIZER} from another model?")
+  return common.Checkpoint(flat, model, notes, tokenizer)
 
 
 def export(ckpt: common.Checkpoint) -> tuple[dict, dict]:
@@ -67,11 +76,17 @@ def export(ckpt: common.Checkpoint) -> tuple[dict, dict]:
   return family.export(ckpt.model, ckpt.params)
 
 
-def write(ckpt: common.Checkpoint, path: str, overwrite: bool = False) -> None:
+def write(ckpt: common.Checkpoint, path: str, overwrite: bool = False) -> list:
+  """Writes the directory (with the tokenizer if it is an HfTokenizer); returns notes."""
   config, tensors = export(ckpt)  # every check happens before anything is written
+  ids = ckpt.tokenizer.special_ids if ckpt.tokenizer is not None else {}
+  for special in ("bos", "eos", "pad"):  # what transformers' generate and padding look up
+    if config.get(f"{special}_token_id") is None and ids.get(special) is not None:
+      config[f"{special}_token_id"] = ids[special]
   with atomic.output_path(path, overwrite) as staged:
     os.makedirs(staged)
     with open(os.path.join(staged, "config.json"), "w", encoding="utf-8") as f:
       json.dump(config, f, indent=2, sort_keys=True)
     safetensors_np.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()},
                              os.path.join(staged, WEIGHTS), metadata={"format": "pt"})
+    return assets.write_hf_tokenizer(ckpt.tokenizer, staged)

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from vit_jax import init_from
 from vit_jax.interop import common
 from vit_jax.models import bert
 from vit_jax.models import registry
@@ -62,7 +61,7 @@ def check_supported(config: dict) -> str:
   if name not in SUPPORTED:
     raise common.ConversionError(
         f"Checkpoint conversion supports the models {list(SUPPORTED)}, not {name!r}. (Our own "
-        "workdirs and .npz files of any model still load with init_from.)")
+        "workdirs and .npz files of any model still fine-tune with init_from.)")
   return name
 
 
@@ -109,46 +108,19 @@ def expected_params(config: dict, flat: dict, per_layer: bool = True) -> dict:
   layer (our checkpoint names) even if the config scans its layers, unless `per_layer=False`."""
   module = build({**config, "scan_layers": False} if per_layer and is_scanned(config) else config)
   variables = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *dummy_inputs(config, flat)))
-  return init_from.flatten(variables["params"])
+  return common.flatten(variables["params"])
 
 
 def init_params(config: dict, flat: dict, seed: int = 0) -> dict:
   """Freshly initialized params, one entry per layer (for heads that are re-initialized)."""
   module = build({**config, "scan_layers": False} if is_scanned(config) else config)
   variables = module.init(jax.random.PRNGKey(seed), *dummy_inputs(config, flat))
-  return {k: np.asarray(v) for k, v in init_from.flatten(variables["params"]).items()}
-
-
-# ---- Scanned layers (`scan_layers=True`): one stacked entry for all layers of a stack ------------
-# Checkpoints here always hold one entry per layer, `<stack>/<block>_{i}/...`; a scanned model
-# holds `<stack>/<block>/layers/block/...` with a leading layer axis.
-_STACKED = re.compile(r"(.+)/layers/block/(.+)")
+  return {k: np.asarray(v) for k, v in common.flatten(variables["params"]).items()}
 
 
 def is_scanned(config: dict) -> bool:
+  """Whether the model stacks its layers (`scan_layers`; see `vit_jax.interop.scan`)."""
   return bool(config.get("scan_layers"))
-
-
-def unstack_layers(flat: dict) -> dict:
-  out = {}
-  for key, value in flat.items():
-    match = _STACKED.fullmatch(key)
-    if match:
-      out.update({f"{match.group(1)}_{i}/{match.group(2)}": layer for i, layer in enumerate(value)})
-    else:
-      out[key] = value
-  return out
-
-
-def stack_layers(flat: dict, config: dict) -> dict:
-  """Per-layer params -> the stacked ones of the scanned model `config` builds."""
-  out = dict(flat)
-  for key, spec in expected_params(config, flat, per_layer=False).items():
-    match = _STACKED.fullmatch(key)
-    if match:
-      names = [f"{match.group(1)}_{i}/{match.group(2)}" for i in range(spec.shape[0])]
-      out[key] = np.stack([out.pop(name) for name in names])
-  return out
 
 
 # ---- Recognizing a model from its params (for a bare .npz) -------------------------------------

@@ -1,39 +1,80 @@
-"""Our workdirs: `W/checkpoints/<step>/state` (orbax: {params, opt_state, step}) and
-`W/checkpoints/<step>/model` (JSON record with the model config).
+"""Our workdirs: `W/checkpoints/<step>/state` (orbax: {params, opt_state, step}),
+`W/checkpoints/<step>/model` (JSON record with the model config), the tokenizer in `W/tokenizer`
+and the run's settings in `W/config.json` (see `assets`).
 
-A written workdir holds {params, step=0} and the record, with no optimizer state: it is for
-fine-tuning (`--config.init_from=W`) and evaluation, not for resuming a training run.
+A written workdir holds {params, step=0}, the record, the tokenizer that came with the source and
+a config.json naming the task, with no optimizer state: it is for fine-tuning
+(`--config.init_from=W`), evaluation and `vit_jax.generate`, not for resuming a training run.
 """
 
 import os
 
+import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from vit_jax import checkpoint
-from vit_jax import init_from
+from vit_jax.interop import assets
 from vit_jax.interop import atomic
 from vit_jax.interop import common
 
 
+def find_step_dir(path: str) -> str:
+  """The step directory of a workdir or `checkpoints/` dir (its latest finished step, step 0
+  included), or `path` itself when it is one step's directory."""
+  path = os.path.abspath(path)
+  if os.path.isdir(os.path.join(path, "checkpoints")):
+    path = os.path.join(path, "checkpoints")
+  if os.path.isdir(os.path.join(path, "state")):
+    return path
+  steps = ocp.step.checkpoint_steps(path) if os.path.isdir(path) else []
+  if not steps:
+    raise common.ConversionError(
+        f"{path} is not a vit_jax workdir or checkpoint: no finished checkpoint step with a "
+        "'state' directory found.")
+  step_dir = os.path.join(path, str(max(steps)))
+  if not os.path.isdir(os.path.join(step_dir, "state")):
+    raise common.ConversionError(f"{step_dir} has no 'state' directory.")
+  return step_dir
+
+
+def read_params(path: str) -> dict:
+  """Flat params as saved (stacked if the model scans its layers) from our workdir (latest step),
+  a `checkpoints/` dir or one step's dir. Arrays come back whole on this host, whatever mesh or
+  process count saved them."""
+  state_dir = os.path.join(find_step_dir(path), "state")
+  checkpointer = ocp.StandardCheckpointer()
+  metadata = checkpointer.metadata(state_dir)
+  tree = getattr(metadata, "item_metadata", metadata)
+  tree = getattr(tree, "tree", tree)
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
+  state = checkpointer.restore(state_dir, target)
+  return {k: np.asarray(v) for k, v in common.flatten(state["params"]).items()}
+
+
 def read(path: str) -> common.Checkpoint:
-  """Params of the latest step (or the step directory given) and the recorded model config."""
-  step_dir = init_from.find_step_dir(path)
-  params = init_from.read_checkpoint(step_dir)
+  """Params of the latest step (or the step directory given), the recorded model config and the
+  workdir's tokenizer."""
+  step_dir = find_step_dir(path)
+  params = read_params(step_dir)
   record_dir = os.path.join(step_dir, "model")
   if not os.path.isdir(record_dir):
     raise common.ConversionError(f"{step_dir} has no model record ('model' directory).")
   record = ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
-  params = {k: np.asarray(v) for k, v in params.items()}
-  return common.Checkpoint(params, dict(record["model"]), [f"read {step_dir}"])
+  workdir = os.path.dirname(os.path.dirname(step_dir))  # W/checkpoints/<step>
+  return common.Checkpoint(params, dict(record["model"]), [f"read {step_dir}"],
+                           assets.read_workdir_tokenizer(workdir))
 
 
 def write(ckpt: common.Checkpoint, path: str, overwrite: bool = False) -> None:
   tree = ckpt.tree()
-  record = checkpoint.model_record(ckpt.model, tree)
+  task = {"tokenizer": ckpt.tokenizer.fingerprint} if ckpt.tokenizer is not None else {}
+  record = checkpoint.model_record(ckpt.model, tree, task)
   with atomic.output_path(path, overwrite) as staged:
     saver = checkpoint.Checkpointer(staged, 1, 1, record)
     try:
       saver.save(0, {"params": tree, "step": np.zeros((), np.int32)}, force=True)
     finally:
       saver.close()
+    assets.write_workdir_assets(staged, ckpt.model, ckpt.tokenizer)

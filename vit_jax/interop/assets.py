@@ -1,0 +1,89 @@
+"""What travels with the weights: the tokenizer, and the record of what the model is for.
+
+Our workdirs keep the tokenizer in `W/tokenizer` (as training saves it) and the run's settings in
+`W/config.json`, whose `task` tells `vit_jax.generate` how to run the model. A Hugging Face
+directory keeps `tokenizer.json`, with its special tokens named in `tokenizer_config.json` or
+`special_tokens_map.json` and their ids in `config.json`.
+"""
+
+import json
+import os
+
+import tokenizers as tokenizers_lib
+
+from vit_jax.data import tokenizers
+from vit_jax.data.tokenizers import base
+
+TOKENIZER_DIR = "tokenizer"  # in a workdir, as training saves it
+CONFIG_FILE = "config.json"
+HF_TOKENIZER = "tokenizer.json"
+_HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+# The task each model we convert is trained and run with.
+TASKS = {"vit": "image_classification", "gpt": "causal_lm", "bert": "masked_lm",
+         "bert_mlm": "masked_lm", "bert_classifier": "text_classification"}
+
+
+def read_workdir_tokenizer(workdir: str):
+  """The workdir's saved tokenizer, or None when it has none (an image model)."""
+  directory = os.path.join(workdir, TOKENIZER_DIR)
+  if not os.path.isfile(os.path.join(directory, base.META_FILE)):
+    return None
+  return tokenizers.load_tokenizer(directory)
+
+
+def write_workdir_assets(workdir: str, model: dict, tokenizer) -> None:
+  """`W/tokenizer` and a `W/config.json` naming the task, for a workdir that convert writes."""
+  if tokenizer is not None:
+    tokenizer.save(os.path.join(workdir, TOKENIZER_DIR))
+  record = {"task": TASKS.get(model.get("name")), "model": model,
+            "written_by": "vit_jax.convert (weights only: no training settings)"}
+  with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
+    json.dump(record, f, indent=2, sort_keys=True)
+
+
+def _token_text(value):
+  """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
+  return value.get("content") if isinstance(value, dict) else value
+
+
+def read_hf_tokenizer(path: str, hf_config: dict):
+  """The directory's `tokenizer.json` as our HfTokenizer (None without one), its special ids
+  taken from the directory's own files where they say which token is which."""
+  if not os.path.isfile(os.path.join(path, HF_TOKENIZER)):
+    return None
+  meta = os.path.join(path, base.META_FILE)  # written by our export: the exact special ids
+  if os.path.isfile(meta):
+    return tokenizers.load_tokenizer(path)
+  raw = tokenizers_lib.Tokenizer.from_file(os.path.join(path, HF_TOKENIZER))
+  named = {}
+  for name in ("special_tokens_map.json", _HF_TOKENIZER_CONFIG):  # the latter wins
+    if os.path.isfile(os.path.join(path, name)):
+      with open(os.path.join(path, name), encoding="utf-8") as f:
+        named.update({k: _token_text(v) for k, v in json.load(f).items()})
+  special_ids = {}
+  for special in base.SPECIAL_NAMES:  # the token named, else the id config.json gives
+    text = named.get(f"{special}_token")
+    token_id = raw.token_to_id(text) if isinstance(text, str) else None
+    if token_id is None:
+      token_id = hf_config.get(f"{special}_token_id")
+    if isinstance(token_id, int):
+      special_ids[special] = token_id
+  return tokenizers.HfTokenizer(raw, special_ids)
+
+
+def write_hf_tokenizer(tokenizer, path: str) -> list:
+  """Writes an HfTokenizer as `tokenizer.json` (+ `tokenizer_config.json` naming its special
+  tokens, for `transformers.AutoTokenizer`); returns notes (other kinds are not written)."""
+  if tokenizer is None:
+    return []
+  if tokenizer.kind != tokenizers.HfTokenizer.kind:
+    return [f"the {tokenizer.kind!r} tokenizer was not written: Hugging Face directories hold "
+            "a tokenizer.json (kind 'hf_tokenizers')"]
+  tokenizer.save(path)  # tokenizer.json, and our meta file with the exact special ids
+  config = {"tokenizer_class": "PreTrainedTokenizerFast"}
+  for special, token_id in tokenizer.special_ids.items():
+    if token_id is not None:
+      config[f"{special}_token"] = tokenizer.id_to_piece(token_id)
+  with open(os.path.join(path, _HF_TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
+    json.dump(config, f, indent=2, sort_keys=True)
+  return [f"wrote the tokenizer ({HF_TOKENIZER}, vocab {tokenizer.vocab_size})"]
