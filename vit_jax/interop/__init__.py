@@ -13,7 +13,8 @@ The command line is `python -m vit_jax.convert` (see vit_jax/convert.py).
 """
 
 from vit_jax.interop.api import FORMATS, convert, detect_format, from_tree, load, save
-from vit_jax.interop.common import Checkpoint, ConversionError, flatten, unflatten
+from vit_jax.interop.common import ConversionError, flatten, unflatten
+from vit_jax.interop.converted import Checkpoint
 from vit_jax.interop.finetune import finetune_params, read_pretrained
 from vit_jax.interop.orbax_format import read_params
 from vit_jax.interop.vit_npz import LAYOUTS

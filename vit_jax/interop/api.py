@@ -6,6 +6,7 @@ import jax
 import numpy as np
 
 from vit_jax.interop import common
+from vit_jax.interop import converted
 from vit_jax.interop import fit
 from vit_jax.interop import hf_format
 from vit_jax.interop import models
@@ -31,7 +32,7 @@ def _check_format(fmt: str) -> str:
 
 
 def load(path: str, model: dict | None = None, *, reinit_head: bool = False,
-         fmt: str | None = None) -> common.Checkpoint:
+         fmt: str | None = None) -> converted.Checkpoint:
   """Reads a checkpoint into our names, checked against our model.
 
   Args:
@@ -45,12 +46,12 @@ def load(path: str, model: dict | None = None, *, reinit_head: bool = False,
   fmt = _check_format(fmt or detect_format(path))
   if fmt == "npz":
     flat, notes = npz_format.read(path)
-    read = common.Checkpoint(flat, _infer(flat, notes, model), notes)
+    read = converted.Checkpoint(flat, _infer(flat, notes, model), notes)
   else:
     read = hf_format.read(path) if fmt == "hf" else orbax_format.read(path)
   config = models.configure(read.model, model)
   flat = models.rebase(read.params, read.model.get("name"), config.get("name"))
-  return fit.fit(common.Checkpoint(flat, config, read.notes, read.tokenizer),
+  return fit.fit(converted.Checkpoint(flat, config, read.notes, read.tokenizer),
                  reinit_head=reinit_head)
 
 
@@ -63,13 +64,13 @@ def _infer(flat: dict, notes: list, model: dict | None) -> dict:
     raise
 
 
-def from_tree(params, model: dict, tokenizer=None) -> common.Checkpoint:
+def from_tree(params, model: dict, tokenizer=None) -> converted.Checkpoint:
   """A checkpoint of in-memory params (a nested tree, e.g. from `model.init` or training)."""
   flat = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(params)).items()}
-  return fit.fit(common.Checkpoint(flat, dict(model), tokenizer=tokenizer))
+  return fit.fit(converted.Checkpoint(flat, dict(model), tokenizer=tokenizer))
 
 
-def save(ckpt: common.Checkpoint, path: str, to: str, *, layout: str = "vit",
+def save(ckpt: converted.Checkpoint, path: str, to: str, *, layout: str = "vit",
          overwrite: bool = False) -> list:
   """Writes `ckpt` as `to` ("npz", "hf" or "orbax"), completely or not at all; returns notes.
 
@@ -94,7 +95,7 @@ def save(ckpt: common.Checkpoint, path: str, to: str, *, layout: str = "vit",
 
 def convert(src: str, dst: str, to: str, *, model: dict | None = None, reinit_head: bool = False,
             layout: str = "vit", fmt: str | None = None,
-            overwrite: bool = False) -> common.Checkpoint:
+            overwrite: bool = False) -> converted.Checkpoint:
   """`save(load(src, ...), dst, to, ...)`; returns the checkpoint (with its notes)."""
   ckpt = load(src, model, reinit_head=reinit_head, fmt=fmt)
   ckpt.notes += save(ckpt, dst, to, layout=layout, overwrite=overwrite)

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from vit_jax.interop import common
+from vit_jax.interop import converted
 from vit_jax.interop import models
 from vit_jax.interop import scan
 from vit_jax.models import position
@@ -96,7 +97,7 @@ def _resample(table_1xLxD, want: tuple, prefix_tokens: int):
   return position.resample_grid_embedding(table_1xLxD, (side, side), prefix_tokens)
 
 
-def fit(ckpt: common.Checkpoint, reinit_head: bool = False, seed: int = 0) -> common.Checkpoint:
+def fit(ckpt: converted.Checkpoint, reinit_head: bool = False, seed: int = 0) -> converted.Checkpoint:
   """A checkpoint whose params are exactly those of `ckpt.model`; raises listing problems."""
   name = models.check_supported(ckpt.model)
   flat = scan.unstack_layers(ckpt.params)

@@ -13,6 +13,7 @@ from safetensors import numpy as safetensors_np
 from vit_jax.interop import assets
 from vit_jax.interop import atomic
 from vit_jax.interop import common
+from vit_jax.interop import converted
 from vit_jax.interop import hf_bert
 from vit_jax.interop import hf_gpt2
 from vit_jax.interop import hf_vit
@@ -49,7 +50,7 @@ def read_dir(path: str) -> tuple[dict, dict]:
   return config, tensors
 
 
-def read(path: str) -> common.Checkpoint:
+def read(path: str) -> converted.Checkpoint:
   config, tensors = read_dir(path)
   family = FAMILIES.get(config.get("model_type"))
   if family is None:
@@ -64,10 +65,10 @@ def read(path: str) -> common.Checkpoint:
       raise common.ConversionError(
           f"{path}: the tokenizer has {tokenizer.vocab_size} tokens, more than the model's "
           f"vocab_size={model['vocab_size']}; is {assets.HF_TOKENIZER} from another model?")
-  return common.Checkpoint(flat, model, notes, tokenizer)
+  return converted.Checkpoint(flat, model, notes, tokenizer)
 
 
-def export(ckpt: common.Checkpoint) -> tuple[dict, dict]:
+def export(ckpt: converted.Checkpoint) -> tuple[dict, dict]:
   """(HF config, tensors) for our checkpoint; raises if the format cannot hold the model."""
   family = _BY_OUR_NAME.get(ckpt.model["name"])
   if family is None:
@@ -76,7 +77,7 @@ def export(ckpt: common.Checkpoint) -> tuple[dict, dict]:
   return family.export(ckpt.model, ckpt.params)
 
 
-def write(ckpt: common.Checkpoint, path: str, overwrite: bool = False) -> list:
+def write(ckpt: converted.Checkpoint, path: str, overwrite: bool = False) -> list:
   """Writes the directory (with the tokenizer if it is an HfTokenizer); returns notes."""
   config, tensors = export(ckpt)  # every check happens before anything is written
   ids = ckpt.tokenizer.special_ids if ckpt.tokenizer is not None else {}

@@ -9,6 +9,7 @@ import numpy as np
 
 from vit_jax.interop import atomic
 from vit_jax.interop import common
+from vit_jax.interop import converted
 from vit_jax.interop import vit_npz
 
 
@@ -29,7 +30,7 @@ def read(path: str) -> tuple[dict, list]:
   return flat, notes
 
 
-def write(ckpt: common.Checkpoint, path: str, layout: str = "vit", overwrite: bool = False):
+def write(ckpt: converted.Checkpoint, path: str, layout: str = "vit", overwrite: bool = False):
   """Writes our names ("vit": the original ViT layout) or, for a ViT, the big_vision layout."""
   if layout not in vit_npz.LAYOUTS:
     raise common.ConversionError(f"Unknown .npz layout {layout!r}; choose one of "

@@ -17,6 +17,7 @@ from vit_jax import checkpoint
 from vit_jax.interop import assets
 from vit_jax.interop import atomic
 from vit_jax.interop import common
+from vit_jax.interop import converted
 
 
 def find_step_dir(path: str) -> str:
@@ -53,7 +54,7 @@ def read_params(path: str) -> dict:
   return {k: np.asarray(v) for k, v in common.flatten(state["params"]).items()}
 
 
-def read(path: str) -> common.Checkpoint:
+def read(path: str) -> converted.Checkpoint:
   """Params of the latest step (or the step directory given), the recorded model config and the
   workdir's tokenizer."""
   step_dir = find_step_dir(path)
@@ -63,11 +64,11 @@ def read(path: str) -> common.Checkpoint:
     raise common.ConversionError(f"{step_dir} has no model record ('model' directory).")
   record = ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
   workdir = os.path.dirname(os.path.dirname(step_dir))  # W/checkpoints/<step>
-  return common.Checkpoint(params, dict(record["model"]), [f"read {step_dir}"],
+  return converted.Checkpoint(params, dict(record["model"]), [f"read {step_dir}"],
                            assets.read_workdir_tokenizer(workdir))
 
 
-def write(ckpt: common.Checkpoint, path: str, overwrite: bool = False) -> None:
+def write(ckpt: converted.Checkpoint, path: str, overwrite: bool = False) -> None:
   tree = ckpt.tree()
   task = {"tokenizer": ckpt.tokenizer.fingerprint} if ckpt.tokenizer is not None else {}
   record = checkpoint.model_record(ckpt.model, tree, task)
