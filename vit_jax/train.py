@@ -11,7 +11,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from vit_jax import checkpoint
 from vit_jax import host_input
@@ -22,6 +21,7 @@ from vit_jax import partitioning
 from vit_jax import preemption
 from vit_jax import sharding
 from vit_jax import tasks
+from vit_jax import train_step as train_step_lib
 from vit_jax.models import build_model
 
 
@@ -30,7 +30,13 @@ class NonFiniteError(FloatingPointError):
 
 
 def train_and_evaluate(config, workdir: str) -> dict:
-  """Trains (resuming from `workdir` if it holds a checkpoint) and returns the final eval metrics."""
+  """Trains (resuming from `workdir` if it holds a checkpoint) and returns the final eval metrics.
+
+  With `total_steps=0` a new workdir gets the initialized model saved as step 0 (to export it).
+  """
+  if config.total_steps < 0:
+    raise ValueError(f"total_steps={config.total_steps} must be >= 0 (0 saves the initialized "
+                     "model without training).")
   os.makedirs(workdir, exist_ok=True)
   rng = jax.random.PRNGKey(config.seed)
 
@@ -62,7 +68,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
   state_shardings = partitioning.tree_shardings(abstract_state, mesh)
   ckpt = checkpoint.Checkpointer(workdir, config.checkpoint_every, config.keep_checkpoints,
                                  checkpoint.model_record(model_config, abstract_state["params"],
-                                                         getattr(task, "record", dict)()),
+                                                         task.record()),
                                  async_save=config.async_checkpoints)
   latest = ckpt.latest_step()
   if latest is not None:
@@ -73,10 +79,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
   else:
     state = jax.jit(init_state, out_shardings=state_shardings)(init_rng)
     if config.init_from:
-      prefix = 1 if model_config.get("classifier", "token") == "token" else 0
       params, notes = interop.finetune_params(state["params"], config.init_from,
-                                              prefix_tokens=prefix,
-                                              **getattr(task, "init_from_rules", dict)())
+                                              **task.init_from_rules())
       for note in notes:
         print(f"init_from: {note}", flush=True)
       params = jax.device_put(params, state_shardings["params"])
@@ -86,56 +90,15 @@ def train_and_evaluate(config, workdir: str) -> dict:
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
-    if hasattr(task, "save_assets"):
-      task.save_assets(workdir)
+    task.save_assets(workdir)
 
-  # ---- Update step ----------------------------------------------------------------------------
-  def train_step(state, batch):
-    params, step = state["params"], state["step"]
-    # Full-batch normalizers (e.g. example or token counts): each microbatch's loss is already
-    # divided by them, so the microbatch losses and gradients add up to the full batch's.
-    totals = task.totals(batch)
-
-    def grads_of(micro_batch, index):
-      rng = jax.random.fold_in(jax.random.fold_in(step_rng, step), index)
-
-      def loss_fn(p):
-        outputs = task.apply(model, p, micro_batch, train=True, rng=rng)
-        loss, metrics = task.loss(outputs, micro_batch, totals)
-        if config.debug_nan_at_step is not None:  # fault injection, to test the guard below
-          loss = jnp.where(step + 1 == config.debug_nan_at_step, jnp.nan, loss)
-        return loss, metrics
-
-      (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-      return loss, metrics, grads
-
-    if accum == 1:
-      loss, task_metrics, grads = grads_of(batch, 0)
-    else:  # microbatches one after another; their gradients add up to the full batch's
-      micro = jax.tree.map(lambda x: x.reshape((accum, x.shape[0] // accum) + x.shape[1:]), batch)
-      first = grads_of(jax.tree.map(lambda x: x[0], micro), 0)
-      add = lambda total, inputs: (jax.tree.map(jnp.add, total, grads_of(inputs[1], inputs[0])),
-                                   None)
-      (loss, task_metrics, grads), _ = jax.lax.scan(
-          add, first, (jnp.arange(1, accum), jax.tree.map(lambda x: x[1:], micro)))
-    grad_norm = optax.global_norm(grads)
-    updates, opt_state = tx.update(grads, state["opt_state"], params)
-    new_params = optax.apply_updates(params, updates)
-    # A non-finite step changes nothing: params and optimizer state stay at the last good values.
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
-    new_state = {"params": keep(new_params, params),
-                 "opt_state": keep(opt_state, state["opt_state"]), "step": step + 1}
-    metrics = {"train_loss": loss, "grad_norm": grad_norm, "learning_rate": schedule(step),
-               "finite": finite.astype(jnp.float32), **task_metrics}
-    return new_state, metrics
-
-  train_step = jax.jit(train_step, in_shardings=(state_shardings, batch_sharding),
-                       out_shardings=(state_shardings, replicated), donate_argnums=(0,))
-
-  # ---- Evaluation -----------------------------------------------------------------------------
-  eval_step = jax.jit(lambda params, batch: task.eval_sums(task.apply(model, params, batch, False),
-                                                           batch),
+  # ---- Update step and evaluation (vit_jax/train_step.py) -----------------------------------
+  train_step = jax.jit(
+      train_step_lib.make_train_step(task, model, tx, schedule, step_rng, grad_accum_steps=accum,
+                                     nan_at_step=config.debug_nan_at_step),
+      in_shardings=(state_shardings, batch_sharding), out_shardings=(state_shardings, replicated),
+      donate_argnums=(0,))
+  eval_step = jax.jit(train_step_lib.make_eval_step(task, model),
                       in_shardings=(state_shardings["params"], batch_sharding),
                       out_shardings=replicated)
 
@@ -199,6 +162,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
               flush=True)
         break
     if start_step >= config.total_steps:  # nothing left to train: report the saved model
+      if latest is None:  # total_steps=0: save the fresh (or init_from) model, e.g. to export it
+        ckpt.save(0, state, force=True)
+        print(f"total_steps=0: saved the initialized model as step 0 in {ckpt.directory}.",
+              flush=True)
       eval_metrics = evaluate(state["params"])
       log.write(start_step, eval_metrics)
   finally:

@@ -1,5 +1,6 @@
-"""Runs the real command line in a subprocess, as a user would."""
+"""Runs the real command line in a subprocess, as a user would; loads configs for in-process runs."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +14,16 @@ def main_command(workdir, config_arg="", *overrides):
   config = VIT_CONFIG + (f":{config_arg}" if config_arg else "")
   return [sys.executable, "-m", "vit_jax.main", f"--config={config}", f"--workdir={workdir}",
           *overrides]
+
+
+def vit_config(config_arg="runlocal", **overrides):
+  """configs/vit.py's config, for tests that call the trainer in-process."""
+  spec = importlib.util.spec_from_file_location("vit_config", VIT_CONFIG)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config(config_arg)
+  config.update(overrides)
+  return config
 
 
 def env(devices: int = 1, data_dir=None):

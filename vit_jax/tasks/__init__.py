@@ -1,14 +1,13 @@
 """Tasks plug a dataset, a loss and metrics into the one trainer (vit_jax/train.py).
 
-A task provides: model_overrides(), init_inputs(), train_batches(start_step, process_index,
-process_count), eval_batches(process_index, process_count), apply(model, params, batch, train,
-rng), totals(batch) (full-batch loss normalizers), loss(outputs, batch, totals) -> (loss, metrics),
-eval_sums(outputs, batch), eval_summary(sums), and optionally record() (extra identity stored
-with each checkpoint, e.g. the tokenizer's fingerprint).
+Every task is a `base.Task`: the contract, with what each task must provide and the defaults of
+the rest. Text tasks share `text_common.TextTask` (the workdir's tokenizer, batches by split),
+and causal LM and seq2seq also `text_common.TokenLossTask` (loss per target token).
 """
 
-
 import importlib
+
+from vit_jax.tasks import base
 
 # task name -> (module, class)
 TASKS = {
@@ -20,7 +19,7 @@ TASKS = {
 }
 
 
-def build_task(config, workdir: str):
+def build_task(config, workdir: str) -> base.Task:
   """The task named by `config.task` (imported on demand: image tasks never load tokenizers)."""
   if config.task not in TASKS:
     raise ValueError(f"Unknown task {config.task!r}; choose one of {list(TASKS)}.")

@@ -9,7 +9,7 @@ from vit_jax.data.text import batches
 from vit_jax.tasks import text_common
 
 
-class CausalLM(text_common.TokenLoss, text_common.TextTask):
+class CausalLM(text_common.TokenLossTask):
   """Packed rows with segment ids and positions; attention never crosses documents."""
 
   def __init__(self, config, workdir: str):
@@ -25,11 +25,8 @@ class CausalLM(text_common.TokenLoss, text_common.TextTask):
         split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
         process_index=process_index, process_count=process_count)
 
-  @staticmethod
-  def apply(model, params, batch, train: bool, rng=None):
-    rngs = {"dropout": rng} if train else {}
-    return model.apply({"params": params}, batch["inputs"], batch["positions"],
-                       batch["segment_ids"], train=train, rngs=rngs)
+  def model_inputs(self, batch):
+    return batch["inputs"], batch["positions"], batch["segment_ids"]
 
   def eval_sums(self, logits_BxLxV, batch):
     nll, correct = text_common.weighted_cross_entropy(logits_BxLxV, batch["targets"],

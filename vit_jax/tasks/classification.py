@@ -5,19 +5,27 @@ import jax.numpy as jnp
 import optax
 
 from vit_jax.data.image import pipeline
+from vit_jax.tasks import base
 
 
-class ImageClassification:
-  """The task interface the trainer uses: batches, model inputs, loss and eval sums."""
+class ImageClassification(base.Task):
+  """Images in, class logits out; labels may be soft (smoothed or mixed) in training."""
 
-  def __init__(self, config, workdir=None):
-    del workdir  # nothing to keep beside the checkpoints
-    self.config = config
-    info = pipeline.dataset_info(config.dataset, data_dir=config.data_dir, download=config.download)
-    self.num_classes = config.num_classes or info.num_classes
+  def __init__(self, config, workdir=None, *, num_classes: int | None = None):
+    """`num_classes` given: the dataset is not opened (e.g. to compile the step without data)."""
+    super().__init__(config, workdir)
+    if num_classes is None:
+      info = pipeline.dataset_info(config.dataset, data_dir=config.data_dir,
+                                   download=config.download)
+      num_classes = config.num_classes or info.num_classes
+    self.num_classes = num_classes
 
   def model_overrides(self) -> dict:
     return {"num_classes": self.num_classes}
+
+  def init_from_rules(self) -> dict:
+    """A ViT with a cls token keeps one slot ahead of the position grid; other pools none."""
+    return {"prefix_tokens": 1 if self.config.model.get("classifier", "token") == "token" else 0}
 
   def init_inputs(self, batch_size: int = 1):
     size = self.config.image_size
@@ -41,10 +49,8 @@ class ImageClassification:
         data_dir=c.data_dir, process_index=process_index, process_count=process_count,
         download=c.download)
 
-  @staticmethod
-  def apply(model, params, batch, train: bool, rng=None):
-    rngs = {"dropout": rng} if train else {}
-    return model.apply({"params": params}, batch["image"], train=train, rngs=rngs)
+  def model_inputs(self, batch):
+    return (batch["image"],)
 
   @staticmethod
   def totals(batch):

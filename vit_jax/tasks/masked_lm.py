@@ -19,7 +19,6 @@ from vit_jax.tasks import text_common
 class MaskedLM(text_common.TextTask):
   """MLM loss per masked token, plus NSP loss per row when next-sentence pairs are on."""
 
-
   def __init__(self, config, workdir: str):
     super().__init__(config, workdir)
     self.nsp = config.nsp
@@ -44,12 +43,10 @@ class MaskedLM(text_common.TextTask):
         masking_config=masking_config, nsp=self.nsp, data_dir=c.data_dir,
         process_index=process_index, process_count=process_count)
 
-  @staticmethod
-  def apply(model, params, batch, train: bool, rng=None):
-    rngs = {"dropout": rng} if train else {}
-    return model.apply({"params": params}, batch["tokens"], batch["token_type_ids"],
-                       batch["input_mask"], batch["positions"], None, batch["masked_positions"],
-                       train=train, rngs=rngs)
+  def model_inputs(self, batch):
+    # No segment ids: a sentence pair is one sequence, its halves told apart by token types.
+    return (batch["tokens"], batch["token_type_ids"], batch["input_mask"], batch["positions"],
+            None, batch["masked_positions"])
 
   @staticmethod
   def totals(batch):

@@ -6,7 +6,7 @@ from vit_jax.data.text import seq2seq_batches
 from vit_jax.tasks import text_common
 
 
-class Seq2Seq(text_common.TokenLoss, text_common.TextTask):
+class Seq2Seq(text_common.TokenLossTask):
   """Token loss on the targets; eval adds exact-match of whole (teacher-forced) sequences."""
 
   def init_inputs(self, batch_size: int = 1):
@@ -22,11 +22,8 @@ class Seq2Seq(text_common.TokenLoss, text_common.TextTask):
         start_step=start_step, data_dir=c.data_dir, process_index=process_index,
         process_count=process_count)
 
-  @staticmethod
-  def apply(model, params, batch, train: bool, rng=None):
-    rngs = {"dropout": rng} if train else {}
-    return model.apply({"params": params}, batch["inputs"], batch["decoder_inputs"],
-                       batch["input_mask"], train=train, rngs=rngs)
+  def model_inputs(self, batch):
+    return batch["inputs"], batch["decoder_inputs"], batch["input_mask"]
 
   @staticmethod
   def eval_sums(logits_BxTxV, batch):

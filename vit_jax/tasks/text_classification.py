@@ -10,9 +10,7 @@ from vit_jax.tasks import text_common
 class TextClassification(text_common.TextTask):
   """Cross-entropy on the pooled first token; all-pad eval rows count nowhere."""
 
-
-  @staticmethod
-  def init_from_rules() -> dict:
+  def init_from_rules(self) -> dict:
     """Fine-tuning from a masked-LM run: a fresh classifier, the pretraining heads dropped."""
     return {"head_prefixes": ("classifier/",), "droppable_prefixes": ("mlm/", "nsp/")}
 
@@ -26,11 +24,8 @@ class TextClassification(text_common.TextTask):
         split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
         process_index=process_index, process_count=process_count)
 
-  @staticmethod
-  def apply(model, params, batch, train: bool, rng=None):
-    rngs = {"dropout": rng} if train else {}
-    return model.apply({"params": params}, batch["tokens"], batch["token_type_ids"],
-                       batch["input_mask"], train=train, rngs=rngs)
+  def model_inputs(self, batch):
+    return batch["tokens"], batch["token_type_ids"], batch["input_mask"]
 
   @staticmethod
   def _sums(logits_BxC, batch):

@@ -1,5 +1,6 @@
 """What every text task shares: the tokenizer kept with the workdir, and masked sums."""
 
+import abc
 import os
 
 import jax.numpy as jnp
@@ -9,6 +10,7 @@ import optax
 from vit_jax.data.text import datasets
 from vit_jax.data.tokenizers import base
 from vit_jax.data import tokenizers
+from vit_jax.tasks import base as task_base
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -40,15 +42,15 @@ def tokenizer_for(config, workdir: str):
   return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
 
 
-class TextTask:
+class TextTask(task_base.Task):
   """What text tasks share: the workdir's tokenizer and the plumbing around their batches.
 
-  Subclasses implement `_batches(split, train, start_step, shard, shard_count)` and the loss and
-  metric methods of the task interface (vit_jax/tasks/__init__.py).
+  Subclasses implement `_batches(split, train, start_step, process_index, process_count)`,
+  `model_inputs(batch)` and the loss and metric methods of the contract (vit_jax/tasks/base.py).
   """
 
   def __init__(self, config, workdir: str):
-    self.config = config
+    super().__init__(config, workdir)
     self.tokenizer = tokenizer_for(config, workdir)
 
   def model_overrides(self) -> dict:
@@ -63,25 +65,24 @@ class TextTask:
   def init_inputs(self, batch_size: int = 1):
     return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
 
-  def train_batches(self, start_step, shard, shard_count):
-    return self._batches(self.config.train_split, True, start_step, shard, shard_count)
+  def train_batches(self, start_step, process_index, process_count):
+    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
 
-  def eval_batches(self, shard, shard_count):
-    return self._batches(self.config.eval_split, False, 0, shard, shard_count)
+  def eval_batches(self, process_index, process_count):
+    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
 
-  def _batches(self, split, train, start_step, shard, shard_count):
-    raise NotImplementedError
+  @abc.abstractmethod
+  def _batches(self, split, train, start_step, process_index, process_count):
+    """Batches of `split` for this process's share (endless and shuffled when `train`)."""
 
 
-class TokenLoss:
+class TokenLossTask(TextTask):
   """Cross-entropy per weighted target token: causal LM and seq2seq."""
 
-  @staticmethod
-  def totals(batch):
+  def totals(self, batch):
     return {"tokens": jnp.maximum(jnp.sum(batch["weights"]), 1.0)}
 
-  @staticmethod
-  def loss(logits_BxLxV, batch, totals):
+  def loss(self, logits_BxLxV, batch, totals):
     nll, correct = weighted_cross_entropy(logits_BxLxV, batch["targets"], batch["weights"])
     return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
 

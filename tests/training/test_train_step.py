@@ -1,0 +1,55 @@
+"""The trainer's update step on real digits batches: the non-finite guard and accumulation."""
+
+import jax
+import numpy as np
+
+from tests.training import helpers
+from vit_jax import optimizer as optimizer_lib
+from vit_jax import tasks
+from vit_jax import train_step
+from vit_jax.models import build_model
+
+
+def setup(data_dir, **step_options):
+  """(jitted step, fresh state, one real batch) for a tiny ViT on digits, without dropout."""
+  config = helpers.vit_config("runlocal", data_dir=data_dir, progress="lines", batch_size=16)
+  config.model.dropout_rate = 0.0  # so microbatches see the same function as the full batch
+  task = tasks.build_task(config, workdir=None)
+  model = build_model({**config.model.to_dict(), **task.model_overrides()})
+  tx, schedule = optimizer_lib.build_optimizer(config.optimizer, config.total_steps)
+  params = model.init(jax.random.PRNGKey(0), *task.init_inputs())["params"]
+  state = {"params": params, "opt_state": tx.init(params), "step": np.int32(0)}
+  batch = next(iter(task.train_batches(0, 0, 1)))
+  step = train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1),
+                                    **step_options)
+  return jax.jit(step), state, batch
+
+
+def leaves(tree):
+  return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+def test_nan_injection_poisons_the_gradients_and_the_step_changes_nothing(digits_dir):
+  step, state, batch = setup(digits_dir, nan_at_step=2)
+  before = leaves(state)
+  state, metrics = step(state, batch)  # step 1: a normal update
+  assert metrics["finite"] == 1.0 and np.isfinite(metrics["grad_norm"])
+  assert any(not np.array_equal(a, b) for a, b in zip(before, leaves(state["params"])))
+  kept = lambda s: leaves({"params": s["params"], "opt_state": s["opt_state"]})
+  good = kept(state)
+  state, metrics = step(state, batch)  # step 2: NaN loss and gradients, skipped by the guard
+  assert np.isnan(metrics["train_loss"]) and np.isnan(metrics["grad_norm"])
+  assert metrics["finite"] == 0.0 and int(state["step"]) == 2
+  for a, b in zip(kept(state), good):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_gradient_accumulation_equals_the_full_batch_step(digits_dir):
+  full, state, batch = setup(digits_dir)
+  accumulated, _, _ = setup(digits_dir, grad_accum_steps=4)
+  new_full, metrics_full = full(state, batch)
+  new_accum, metrics_accum = accumulated(state, batch)
+  for key in ("train_loss", "grad_norm", "train_accuracy"):
+    np.testing.assert_allclose(metrics_accum[key], metrics_full[key], rtol=1e-5, err_msg=key)
+  for a, b in zip(leaves(new_accum["params"]), leaves(new_full["params"])):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

@@ -1,0 +1,76 @@
+"""The task contract: what the trainer (vit_jax/train.py) asks of every task, and the shared steps.
+
+A task owns its data, its model's inputs, its loss and its metrics; the trainer owns everything
+else. Subclasses must provide the abstract methods; the others have defaults that fit most tasks.
+"""
+
+import abc
+
+
+class Task(abc.ABC):
+  """Base class of every task; `vit_jax.tasks.build_task` builds one from the config."""
+
+  def __init__(self, config, workdir: str | None = None):
+    del workdir  # subclasses that keep assets beside the checkpoints use it
+    self.config = config
+
+  # ---- Model ----------------------------------------------------------------------------------
+  def model_overrides(self) -> dict:
+    """Model config entries the task decides (e.g. the class count or vocabulary size)."""
+    return {}
+
+  @abc.abstractmethod
+  def init_inputs(self, batch_size: int = 1) -> tuple:
+    """Dummy positional inputs for `model.init` (shapes and dtypes of a real batch's)."""
+
+  @abc.abstractmethod
+  def model_inputs(self, batch: dict) -> tuple:
+    """The positional inputs of `model.apply` taken from a batch."""
+
+  def apply(self, model, params, batch: dict, train: bool, rng=None):
+    """The model's outputs on `batch`; in training, `rng` drives dropout."""
+    rngs = {"dropout": rng} if train else {}
+    return model.apply({"params": params}, *self.model_inputs(batch), train=train, rngs=rngs)
+
+  # ---- Data -----------------------------------------------------------------------------------
+  @abc.abstractmethod
+  def train_batches(self, start_step: int, process_index: int, process_count: int):
+    """Endless training batches of this process's share, from batch `start_step` on."""
+
+  @abc.abstractmethod
+  def eval_batches(self, process_index: int, process_count: int):
+    """One pass over this process's share of the eval split (padded rows weigh nothing)."""
+
+  # ---- Loss and metrics -----------------------------------------------------------------------
+  @abc.abstractmethod
+  def totals(self, batch: dict) -> dict:
+    """Full-batch normalizers of the loss (e.g. example or token counts).
+
+    Each microbatch's loss is divided by the full batch's totals, so with gradient accumulation
+    the microbatch losses and gradients add up to the full batch's.
+    """
+
+  @abc.abstractmethod
+  def loss(self, outputs, batch: dict, totals: dict) -> tuple:
+    """(scalar loss, dict of scalar train metrics), both already divided by `totals`."""
+
+  @abc.abstractmethod
+  def eval_sums(self, outputs, batch: dict) -> dict:
+    """Scalar sums over one eval batch; the trainer adds them up over batches and devices."""
+
+  @abc.abstractmethod
+  def eval_summary(self, sums: dict) -> dict:
+    """The reported eval metrics (floats) from the summed `eval_sums`."""
+
+  # ---- Checkpoint identity, assets and fine-tuning --------------------------------------------
+  def record(self) -> dict:
+    """Extra identity stored with each checkpoint (e.g. the tokenizer's fingerprint)."""
+    return {}
+
+  def save_assets(self, workdir: str) -> None:
+    """Writes what a checkpoint needs beside it (e.g. the tokenizer); main process only."""
+    del workdir
+
+  def init_from_rules(self) -> dict:
+    """Keyword rules for fitting pretrained params to this task's model (`interop.finetune_params`)."""
+    return {}
