@@ -67,7 +67,8 @@ def inspect_images(loaded, paths, *, layers=None, heads=None, query=None, image_
                             for w in weights])
   components_KxPxQxC, ratios_K = structure.filter_pca(loaded.flat[structure.EMBEDDING_KEY],
                                                       components)
-  names = [os.path.basename(f) for f in files]
+  # "class/file.jpg": files of a folder dataset often repeat their names across classes.
+  names = [os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f)) for f in files]
   summary = {
       "model": loaded.model, "images": files, "image_size": size, "grid": list(grid),
       "attention": {"query": label, "layers": layers, "heads": heads,
@@ -81,7 +82,7 @@ def inspect_images(loaded, paths, *, layers=None, heads=None, query=None, image_
   }
   writers = {}
   for i, name in enumerate(names):
-    stem = f"attention_{i:02d}_{os.path.splitext(name)[0]}.png"
+    stem = f"attention_{i:02d}_{os.path.splitext(name)[0].replace(os.sep, '_')}.png"
     writers[stem] = (lambda p, i=i: plots.image_attention(p, crops[i], maps_BxLxHxRxC[i], layers,
                                                           heads, label))
   writers["rollout.png"] = lambda p: plots.rollout(p, crops, rollout_BxN.reshape(-1, *grid),
