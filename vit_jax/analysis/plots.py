@@ -102,7 +102,7 @@ def position_similarity(path, similarity_NxN, grid):
   """For each patch (a small map at its place in the grid): cosine similarity of its position
   embedding with every patch's (ViT paper, Figure 7 centre)."""
   rows, cols = grid
-  size = min(0.55 * max(rows, cols), 9.0)
+  size = max(3.5, min(0.55 * max(rows, cols), 9.0))  # small grids still get readable labels
   fig, axes = plt.subplots(rows, cols, squeeze=False, figsize=(size + 1.0, size * rows / cols))
   for r in range(rows):
     for c in range(cols):
