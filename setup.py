@@ -34,7 +34,12 @@ TEST_REQUIRES = [
     "torchvision==0.29.1",
     "timm",
     "transformers",
+    "matplotlib",  # vit_jax.inspect's plots (tests/analysis)
+    "scikit-image",  # bundled photographs for scripts/photo_folder.py
 ]
+
+# `pip install -e .[inspect]`: the plots of `python -m vit_jax.inspect`.
+INSPECT_REQUIRES = ["matplotlib"]
 
 setuptools.setup(
     name="vit_jax",
@@ -43,5 +48,5 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=setuptools.find_packages(include=["vit_jax", "vit_jax.*"]),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "inspect": INSPECT_REQUIRES},
 )

@@ -1,0 +1,93 @@
+"""Image files in, as the model saw them in evaluation; class names out.
+
+Images go through the trainer's own eval preprocessing (`augment.eval_crop`: resize the short
+side to size / crop_fraction, central crop; then `augment.normalize`), so a prediction here is the
+prediction the trainer's evaluation made.
+"""
+
+import inspect
+import json
+import os
+
+import numpy as np
+
+from vit_jax.data.image import pipeline  # hides accelerators from TF before TF touches them
+from vit_jax.data.image import augment
+from vit_jax.data.image import folder as image_folder
+from vit_jax.data.image import sources
+
+# The crop the trainer evaluates with: eval_iterator's default (the tasks never change it).
+CROP_FRACTION = inspect.signature(pipeline.eval_iterator).parameters["crop_fraction"].default
+_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+
+
+def expand(paths) -> list:
+  """Files as given, and the image files under each folder (recursively, sorted)."""
+  files = []
+  for path in paths:
+    if os.path.isdir(path):
+      found = sorted(os.path.join(root, name) for root, _, names in os.walk(path)
+                     for name in names if name.lower().endswith(_EXTENSIONS))
+      if not found:
+        raise FileNotFoundError(f"No image files (.jpg/.png/.bmp/.gif) under the folder {path}.")
+      files.extend(found)
+    elif os.path.isfile(path):
+      files.append(path)
+    else:
+      raise FileNotFoundError(f"Image file {path} does not exist.")
+  return files
+
+
+def load_images(paths, size: int):
+  """(crops_BxSxSx3 uint8 for display, images_BxSxSx3 float32 in [-1, 1] for the model)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  crops = []
+  for path in paths:
+    with open(path, "rb") as f:
+      data = f.read()
+    try:
+      crop = augment.eval_crop(tf.constant(data), size, CROP_FRACTION)
+    except (tf.errors.InvalidArgumentError, ValueError) as e:
+      raise ValueError(f"{path} is not an image that can be decoded (JPEG, PNG, BMP or GIF): "
+                       f"{str(e).splitlines()[0][:120]}") from None
+    crops.append(crop.numpy())
+  crops_BxSxSx3 = np.stack(crops)
+  return crops_BxSxSx3, np.asarray(augment.normalize(crops_BxSxSx3))
+
+
+def _tfds_names(dataset: str, data_dir=None):
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  label = tfds.builder(dataset, data_dir=data_dir).info.features["label"]
+  return list(label.names)
+
+
+def class_names(loaded, num_classes: int, labels_file: str | None = None) -> list:
+  """Names for the model's classes: a labels file (one per line) if given, else the dataset info
+  of the workdir's dataset, a Hugging Face config's id2label, or ImageNet's for 1000 classes."""
+  if labels_file:
+    with open(labels_file, encoding="utf-8") as f:
+      names = [line.strip() for line in f if line.strip()]
+  elif loaded.workdir_config:
+    dataset = loaded.workdir_config["dataset"]
+    if dataset.startswith(sources.FOLDER_PREFIX):
+      names = list(image_folder.ImageFolder.scan(dataset[len(sources.FOLDER_PREFIX):]).class_names)
+    else:
+      names = _tfds_names(dataset, loaded.workdir_config.get("data_dir"))
+  else:
+    names = _imported_names(loaded.path, num_classes)
+  if len(names) != num_classes:
+    raise ValueError(f"{len(names)} class names for a model with {num_classes} classes; pass a "
+                     "--labels file with one name per line.")
+  return names
+
+
+def _imported_names(path: str, num_classes: int) -> list:
+  hf_config = os.path.join(path, "config.json")
+  if os.path.isdir(path) and os.path.isfile(hf_config):
+    with open(hf_config, encoding="utf-8") as f:
+      id2label = json.load(f).get("id2label") or {}
+    if len(id2label) == num_classes:
+      return [id2label[str(i)] for i in range(num_classes)]
+  if num_classes == 1000:  # TFDS's own imagenet2012 label file (WordNet ids), offline
+    return _tfds_names("imagenet2012")
+  return [f"class_{i}" for i in range(num_classes)]

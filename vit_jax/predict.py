@@ -1,0 +1,71 @@
+"""Predicts with a trained or imported model: `python -m vit_jax.predict --checkpoint=PATH ...`.
+
+  --image=FILE_OR_FOLDER (repeatable)   a ViT's top-k classes with names: the workdir's dataset
+                                        names, a Hugging Face config's id2label, TFDS's ImageNet
+                                        label file for 1000 classes, or --labels=FILE
+  --text='The [MASK] sat.'              a masked-LM workdir's top-k tokens for each [MASK]
+                                        (a causal LM continues text with vit_jax.generate)
+
+Images get the model's eval preprocessing (central crop at its training resolution). Results
+print one line per image or mask; --output=FILE.json keeps them all. Bad input: exit code 2.
+"""
+
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("checkpoint", None, "Our workdir, an .npz, or a Hugging Face model directory.")
+flags.DEFINE_multi_string("image", [], "Image file or folder; repeat for several.")
+flags.DEFINE_string("text", None, "Text with [MASK] tokens, for a masked-LM model.")
+flags.DEFINE_integer("top_k", 5, "Predictions per image or mask.")
+flags.DEFINE_integer("batch_size", 64, "Images per forward pass.")
+flags.DEFINE_integer("image_size", None, "Input resolution (default: the model's).")
+flags.DEFINE_string("labels", None, "Class names, one per line (default: see above).")
+flags.DEFINE_string("output", None, "JSON file for all results (must not exist yet).")
+
+
+def run():
+  # pylint: disable=g-import-not-at-top
+  from vit_jax.analysis import loading
+  from vit_jax.analysis import predicting
+  if not FLAGS.checkpoint or bool(FLAGS.image) == bool(FLAGS.text):
+    raise ValueError("pass --checkpoint and either --image (files or folders) or --text.")
+  if FLAGS.top_k < 1:
+    raise ValueError(f"--top_k must be at least 1, got {FLAGS.top_k}.")
+  if FLAGS.output and os.path.exists(FLAGS.output):
+    raise ValueError(f"--output {FLAGS.output} exists; choose a new file (nothing was written).")
+  loaded = loading.load(FLAGS.checkpoint)
+  if FLAGS.image:
+    results = predicting.classify_images(loaded, FLAGS.image, top_k=FLAGS.top_k,
+                                         batch_size=FLAGS.batch_size,
+                                         image_size=FLAGS.image_size, labels_file=FLAGS.labels)
+    lines = [predicting.describe_image(r) for r in results]
+  else:
+    loading.require_text_model(loaded)
+    results = predicting.fill_masks(loaded, FLAGS.text, top_k=FLAGS.top_k)
+    lines = predicting.describe_masks(results)
+  return results, lines
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  from vit_jax import errors  # pylint: disable=g-import-not-at-top
+  try:
+    results, lines = run()
+  except errors.USER_ERRORS as e:
+    print(f"error: {str(e).strip()}", file=sys.stderr)
+    sys.exit(2)
+  print("\n".join(lines))
+  if FLAGS.output:
+    with open(FLAGS.output, "x", encoding="utf-8") as f:
+      json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+  app.run(main)
