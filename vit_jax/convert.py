@@ -23,6 +23,7 @@ import json
 import os
 import sys
 
+from vit_jax import errors
 from vit_jax.interop import FORMATS, LAYOUTS, Checkpoint, ConversionError  # pylint: disable=unused-import
 from vit_jax.interop import convert, from_tree, load, save  # pylint: disable=unused-import
 
@@ -36,10 +37,11 @@ def _model_arg(text: str | None) -> dict | None:
   try:
     value = json.loads(text)
   except json.JSONDecodeError as e:
-    raise ValueError(f"--model must be JSON (or a JSON file), e.g. '{{\"num_classes\": 10}}': "
-                     f"{e}") from e
+    raise errors.ConfigError(
+        f"--model must be JSON (or a JSON file), e.g. '{{\"num_classes\": 10}}': "
+        f"{e}") from e
   if not isinstance(value, dict):
-    raise ValueError("--model must be a JSON object of model config keys.")
+    raise errors.ConfigError("--model must be a JSON object of model config keys.")
   return value
 
 

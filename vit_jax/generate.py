@@ -79,8 +79,9 @@ def main(argv):
       for prompt, out in zip(FLAGS.prompt, outputs):
         print(f"{prompt} -> {tokenizer.decode(out)}")
     else:
-      raise ValueError(f"The workdir trained a {task!r} model; generation needs causal_lm or "
-                       "seq2seq.")
+      raise errors.ConfigError(
+          f"The workdir trained a {task!r} model; generation needs causal_lm or "
+          "seq2seq.")
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)

@@ -13,13 +13,14 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from vit_jax import errors
 from vit_jax.models import position
 
 # Prefixes that older or other codebases put in front of the parameter names.
 _PREFIXES = ("opt/target/", "params/")
 
 
-class PretrainedMismatchError(ValueError):
+class PretrainedMismatchError(errors.UserError, ValueError):
   """The pretrained parameters do not fit the model."""
 
 
@@ -78,7 +79,7 @@ def read_checkpoint(path: str) -> dict:
 
 def read_pretrained(path: str) -> dict:
   if not os.path.exists(path):
-    raise FileNotFoundError(f"init_from={path!r} does not exist.")
+    raise errors.MissingFileError(f"init_from={path!r} does not exist.")
   from vit_jax.interop import hf_format  # pylint: disable=g-import-not-at-top
   if hf_format.is_hf_dir(path):
     return hf_format.read(path).params

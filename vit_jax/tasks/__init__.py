@@ -10,6 +10,8 @@ with each checkpoint, e.g. the tokenizer's fingerprint).
 
 import importlib
 
+from vit_jax import errors
+
 # task name -> (module, class)
 TASKS = {
     "image_classification": ("vit_jax.tasks.classification", "ImageClassification"),
@@ -23,6 +25,6 @@ TASKS = {
 def build_task(config, workdir: str):
   """The task named by `config.task` (imported on demand: image tasks never load tokenizers)."""
   if config.task not in TASKS:
-    raise ValueError(f"Unknown task {config.task!r}; choose one of {list(TASKS)}.")
+    raise errors.ConfigError(f"Unknown task {config.task!r}; choose one of {list(TASKS)}.")
   module, cls = TASKS[config.task]
   return getattr(importlib.import_module(module), cls)(config, workdir)
