@@ -63,11 +63,14 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
   args = parse_args(argv)
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax import errors, workdir_safety
   try:
+    workdir_safety.check_convert_paths(args.src, args.dst)  # before anything is read or written
     ckpt = convert(args.src, args.dst, args.to, model=_model_arg(args.model),
                    reinit_head=args.reinit_head, layout=args.layout, fmt=args.fmt,
                    overwrite=args.overwrite)
-  except (ConversionError, ValueError, FileNotFoundError, FileExistsError) as e:
+  except (errors.UserError, FileExistsError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   print(f"model: {json.dumps(ckpt.model, sort_keys=True)}")

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from vit_jax import checkpoint
 from vit_jax import errors
 from vit_jax.models import position
 
@@ -66,7 +67,12 @@ def read_checkpoint(path: str) -> dict:
 
   Arrays come back whole on this host, whatever mesh or process count saved them.
   """
-  state_dir = os.path.join(find_step_dir(path), "state")
+  candidates = checkpoint.step_dirs(path) or [find_step_dir(path)]  # newest intact step
+  return checkpoint.first_intact(candidates, _read_state)[1]
+
+
+def _read_state(step_dir: str) -> dict:
+  state_dir = os.path.join(find_step_dir(step_dir), "state")
   checkpointer = ocp.StandardCheckpointer()
   metadata = checkpointer.metadata(state_dir)
   tree = getattr(metadata, "item_metadata", metadata)

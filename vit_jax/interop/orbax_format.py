@@ -18,14 +18,19 @@ from vit_jax.interop import common
 
 def read(path: str) -> common.Checkpoint:
   """Params of the latest step (or the step directory given) and the recorded model config."""
-  step_dir = init_from.find_step_dir(path)
-  params = init_from.read_checkpoint(step_dir)
-  record_dir = os.path.join(step_dir, "model")
-  if not os.path.isdir(record_dir):
-    raise common.ConversionError(f"{step_dir} has no model record ('model' directory).")
-  record = ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
+  candidates = checkpoint.step_dirs(path) or [init_from.find_step_dir(path)]
+  step_dir, (params, record) = checkpoint.first_intact(candidates, read_step)
   params = {k: np.asarray(v) for k, v in params.items()}
   return common.Checkpoint(params, dict(record["model"]), [f"read {step_dir}"])
+
+
+def read_step(step_dir: str):
+  """(flat params, model record) of one step; any failure marks the step damaged."""
+  record_dir = os.path.join(step_dir, "model")
+  if not os.path.isdir(record_dir):
+    raise FileNotFoundError(f"{step_dir} has no model record ('model' directory)")
+  params = init_from.read_checkpoint(step_dir)
+  return params, ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
 
 
 def write(ckpt: common.Checkpoint, path: str, overwrite: bool = False) -> None:
