@@ -10,9 +10,6 @@ module can raise from it.
 """
 
 import re
-import sys
-
-EXIT_CODE = 2
 
 
 class UserError(Exception):
@@ -50,8 +47,3 @@ def without_traceback(message: str) -> str:
   last = [line for line in message.splitlines() if line.strip()][-1]
   return re.sub(r"^[\w.]+(Error|Exception): ", "", last.strip())
 
-
-def exit_with(error: UserError) -> None:
-  """Prints `error` as one line on stderr and exits with code 2."""
-  print(f"error: {error}", file=sys.stderr, flush=True)
-  sys.exit(EXIT_CODE)
