@@ -43,6 +43,7 @@ def get_config(arg=None):
   c.dataset = args["dataset"]
   c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
   c.download = False  # let TFDS download and prepare the dataset if it is missing
+  c.bad_images = "skip"  # folder: datasets: "skip" undecodable files (warned, counted) or "error"
   c.train_split = "train"
   c.eval_split = "test"
   c.num_classes = placeholder(int)  # None: read from the dataset

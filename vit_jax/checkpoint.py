@@ -6,12 +6,16 @@ the model (its config and parameter shapes), so a workdir is never resumed with 
 
 import json
 import os
+import sys
 
 import jax
 import orbax.checkpoint as ocp
 
+from vit_jax import errors
 
-class CheckpointMismatchError(ValueError):
+
+
+class CheckpointMismatchError(errors.UserError, ValueError):
   """The workdir holds a checkpoint of a different model than the config asks for."""
 
 
@@ -52,16 +56,68 @@ def latest_record(workdir: str):
   """(step, model record) of the latest checkpoint in `workdir`; FileNotFoundError if none."""
   directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
   if not os.path.isdir(directory):
-    raise FileNotFoundError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
+    raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
   manager = ocp.CheckpointManager(directory, item_names=("state", "model"),
                                   options=ocp.CheckpointManagerOptions(read_only=True, create=False,
                                                                       save_interval_steps=0))
   step = manager.latest_step()
   if step is None:
-    raise FileNotFoundError(f"No finished checkpoint in {directory}.")
+    raise errors.MissingFileError(f"No finished checkpoint in {directory}.")
   record = read_record(manager, step)
   manager.close()
   return step, record
+
+
+# ---- Integrity: fall back past damaged steps (see README, "Survival") --------------------------
+DAMAGED_DIR = "damaged"
+
+
+def step_dirs(path: str) -> list[str]:
+  """Finished step directories of a workdir or a `checkpoints/` dir, newest first."""
+  path = os.path.abspath(path)
+  if os.path.isdir(os.path.join(path, "checkpoints")):
+    path = os.path.join(path, "checkpoints")
+  steps = [d for d in os.listdir(path) if d.isdigit()] if os.path.isdir(path) else []
+  return [os.path.join(path, d) for d in sorted(steps, key=int, reverse=True)]
+
+
+def set_aside(step_dir: str) -> str:
+  """Moves a damaged step to `checkpoints/damaged/STEP` (never deletes it); returns the new path."""
+  damaged = os.path.join(os.path.dirname(step_dir), DAMAGED_DIR)
+  os.makedirs(damaged, exist_ok=True)
+  target, n = os.path.join(damaged, os.path.basename(step_dir)), 1
+  while os.path.lexists(target):  # the same step damaged again: keep both
+    target, n = os.path.join(damaged, f"{os.path.basename(step_dir)}.{n}"), n + 1
+  os.rename(step_dir, target)
+  return target
+
+
+def first_intact(candidates: list[str], read, move_damaged: bool = False):
+  """(step_dir, read(step_dir)) of the newest of `candidates` (newest first) that reads.
+
+  One that fails is damaged only if an older one then reads with the same code, so a bug in our
+  code (every step fails) still raises its own traceback and nothing is moved. Each damaged step
+  is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer) or left in
+  place (readers: generate, convert, init_from). User errors (another model) are not damage.
+  """
+  failed = []
+  for step_dir in candidates:
+    try:
+      value = read(step_dir)
+    except errors.UserError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      failed.append((step_dir, e))
+      continue
+    for bad, e in failed:
+      reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+      where = f"; moved to {set_aside(bad)}" if move_damaged else ""
+      print(f"warning: checkpoint {bad} is unreadable ({type(e).__name__}: {reason}); using step "
+            f"{os.path.basename(step_dir)}{where}.", file=sys.stderr, flush=True)
+    return step_dir, value
+  if failed:
+    raise failed[0][1]
+  return None, None
 
 
 class Checkpointer:
@@ -88,6 +144,16 @@ class Checkpointer:
           f"The workdir's checkpoint {self.directory} (step {step}) is of a different model than "
           f"this config:\n{problems}\nUse a new --workdir, or the config that wrote it. "
           "Nothing in the workdir was changed.")
+
+  def restore_latest_intact(self, abstract_state):
+    """(step, state) of the newest readable checkpoint, damaged newer ones moved aside; (None,
+    None) if there is none."""
+    read = lambda d: self.restore(int(os.path.basename(d)), abstract_state)
+    step_dir, state = first_intact(step_dirs(self.directory), read, move_damaged=True)
+    if step_dir is None:
+      return None, None
+    self.manager.reload()  # forget the steps moved aside
+    return int(os.path.basename(step_dir)), state
 
   def restore(self, step: int, abstract_state):
     self.check_model(step)

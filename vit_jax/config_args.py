@@ -2,6 +2,8 @@
 
 import ast
 
+from vit_jax import errors
+
 
 def parse(arg: str | None, defaults: dict) -> dict:
   """Returns `defaults` updated from "k=v,k2=v2", values converted to the default's type.
@@ -16,8 +18,8 @@ def parse(arg: str | None, defaults: dict) -> dict:
     if not sep:  # a bare word switches a boolean on, e.g. ":runlocal"
       raw = "True"
     if key not in defaults:
-      raise ValueError(f"Unknown config argument {key!r} in {arg!r}; valid arguments are "
-                       f"{sorted(defaults)}.")
+      raise errors.ConfigError(f"Unknown config argument {key!r} in {arg!r}; valid arguments are "
+                               f"{sorted(defaults)}.")
     values[key] = _convert(raw.strip(), defaults[key], key)
   return values
 
@@ -28,12 +30,13 @@ def _convert(raw: str, default, key: str):
       return True
     if raw.lower() in ("0", "false", "no"):
       return False
-    raise ValueError(f"Config argument {key}={raw!r} must be a boolean (true/false).")
+    raise errors.ConfigError(f"Config argument {key}={raw!r} must be a boolean (true/false).")
   if isinstance(default, (int, float)) and not isinstance(default, bool):
     try:
       return type(default)(ast.literal_eval(raw))
     except (ValueError, SyntaxError) as e:
-      raise ValueError(f"Config argument {key}={raw!r} must be a {type(default).__name__}.") from e
+      raise errors.ConfigError(
+          f"Config argument {key}={raw!r} must be a {type(default).__name__}.") from e
   return raw
 
 
@@ -76,6 +79,7 @@ def training_defaults():
   c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
   c.mesh = "data:-1"  # axis sizes; -1 takes the remaining devices
   c.progress = "auto"  # "bar", "lines" or "auto" (a bar on a terminal)
+  c.allow_data_change = False  # resume a workdir on other data (continued pretraining)
   return c
 
 

@@ -30,6 +30,7 @@ import json
 import os
 import sys
 
+from vit_jax import errors
 from vit_jax import runtime
 from vit_jax.interop import FORMATS, LAYOUTS, Checkpoint, ConversionError  # pylint: disable=unused-import
 from vit_jax.interop import convert, from_tree, load, save  # pylint: disable=unused-import
@@ -44,10 +45,11 @@ def _model_arg(text: str | None) -> dict | None:
   try:
     value = json.loads(text)
   except json.JSONDecodeError as e:
-    raise ValueError(f"--model must be JSON (or a JSON file), e.g. '{{\"num_classes\": 10}}': "
-                     f"{e}") from e
+    raise errors.ConfigError(
+        f"--model must be JSON (or a JSON file), e.g. '{{\"num_classes\": 10}}': "
+        f"{e}") from e
   if not isinstance(value, dict):
-    raise ValueError("--model must be a JSON object of model config keys.")
+    raise errors.ConfigError("--model must be a JSON object of model config keys.")
   return value
 
 
@@ -70,11 +72,14 @@ def parse_args(argv):
 def main(argv=None) -> int:
   runtime.quiet_startup()  # orbax warns on every checkpoint read
   args = parse_args(argv)
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax import errors, workdir_safety
   try:
+    workdir_safety.check_convert_paths(args.src, args.dst)  # before anything is read or written
     ckpt = convert(args.src, args.dst, args.to, model=_model_arg(args.model),
                    reinit_head=args.reinit_head, layout=args.layout, fmt=args.fmt,
                    overwrite=args.overwrite)
-  except (ConversionError, ValueError, FileNotFoundError, FileExistsError) as e:
+  except (errors.UserError, FileExistsError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   print(f"model: {json.dumps(ckpt.model, sort_keys=True)}")

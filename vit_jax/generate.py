@@ -33,19 +33,43 @@ def load_workdir(workdir: str):
   """(model config, params, tokenizer, task name) of the workdir's latest checkpoint."""
   # pylint: disable=g-import-not-at-top
   from vit_jax import checkpoint
+  from vit_jax import errors
   from vit_jax import interop
-  from vit_jax.data.tokenizers import base
   from vit_jax.data import tokenizers
-  step, record = checkpoint.latest_record(workdir)
-  # Written by training, or by `vit_jax.convert` for an imported model.
+  from vit_jax.data.tokenizers import base
+  from vit_jax.interop import orbax_format
+  step_dirs = checkpoint.step_dirs(workdir)
+  if not step_dirs:
+    raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
+  step_dir, (params, record) = checkpoint.first_intact(step_dirs, orbax_format.read_step)
+  step = os.path.basename(step_dir)
   with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
     task = json.load(f)["task"]
   tokenizer = tokenizers.load_tokenizer(os.path.join(workdir, "tokenizer"))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:
     base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
-  params = interop.unflatten(interop.read_params(os.path.join(workdir, "checkpoints", str(step))))
-  return record["model"], params, tokenizer, task
+  return record["model"], interop.unflatten(params), tokenizer, task
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+  """Token ids of `text`; characters a char tokenizer never saw are an error, not silent UNKs."""
+  from vit_jax import errors  # pylint: disable=g-import-not-at-top
+  ids = tokenizer.encode(text)
+  if tokenizer.kind == "char" and tokenizer.unk_id in ids:
+    unknown = sorted({c for c in text if tokenizer.encode(c) == [tokenizer.unk_id]})
+    raise errors.ConfigError(f"--prompt has characters the workdir's tokenizer never saw: "
+                             f"{''.join(unknown)!r}; leave them out of the prompt.")
+  return ids
+
+
+def parse_flags(argv):
+  """absl parsing, but an unknown or malformed flag is one clear line and exit code 2."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    print(f"error: {e}. Run with --helpfull for the flags.", file=sys.stderr)
+    sys.exit(2)
 
 
 def main(argv):
@@ -59,9 +83,13 @@ def main(argv):
   import numpy as np
   from vit_jax import errors
   from vit_jax import sampling
+  from vit_jax import validation
   try:
+    validation.validate_generation(
+        max_new_tokens=FLAGS.max_new_tokens, temperature=FLAGS.temperature, top_k=FLAGS.top_k,
+        top_p=FLAGS.top_p, beam_size=FLAGS.beam_size)
     model_config, params, tokenizer, task = load_workdir(FLAGS.workdir)
-    prompts = [tokenizer.encode(p) for p in FLAGS.prompt]
+    prompts = [encode_prompt(tokenizer, p) for p in FLAGS.prompt]
     if task == "causal_lm":
       outputs = sampling.generate(
           model_config, params, prompts, max_new_tokens=FLAGS.max_new_tokens,
@@ -86,12 +114,13 @@ def main(argv):
       for prompt, out in zip(FLAGS.prompt, outputs):
         print(f"{prompt} -> {tokenizer.decode(out)}")
     else:
-      raise ValueError(f"The workdir trained a {task!r} model; generation needs causal_lm or "
-                       "seq2seq.")
+      raise errors.ConfigError(
+          f"The workdir trained a {task!r} model; generation needs causal_lm or "
+          "seq2seq.")
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

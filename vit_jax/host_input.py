@@ -14,6 +14,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
+from vit_jax import errors
 from vit_jax import sharding
 
 
@@ -21,8 +22,9 @@ def shards_of_process(input_shards: int | None) -> tuple[list[int], int]:
   """(this process's shard indices, total shard count)."""
   count = input_shards or jax.process_count()
   if count % jax.process_count():
-    raise ValueError(f"input_shards={count} must be a multiple of the {jax.process_count()} "
-                     "processes.")
+    raise errors.ConfigError(
+        f"input_shards={count} must be a multiple of the {jax.process_count()} "
+        "processes.")
   per_process = count // jax.process_count()
   first = jax.process_index() * per_process
   return list(range(first, first + per_process)), count
@@ -69,8 +71,8 @@ def eval_batches(make_iterator, input_shards: int | None, max_batches: int | Non
       template = template or next(p for p in parts if p is not None)
       yield stack([p if p is not None else empty_like(template) for p in parts])
     elif template is None:
-      raise ValueError("This process has no eval data at all; use fewer processes or "
-                       "input_shards than eval examples.")
+      raise errors.DataError("This process has no eval data at all; use fewer processes or "
+                             "input_shards than eval examples.")
     else:
       yield empty_like(stack([template] * len(shards)))
 

@@ -17,6 +17,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from vit_jax import errors
+from vit_jax import runtime
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Our workdir, an .npz, or a Hugging Face model directory.")
 flags.DEFINE_multi_string("image", [], "Image file or folder; repeat for several.")
@@ -38,7 +41,7 @@ def _indices(values, what):
   try:
     return [int(v) for v in values]
   except ValueError:
-    raise ValueError(f"--{what} must be comma-separated integers, got {','.join(values)!r}.") \
+    raise errors.ConfigError(f"--{what} must be comma-separated integers, got {','.join(values)!r}.") \
         from None
 
 
@@ -47,7 +50,7 @@ def run() -> list:
   from vit_jax.analysis import loading
   from vit_jax.analysis import report
   if not FLAGS.checkpoint or not FLAGS.output_dir or bool(FLAGS.image) == bool(FLAGS.text):
-    raise ValueError("pass --checkpoint, --output_dir and either --image (one or more) or --text.")
+    raise errors.ConfigError("pass --checkpoint, --output_dir and either --image (one or more) or --text.")
   report.check_output_dir(FLAGS.output_dir)
   layers, heads = _indices(FLAGS.layers, "layers"), _indices(FLAGS.heads, "heads")
   loaded = loading.load(FLAGS.checkpoint)
@@ -62,8 +65,8 @@ def run() -> list:
 
 def main(argv):
   del argv
+  runtime.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
-  from vit_jax import errors  # pylint: disable=g-import-not-at-top
   try:
     written = run()
   except errors.USER_ERRORS as e:

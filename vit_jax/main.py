@@ -4,6 +4,7 @@
 Rerunning the same command resumes from the latest checkpoint in W/checkpoints.
 """
 
+import os
 import sys
 
 from absl import app
@@ -26,10 +27,17 @@ flags.DEFINE_integer("heartbeat_timeout", 60,
 
 def parse_flags(argv):
   """absl parsing, but a bad flag or config key is one clear line and exit code 2."""
+  for arg in argv[1:]:  # config_flags only reports a missing file later, with a traceback
+    if arg.startswith("--config=") and not os.path.isfile(arg[len("--config="):].split(":")[0]):
+      print(f"error: config file {arg[len('--config='):].split(':')[0]!r} does not exist; pass "
+            "one of configs/*.py, e.g. --config=configs/vit.py.", file=sys.stderr)
+      sys.exit(2)
   try:
     return FLAGS(argv)
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
-    print(f"error: {e}", file=sys.stderr)
+    # pylint: disable-next=g-import-not-at-top
+    from vit_jax import errors
+    print(f"error: {errors.without_traceback(str(e))}", file=sys.stderr)
     print("Check the --config.* key names against the config file (they are case-sensitive).",
           file=sys.stderr)
     sys.exit(2)

@@ -3,6 +3,8 @@
 import flax.traverse_util
 import optax
 
+from vit_jax import errors
+
 # Parameters that weight decay leaves alone: biases, norm scales, position embeddings, tokens.
 NO_DECAY_NAMES = ("bias", "scale", "pos_embedding", "cls", "probe", "output_bias")
 
@@ -19,7 +21,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
   elif opt_cfg.schedule == "constant":
     decay = optax.constant_schedule(lr)
   else:
-    raise ValueError(f"Unknown schedule {opt_cfg.schedule!r}; choose cosine, linear or constant.")
+    raise errors.ConfigError(
+        f"Unknown schedule {opt_cfg.schedule!r}; choose cosine, linear or constant.")
   if warmup <= 0:
     return decay
   return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), decay], [warmup])
@@ -45,7 +48,7 @@ def build_optimizer(opt_cfg, total_steps: int):
     if opt_cfg.momentum:
       parts.append(optax.trace(decay=opt_cfg.momentum, accumulator_dtype=opt_cfg.mu_dtype))
   else:
-    raise ValueError(f"Unknown optimizer {opt_cfg.name!r}; choose adamw or sgd.")
+    raise errors.ConfigError(f"Unknown optimizer {opt_cfg.name!r}; choose adamw or sgd.")
   if opt_cfg.weight_decay:
     # Coupled: decay * lr_t. Decoupled: decay * lr_t / lr, i.e. follows only the schedule's shape.
     rate = opt_cfg.weight_decay / opt_cfg.lr if opt_cfg.decoupled_weight_decay else opt_cfg.weight_decay

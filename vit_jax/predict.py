@@ -18,6 +18,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from vit_jax import errors
+from vit_jax import runtime
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Our workdir, an .npz, or a Hugging Face model directory.")
 flags.DEFINE_multi_string("image", [], "Image file or folder; repeat for several.")
@@ -34,11 +37,11 @@ def run():
   from vit_jax.analysis import loading
   from vit_jax.analysis import predicting
   if not FLAGS.checkpoint or bool(FLAGS.image) == bool(FLAGS.text):
-    raise ValueError("pass --checkpoint and either --image (files or folders) or --text.")
+    raise errors.ConfigError("pass --checkpoint and either --image (files or folders) or --text.")
   if FLAGS.top_k < 1:
-    raise ValueError(f"--top_k must be at least 1, got {FLAGS.top_k}.")
+    raise errors.ConfigError(f"--top_k must be at least 1, got {FLAGS.top_k}.")
   if FLAGS.output and os.path.exists(FLAGS.output):
-    raise ValueError(f"--output {FLAGS.output} exists; choose a new file (nothing was written).")
+    raise errors.ConfigError(f"--output {FLAGS.output} exists; choose a new file (nothing was written).")
   loaded = loading.load(FLAGS.checkpoint)
   if FLAGS.image:
     results = predicting.classify_images(loaded, FLAGS.image, top_k=FLAGS.top_k,
@@ -54,8 +57,8 @@ def run():
 
 def main(argv):
   del argv
+  runtime.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
-  from vit_jax import errors  # pylint: disable=g-import-not-at-top
   try:
     results, lines = run()
   except errors.USER_ERRORS as e:

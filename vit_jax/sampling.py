@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vit_jax import errors
 from vit_jax.models import build_model
 
 
@@ -35,10 +36,10 @@ def fit_prompts(prompts: Sequence[Sequence[int]], max_new_tokens: int, max_len: 
   """Keeps the last tokens of prompts that would not fit the context, saying so."""
   room = max_len - max_new_tokens
   if room < 1:
-    raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
-                     f"model's context of {max_len} tokens; ask for fewer new tokens.")
+    raise errors.ConfigError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
+                             f"model's context of {max_len} tokens; ask for fewer new tokens.")
   if any(len(p) == 0 for p in prompts):
-    raise ValueError("Empty prompt: give at least one token (or a BOS token).")
+    raise errors.ConfigError("Empty prompt: give at least one token (or a BOS token).")
   fitted = []
   for i, prompt in enumerate(prompts):
     if len(prompt) > room:

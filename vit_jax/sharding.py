@@ -8,6 +8,8 @@ import numpy as np
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from vit_jax import errors
+
 AXES = ("data", "fsdp", "model")
 BATCH_AXES = ("data", "fsdp")  # the batch is split over every non-model axis
 
@@ -18,22 +20,24 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
   for item in filter(None, spec.replace(" ", "").split(",")):
     axis, _, size = item.partition(":")
     if axis not in AXES:
-      raise ValueError(f"Unknown mesh axis {axis!r} in mesh={spec!r}; axes are {AXES}.")
+      raise errors.ConfigError(f"Unknown mesh axis {axis!r} in mesh={spec!r}; axes are {AXES}.")
     try:
       sizes[axis] = int(size)
     except ValueError as e:
-      raise ValueError(f"Mesh axis size {size!r} in mesh={spec!r} is not an integer.") from e
+      raise errors.ConfigError(
+          f"Mesh axis size {size!r} in mesh={spec!r} is not an integer.") from e
   rest = [a for a, s in sizes.items() if s == -1]
   if len(rest) > 1:
-    raise ValueError(f"Only one mesh axis may be -1 in mesh={spec!r}.")
+    raise errors.ConfigError(f"Only one mesh axis may be -1 in mesh={spec!r}.")
   known = int(np.prod([s for s in sizes.values() if s != -1]))
   if rest:
     if num_devices % known:
-      raise ValueError(f"mesh={spec!r} does not divide {num_devices} devices.")
+      raise errors.ConfigError(f"mesh={spec!r} does not divide {num_devices} devices.")
     sizes[rest[0]] = num_devices // known
   if int(np.prod(list(sizes.values()))) != num_devices:
-    raise ValueError(f"mesh={spec!r} has {int(np.prod(list(sizes.values())))} slots but there are "
-                     f"{num_devices} devices; make the sizes multiply to the device count.")
+    raise errors.ConfigError(
+        f"mesh={spec!r} has {int(np.prod(list(sizes.values())))} slots but there are "
+        f"{num_devices} devices; make the sizes multiply to the device count.")
   return sizes
 
 

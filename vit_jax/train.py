@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vit_jax import checkpoint
+from vit_jax import errors
 from vit_jax import host_input
 from vit_jax import interop
 from vit_jax import metrics_log
@@ -22,6 +23,7 @@ from vit_jax import preemption
 from vit_jax import sharding
 from vit_jax import tasks
 from vit_jax import train_step as train_step_lib
+from vit_jax import validation
 from vit_jax.models import build_model
 
 
@@ -34,9 +36,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
   With `total_steps=0` a new workdir gets the initialized model saved as step 0 (to export it).
   """
-  if config.total_steps < 0:
-    raise ValueError(f"total_steps={config.total_steps} must be >= 0 (0 saves the initialized "
-                     "model without training).")
+  data_notes = validation.validate_training(config, workdir)  # before anything is written
   os.makedirs(workdir, exist_ok=True)
   rng = jax.random.PRNGKey(config.seed)
 
@@ -50,8 +50,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
   accum = config.grad_accum_steps
   divisor = sharding.batch_divisor(mesh) * accum
   if config.batch_size % divisor:
-    raise ValueError(f"batch_size={config.batch_size} must be divisible by the batch shards times "
-                     f"grad_accum_steps ({divisor}).")
+    raise errors.ConfigError(
+        f"batch_size={config.batch_size} must be divisible by the batch shards times "
+        f"grad_accum_steps ({divisor}).")
   replicated = sharding.replicated(mesh)
   batch_sharding = sharding.batch_sharding(mesh)
 
@@ -70,11 +71,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
                                  checkpoint.model_record(model_config, abstract_state["params"],
                                                          task.record()),
                                  async_save=config.async_checkpoints)
-  latest = ckpt.latest_step()
+  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                          abstract_state, state_shardings)
+  latest, state = ckpt.restore_latest_intact(abstract)  # damaged newer steps are moved aside
   if latest is not None:
-    abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                            abstract_state, state_shardings)
-    state = ckpt.restore(latest, abstract)
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
   else:
     state = jax.jit(init_state, out_shardings=state_shardings)(init_rng)
@@ -113,6 +113,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
   # ---- Loop -----------------------------------------------------------------------------------
   log = metrics_log.MetricsLog(workdir, config.total_steps, start_step, config.progress)
+  if data_notes:  # e.g. corrupt images skipped
+    log.write(start_step, data_notes)
   train_batches = host_input.train_batches(
       lambda shard, count: task.train_batches(start_step, shard, count), config.input_shards)
   batches = host_input.prefetch_to_mesh(train_batches, mesh, config.prefetch_batches)

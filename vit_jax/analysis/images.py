@@ -15,6 +15,7 @@ from vit_jax.data.image import pipeline  # hides accelerators from TF before TF 
 from vit_jax.data.image import augment
 from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import sources
+from vit_jax import errors
 
 # The crop the trainer evaluates with: eval_iterator's default (the tasks never change it).
 CROP_FRACTION = inspect.signature(pipeline.eval_iterator).parameters["crop_fraction"].default
@@ -29,12 +30,12 @@ def expand(paths) -> list:
       found = sorted(os.path.join(root, name) for root, _, names in os.walk(path)
                      for name in names if name.lower().endswith(_EXTENSIONS))
       if not found:
-        raise FileNotFoundError(f"No image files (.jpg/.png/.bmp/.gif) under the folder {path}.")
+        raise errors.MissingFileError(f"No image files (.jpg/.png/.bmp/.gif) under the folder {path}.")
       files.extend(found)
     elif os.path.isfile(path):
       files.append(path)
     else:
-      raise FileNotFoundError(f"Image file {path} does not exist.")
+      raise errors.MissingFileError(f"Image file {path} does not exist.")
   return files
 
 
@@ -48,7 +49,7 @@ def load_images(paths, size: int):
     try:
       crop = augment.eval_crop(tf.constant(data), size, CROP_FRACTION)
     except (tf.errors.InvalidArgumentError, ValueError) as e:
-      raise ValueError(f"{path} is not an image that can be decoded (JPEG, PNG, BMP or GIF): "
+      raise errors.DataError(f"{path} is not an image that can be decoded (JPEG, PNG, BMP or GIF): "
                        f"{str(e).splitlines()[0][:120]}") from None
     crops.append(crop.numpy())
   crops_BxSxSx3 = np.stack(crops)
@@ -76,7 +77,7 @@ def class_names(loaded, num_classes: int, labels_file: str | None = None) -> lis
   else:
     names = _imported_names(loaded.path, num_classes)
   if len(names) != num_classes:
-    raise ValueError(f"{len(names)} class names for a model with {num_classes} classes; pass a "
+    raise errors.ConfigError(f"{len(names)} class names for a model with {num_classes} classes; pass a "
                      "--labels file with one name per line.")
   return names
 

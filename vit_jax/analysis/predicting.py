@@ -7,6 +7,7 @@ import numpy as np
 
 from vit_jax.analysis import images as images_lib
 from vit_jax.analysis import loading
+from vit_jax import errors
 
 MASK = "[MASK]"
 
@@ -24,7 +25,7 @@ def classify_images(loaded, paths, *, top_k: int = 5, batch_size: int = 64,
   """[{"file", "top_k": [{"label", "name", "probability"}]}] for every image file (folders too)."""
   loading.require_image_model(loaded)
   if not loaded.model.get("num_classes"):
-    raise ValueError(f"{loaded.path} has no classification head; predict needs one.")
+    raise errors.ConfigError(f"{loaded.path} has no classification head; predict needs one.")
   files = images_lib.expand(paths)
   names = images_lib.class_names(loaded, loaded.model["num_classes"], labels_file)
   size = loading.image_size(loaded, image_size)
@@ -45,10 +46,10 @@ def fill_masks(loaded, text: str, *, top_k: int = 5) -> dict:
   """{"text", "masks": [{"position", "top_k": [{"token", "piece", "probability"}]}]}."""
   if loaded.name not in ("bert", "bert_mlm"):
     hint = " (for a GPT use python -m vit_jax.generate)" if loaded.name == "gpt" else ""
-    raise ValueError(f"{loaded.path} is a {loaded.name!r} model; filling in {MASK} needs a "
+    raise errors.ConfigError(f"{loaded.path} is a {loaded.name!r} model; filling in {MASK} needs a "
                      f"masked-LM (BERT) model{hint}.")
   if MASK not in text:
-    raise ValueError(f"The text has no {MASK} token to fill in, e.g. --text='The {MASK} sat'.")
+    raise errors.ConfigError(f"The text has no {MASK} token to fill in, e.g. --text='The {MASK} sat'.")
   tokenizer = loading.tokenizer(loaded)
   tokenizer.require("mask", "cls", "sep")
   ids = [tokenizer.cls_id]
@@ -59,7 +60,7 @@ def fill_masks(loaded, text: str, *, top_k: int = 5) -> dict:
   ids.append(tokenizer.sep_id)
   max_len = loaded.model.get("max_len", 512)
   if len(ids) > max_len:
-    raise ValueError(f"The text has {len(ids)} tokens; the model takes at most {max_len}.")
+    raise errors.ConfigError(f"The text has {len(ids)} tokens; the model takes at most {max_len}.")
   positions = [p for p, t in enumerate(ids) if t == tokenizer.mask_id]
   tokens_1xL = np.asarray([ids], np.int32)
   outputs = jax.jit(lambda params, t: loaded.module.apply({"params": params}, t))(loaded.params,

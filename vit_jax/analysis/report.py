@@ -11,6 +11,7 @@ from vit_jax.analysis import images as images_lib
 from vit_jax.analysis import loading
 from vit_jax.analysis import plots
 from vit_jax.analysis import structure
+from vit_jax import errors
 
 SUMMARY = "summary.json"
 
@@ -20,7 +21,7 @@ def select(requested, count: int, what: str, default) -> list:
   chosen = sorted(set(default if requested is None else requested))
   bad = [i for i in chosen if not 0 <= i < count]
   if bad:
-    raise ValueError(f"{what} {bad} out of range: the model has {count} {what}s (0..{count - 1}).")
+    raise errors.ConfigError(f"{what} {bad} out of range: the model has {count} {what}s (0..{count - 1}).")
   return chosen
 
 
@@ -46,7 +47,7 @@ def inspect_images(loaded, paths, *, layers=None, heads=None, query=None, image_
   size = loading.image_size(loaded, image_size)
   patch = loading.patch_size(loaded)
   if size % patch[0] or size % patch[1]:
-    raise ValueError(f"--image_size {size} is not a multiple of the patch size {patch}.")
+    raise errors.ConfigError(f"--image_size {size} is not a multiple of the patch size {patch}.")
   grid = (size // patch[0], size // patch[1])
   prefix = loading.prefix_tokens(loaded)
   query = query or ("cls" if prefix else "mean")
@@ -108,9 +109,9 @@ def text_tokens(loaded, tokenizer, text: str) -> list:
   max_len = loaded.flat.get("wpe/embedding", loaded.flat.get(
       "bert/position_embeddings/embedding", loaded.flat.get("position_embeddings/embedding")))
   if not ids:
-    raise ValueError("The --text is empty after tokenization; pass some text.")
+    raise errors.ConfigError("The --text is empty after tokenization; pass some text.")
   if max_len is not None and len(ids) > max_len.shape[0]:
-    raise ValueError(f"The text has {len(ids)} tokens but the model takes at most "
+    raise errors.ConfigError(f"The text has {len(ids)} tokens but the model takes at most "
                      f"{max_len.shape[0]}; pass a shorter --text.")
   return ids
 
@@ -137,7 +138,7 @@ def inspect_text(loaded, text: str, *, layers=None, heads=None):
 def check_output_dir(output_dir: str) -> None:
   """Nothing already saved is overwritten: the output directory must be new or empty."""
   if os.path.exists(output_dir) and not (os.path.isdir(output_dir) and not os.listdir(output_dir)):
-    raise ValueError(f"--output_dir {output_dir} exists and is not an empty directory; choose a "
+    raise errors.ConfigError(f"--output_dir {output_dir} exists and is not an empty directory; choose a "
                      "new one (nothing was written).")
 
 

@@ -5,6 +5,7 @@ filters (Figure 7, left)."""
 import numpy as np
 
 from vit_jax.models import position
+from vit_jax import errors
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
 EMBEDDING_KEY = "embedding/kernel"
@@ -20,7 +21,7 @@ def position_table(model: dict, flat_params: dict, grid) -> np.ndarray:
   if kind == "sincos2d":
     width = np.shape(flat_params[EMBEDDING_KEY])[-1]
     return position.sincos_2d(grid[0], grid[1], width)
-  raise ValueError(f"The model has position embeddings {kind!r}; the similarity plot needs "
+  raise errors.ConfigError(f"The model has position embeddings {kind!r}; the similarity plot needs "
                    "'learn' or 'sincos2d'.")
 
 

@@ -5,6 +5,7 @@ import os
 import jax
 import numpy as np
 
+from vit_jax import errors
 from vit_jax.interop import common
 from vit_jax.interop import converted
 from vit_jax.interop import fit
@@ -19,7 +20,7 @@ FORMATS = ("npz", "hf", "orbax")
 def detect_format(path: str) -> str:
   """"npz" for a file, "hf" for a directory with config.json, else "orbax" (our workdir)."""
   if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} does not exist.")
+    raise errors.MissingFileError(f"{path} does not exist.")
   if os.path.isfile(path):
     return "npz"
   return "hf" if hf_format.is_hf_dir(path) else "orbax"

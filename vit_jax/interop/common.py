@@ -3,8 +3,10 @@
 import flax.traverse_util
 import numpy as np
 
+from vit_jax import errors
 
-class ConversionError(ValueError):
+
+class ConversionError(errors.UserError, ValueError):
   """Pretrained parameters do not fit a model, or a checkpoint cannot be converted: missing,
   unexpected or wrongly shaped keys, another architecture, or an option the target format cannot
   express."""

@@ -18,12 +18,13 @@ from vit_jax.interop import hf_format
 from vit_jax.interop import npz_format
 from vit_jax.interop import orbax_format
 from vit_jax.interop import scan
+from vit_jax import errors
 
 
 def read_pretrained(path: str) -> tuple[dict, list]:
   """(flat params in our names with one entry per layer, notes) from any format."""
   if not path or not os.path.exists(path):
-    raise FileNotFoundError(f"init_from={path!r} does not exist.")
+    raise errors.MissingFileError(f"init_from={path!r} does not exist.")
   if hf_format.is_hf_dir(path):
     ckpt = hf_format.read(path)
     flat, notes = ckpt.params, ckpt.notes

@@ -8,6 +8,7 @@ import json
 import os
 
 import numpy as np
+import safetensors
 from safetensors import numpy as safetensors_np
 
 from vit_jax.interop import assets
@@ -46,7 +47,11 @@ def read_dir(path: str) -> tuple[dict, dict]:
         "pickled .bin files: re-save the model with save_pretrained(dir) (safetensors by default).")
   tensors = {}
   for name in files:
-    tensors.update(safetensors_np.load_file(os.path.join(path, name)))
+    try:
+      tensors.update(safetensors_np.load_file(os.path.join(path, name)))
+    except (safetensors.SafetensorError, OSError, ValueError) as e:  # truncated or corrupted
+      raise common.ConversionError(f"Cannot read {os.path.join(path, name)} as safetensors ({e}); "
+                                   "the file is damaged: re-save or re-download it.") from e
   return config, tensors
 
 

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vit_jax import errors
 from vit_jax.interop import common
 from vit_jax.models import bert
 from vit_jax.models import registry
@@ -74,8 +75,9 @@ def build(config: dict):
   fields = {f.name for f in dataclasses.fields(bert.Bert)} - {"parent", "name"}
   unknown = sorted(set(kwargs) - fields)
   if unknown:
-    raise ValueError(f"Unknown option(s) {unknown} for model 'bert_encoder'; valid ones are "
-                     f"{sorted(fields)}.")
+    raise errors.ConfigError(
+        f"Unknown option(s) {unknown} for model 'bert_encoder'; valid ones are "
+        f"{sorted(fields)}.")
   return bert.Bert(**kwargs)
 
 

@@ -5,6 +5,9 @@ read; other models are written in our own names. A bare file carries no config: 
 recognized from its names and shapes (`models.infer`), or given by the caller.
 """
 
+import zipfile
+import zlib
+
 import numpy as np
 
 from vit_jax.interop import atomic
@@ -15,11 +18,16 @@ from vit_jax.interop import vit_npz
 
 def read(path: str) -> tuple[dict, list]:
   """(flat params in our names, notes)."""
+  if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and say so
+    raise common.ConversionError(f"{path} is not an .npz file (not a zip archive); pass a file "
+                                 "written by np.savez or vit_jax.convert.")
   try:
     with np.load(path, allow_pickle=False) as data:
       flat = {k: data[k] for k in data.files}
-  except (OSError, ValueError) as e:  # includes pickled object arrays, which are refused
-    raise common.ConversionError(f"Cannot read {path} as an .npz of parameters: {e}") from e
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+    # truncated or bit-flipped archives, and pickled object arrays, which are refused
+    raise common.ConversionError(f"Cannot read {path} as an .npz of parameters ({e}); the file "
+                                 "is damaged or not ours: re-export or re-download it.") from e
   notes = []
   flat, prefix = vit_npz.strip_prefix(flat)
   if vit_npz.is_big_vision(flat):

@@ -39,11 +39,20 @@ def find_step_dir(path: str) -> str:
   return step_dir
 
 
+def _candidates(path: str) -> list[str]:
+  """The step directories to try, newest first: every step of a workdir, or the one step given."""
+  return checkpoint.step_dirs(path) or [find_step_dir(path)]
+
+
 def read_params(path: str) -> dict:
-  """Flat params as saved (stacked if the model scans its layers) from our workdir (latest step),
-  a `checkpoints/` dir or one step's dir. Arrays come back whole on this host, whatever mesh or
-  process count saved them."""
-  state_dir = os.path.join(find_step_dir(path), "state")
+  """Flat params as saved (stacked if the model scans its layers) from our workdir (its newest
+  intact step), a `checkpoints/` dir or one step's dir. Arrays come back whole on this host,
+  whatever mesh or process count saved them."""
+  return checkpoint.first_intact(_candidates(path), _read_step_params)[1]
+
+
+def _read_step_params(step_dir: str) -> dict:
+  state_dir = os.path.join(find_step_dir(step_dir), "state")
   checkpointer = ocp.StandardCheckpointer()
   metadata = checkpointer.metadata(state_dir)
   tree = getattr(metadata, "item_metadata", metadata)
@@ -55,17 +64,21 @@ def read_params(path: str) -> dict:
 
 
 def read(path: str) -> converted.Checkpoint:
-  """Params of the latest step (or the step directory given), the recorded model config and the
-  workdir's tokenizer."""
-  step_dir = find_step_dir(path)
-  params = read_params(step_dir)
-  record_dir = os.path.join(step_dir, "model")
-  if not os.path.isdir(record_dir):
-    raise common.ConversionError(f"{step_dir} has no model record ('model' directory).")
-  record = ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
+  """Params of the newest intact step (or the step directory given), the recorded model config
+  and the workdir's tokenizer."""
+  step_dir, (params, record) = checkpoint.first_intact(_candidates(path), read_step)
   workdir = os.path.dirname(os.path.dirname(step_dir))  # W/checkpoints/<step>
   return converted.Checkpoint(params, dict(record["model"]), [f"read {step_dir}"],
-                           assets.read_workdir_tokenizer(workdir))
+                              assets.read_workdir_tokenizer(workdir))
+
+
+def read_step(step_dir: str):
+  """(flat params, model record) of one step; any failure marks the step damaged."""
+  record_dir = os.path.join(step_dir, "model")
+  if not os.path.isdir(record_dir):
+    raise FileNotFoundError(f"{step_dir} has no model record ('model' directory)")
+  params = _read_step_params(step_dir)
+  return params, ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
 
 
 def write(ckpt: converted.Checkpoint, path: str, overwrite: bool = False) -> None:

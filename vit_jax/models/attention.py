@@ -13,6 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vit_jax import errors
 from vit_jax.models import masks as masks_lib
 from vit_jax.models import position
 
@@ -63,14 +64,15 @@ class MultiHeadAttention(nn.Module):
   def __call__(self, inputs_q_BxTxD, inputs_kv_BxSxD=None, mask=None, *, deterministic: bool = True,
                return_weights: bool = False, positions_q_BxT=None, positions_kv_BxS=None):
     if self.implementation not in IMPLEMENTATIONS:
-      raise ValueError(f"Unknown attention implementation {self.implementation!r}; "
-                       f"choose one of {IMPLEMENTATIONS}.")
+      raise errors.ConfigError(f"Unknown attention implementation {self.implementation!r}; "
+                               f"choose one of {IMPLEMENTATIONS}.")
     self_attention = inputs_kv_BxSxD is None
     if self_attention:
       inputs_kv_BxSxD = inputs_q_BxTxD
     features = self.qkv_features or inputs_q_BxTxD.shape[-1]
     if features % self.num_heads:
-      raise ValueError(f"Attention width {features} is not divisible by num_heads={self.num_heads}.")
+      raise errors.ConfigError(
+          f"Attention width {features} is not divisible by num_heads={self.num_heads}.")
     head_dim = features // self.num_heads
 
     def projection(name):

@@ -10,6 +10,7 @@ from typing import Optional
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vit_jax import errors
 from vit_jax.models import layers
 from vit_jax.models import masks
 from vit_jax.models import transformer
@@ -37,7 +38,7 @@ INIT = nn.initializers.normal(stddev=0.02)
 
 def preset(name: str) -> BertShape:
   if name not in PRESETS:
-    raise ValueError(f"Unknown BERT preset {name!r}; choose one of {list(PRESETS)}.")
+    raise errors.ConfigError(f"Unknown BERT preset {name!r}; choose one of {list(PRESETS)}.")
   return PRESETS[name]
 
 

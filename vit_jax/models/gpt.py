@@ -11,6 +11,7 @@ from typing import Optional
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vit_jax import errors
 from vit_jax.models import masks
 from vit_jax.models import transformer
 
@@ -59,7 +60,8 @@ class Gpt(nn.Module):
 
   def shape(self) -> GptShape:
     if self.variant not in PRESETS:
-      raise ValueError(f"Unknown GPT preset {self.variant!r}; choose one of {list(PRESETS)}.")
+      raise errors.ConfigError(
+          f"Unknown GPT preset {self.variant!r}; choose one of {list(PRESETS)}.")
     base = PRESETS[self.variant]
     return GptShape(self.width or base.width, self.depth or base.depth,
                     self.num_heads or base.num_heads)
@@ -67,7 +69,8 @@ class Gpt(nn.Module):
   @nn.compact
   def __call__(self, tokens_BxT, positions_BxT=None, segment_ids_BxT=None, train: bool = False):
     if self.posemb not in ("learn", "rope"):
-      raise ValueError(f"Unknown GPT position embedding {self.posemb!r}; choose 'learn' or 'rope'.")
+      raise errors.ConfigError(
+          f"Unknown GPT position embedding {self.posemb!r}; choose 'learn' or 'rope'.")
     shape = self.shape()
     batch, length = tokens_BxT.shape
     # In decode mode the init call's length is the cache size, which the table must cover too.

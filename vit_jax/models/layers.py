@@ -6,6 +6,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vit_jax import errors
+
 ACTIVATIONS = {
     "gelu": functools.partial(jax.nn.gelu, approximate=False),  # exact (erf), BERT and ViT
     "gelu_tanh": functools.partial(jax.nn.gelu, approximate=True),  # GPT-2's "gelu_new"
@@ -15,7 +17,7 @@ ACTIVATIONS = {
 
 def activation(name: str):
   if name not in ACTIVATIONS:
-    raise ValueError(f"Unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}.")
+    raise errors.ConfigError(f"Unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}.")
   return ACTIVATIONS[name]
 
 

@@ -11,6 +11,7 @@ from typing import Optional
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vit_jax import errors
 from vit_jax.models import layers
 
 
@@ -33,16 +34,18 @@ def parse_mixer_variant(variant: str):
   """'B/16' -> (MixerShape of B, 16)."""
   match = re.fullmatch(r"([A-Za-z]+)/(\d+)", variant or "")
   if not match or match.group(1) not in MIXER_PRESETS:
-    raise ValueError(f"Malformed or unknown Mixer variant {variant!r}: expected PRESET/PATCH such as "
-                     f"'B/16' with PRESET one of {list(MIXER_PRESETS)}.")
+    raise errors.ConfigError(
+        f"Malformed or unknown Mixer variant {variant!r}: expected PRESET/PATCH such as "
+        f"'B/16' with PRESET one of {list(MIXER_PRESETS)}.")
   return MIXER_PRESETS[match.group(1)], int(match.group(2))
 
 
 def _patchify(images_BxHxWxC, patch: int, width: int, dtype, name: str):
   height, img_width = images_BxHxWxC.shape[1:3]
   if height % patch or img_width % patch:
-    raise ValueError(f"Image size {height}x{img_width} is not divisible by the patch size {patch}; "
-                     "resize the images or choose another patch size.")
+    raise errors.ConfigError(
+        f"Image size {height}x{img_width} is not divisible by the patch size {patch}; "
+        "resize the images or choose another patch size.")
   x_BxHxWxD = nn.Conv(width, (patch, patch), strides=(patch, patch), padding="VALID", dtype=dtype,
                       name=name)(images_BxHxWxC.astype(dtype))
   return x_BxHxWxD.reshape(x_BxHxWxD.shape[0], -1, width)

@@ -7,13 +7,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vit_jax import errors
+
 KINDS = ("learn", "sincos1d", "sincos2d", "rope", "none")
 
 
 def sincos_1d(length: int, dim: int, base: float = 10_000.0) -> np.ndarray:
   """The original Transformer table: PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(...)."""
   if dim % 2:
-    raise ValueError(f"1-D sin-cos position embeddings need an even width, got {dim}.")
+    raise errors.ConfigError(f"1-D sin-cos position embeddings need an even width, got {dim}.")
   pos_Lx1 = np.arange(length, dtype=np.float64)[:, None]
   inv_freq_F = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
   angles_LxF = pos_Lx1 * inv_freq_F[None, :]
@@ -26,7 +28,8 @@ def sincos_1d(length: int, dim: int, base: float = 10_000.0) -> np.ndarray:
 def sincos_2d(height: int, width: int, dim: int, temperature: float = 10_000.0) -> np.ndarray:
   """Fixed 2-D table for an image grid (row-major): [sin x, cos x, sin y, cos y] per patch."""
   if dim % 4:
-    raise ValueError(f"2-D sin-cos position embeddings need a width divisible by 4, got {dim}.")
+    raise errors.ConfigError(
+        f"2-D sin-cos position embeddings need a width divisible by 4, got {dim}.")
   y_HxW, x_HxW = np.mgrid[:height, :width].astype(np.float64)
   quarter = dim // 4
   omega_Q = 1.0 / temperature ** (np.arange(quarter) / max(quarter - 1, 1))
@@ -82,7 +85,7 @@ class AddPositionEmbedding(nn.Module):
     elif self.kind == "sincos1d":
       fixed_NxD = sincos_1d(length - self.prefix_tokens, dim)
     else:
-      raise ValueError(f"Unknown position embedding {self.kind!r}; choose one of {KINDS}.")
+      raise errors.ConfigError(f"Unknown position embedding {self.kind!r}; choose one of {KINDS}.")
     fixed_LxD = np.concatenate([np.zeros((self.prefix_tokens, dim), np.float32), fixed_NxD])
     if fixed_LxD.shape[0] != length:
       raise ValueError(f"Position table for grid {self.grid} has {fixed_LxD.shape[0]} slots but the "

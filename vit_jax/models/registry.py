@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 import flax.linen as nn
 
+from vit_jax import errors
 from vit_jax.models import bert
 from vit_jax.models import gpt
 from vit_jax.models import mixer
@@ -24,8 +25,8 @@ def _fields(module_cls) -> set[str]:
 def _make(module_cls, kwargs: Mapping[str, Any], model_name: str, extra=()):
   unknown = set(kwargs) - _fields(module_cls) - set(extra)
   if unknown:
-    raise ValueError(f"Unknown option(s) {sorted(unknown)} for model {model_name!r}; "
-                     f"valid ones are {sorted(_fields(module_cls) | set(extra))}.")
+    raise errors.ConfigError(f"Unknown option(s) {sorted(unknown)} for model {model_name!r}; "
+                             f"valid ones are {sorted(_fields(module_cls) | set(extra))}.")
   return module_cls(**{k: v for k, v in kwargs.items() if k not in extra})
 
 
@@ -57,5 +58,5 @@ def build_model(config: Mapping[str, Any], **overrides) -> nn.Module:
   kwargs.update(overrides)
   name = kwargs.pop("name", None)
   if name not in _BUILDERS:
-    raise ValueError(f"Unknown model {name!r}; choose one of {list(MODELS)}.")
+    raise errors.ConfigError(f"Unknown model {name!r}; choose one of {list(MODELS)}.")
   return _BUILDERS[name](kwargs, name)

@@ -10,6 +10,7 @@ from typing import Optional
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vit_jax import errors
 from vit_jax.models import masks
 from vit_jax.models import position
 from vit_jax.models import transformer
@@ -38,8 +39,8 @@ class EncoderDecoder(nn.Module):
 
   def setup(self):
     if self.posemb not in ("sincos1d", "learn"):
-      raise ValueError(f"Unknown seq2seq position embedding {self.posemb!r}; "
-                       "choose 'sincos1d' or 'learn'.")
+      raise errors.ConfigError(f"Unknown seq2seq position embedding {self.posemb!r}; "
+                               "choose 'sincos1d' or 'learn'.")
     cfg = transformer.BlockConfig(
         num_heads=self.num_heads, mlp_dim=self.mlp_dim, dropout_rate=self.dropout_rate,
         attention_dropout_rate=self.attention_dropout_rate, pre_ln=self.pre_ln,

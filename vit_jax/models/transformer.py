@@ -13,6 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from vit_jax import errors
 from vit_jax.models import attention
 from vit_jax.models import layers
 from vit_jax.models import position
@@ -63,7 +64,8 @@ REMAT_POLICIES = {
 def block_class(cls, cfg: BlockConfig):
   """`cls`, or `cls` wrapped in nn.remat with the configured policy."""
   if cfg.remat not in REMAT_POLICIES:
-    raise ValueError(f"Unknown remat policy {cfg.remat!r}; choose one of {list(REMAT_POLICIES)}.")
+    raise errors.ConfigError(
+        f"Unknown remat policy {cfg.remat!r}; choose one of {list(REMAT_POLICIES)}.")
   if cfg.remat == "none":
     return cls
   # Argument 0 is the module; `deterministic` and `return_attention` are Python booleans.
@@ -232,5 +234,6 @@ class ScannedBlocks(nn.Module):
 def sequence_length_check(length: int, max_len: Optional[int], what: str = "sequence"):
   """Clear error when a sequence does not fit the position table."""
   if max_len is not None and length > max_len:
-    raise ValueError(f"The {what} has {length} tokens but the model's position table holds "
-                     f"max_len={max_len}; truncate the input or build the model with a larger max_len.")
+    raise errors.ConfigError(
+        f"The {what} has {length} tokens but the model's position table holds "
+        f"max_len={max_len}; truncate the input or build the model with a larger max_len.")

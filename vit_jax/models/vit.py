@@ -11,6 +11,7 @@ from typing import Optional
 import flax.linen as nn
 import jax.numpy as jnp
 
+from vit_jax import errors
 from vit_jax.models import transformer
 
 
@@ -40,14 +41,15 @@ def parse_variant(variant: str):
   """'B/16' -> (Shape of B, (16, 16)). Patch sizes may be rectangular: 'S/16x8'."""
   match = re.fullmatch(r"([A-Za-z]+)/(\d+)(?:x(\d+))?", variant or "")
   if not match:
-    raise ValueError(f"Malformed ViT variant {variant!r}: expected PRESET/PATCH such as 'B/16' or "
-                     f"'S/32', with PRESET one of {list(PRESETS)}.")
+    raise errors.ConfigError(
+        f"Malformed ViT variant {variant!r}: expected PRESET/PATCH such as 'B/16' or "
+        f"'S/32', with PRESET one of {list(PRESETS)}.")
   name, ph, pw = match.group(1), int(match.group(2)), int(match.group(3) or match.group(2))
   if name not in PRESETS:
-    raise ValueError(f"Unknown ViT preset {name!r} in variant {variant!r}; "
-                     f"choose one of {list(PRESETS)}.")
+    raise errors.ConfigError(f"Unknown ViT preset {name!r} in variant {variant!r}; "
+                             f"choose one of {list(PRESETS)}.")
   if ph <= 0 or pw <= 0:
-    raise ValueError(f"Patch size must be positive in variant {variant!r}.")
+    raise errors.ConfigError(f"Patch size must be positive in variant {variant!r}.")
   return PRESETS[name], (ph, pw)
 
 
@@ -113,15 +115,17 @@ class ViT(nn.Module):
   @nn.compact
   def __call__(self, images_BxHxWxC, train: bool = False, return_attention: bool = False):
     if self.classifier not in CLASSIFIERS:
-      raise ValueError(f"Unknown ViT classifier {self.classifier!r}; choose one of {CLASSIFIERS}.")
+      raise errors.ConfigError(
+          f"Unknown ViT classifier {self.classifier!r}; choose one of {CLASSIFIERS}.")
     shape, (ph, pw) = self.shape()
     if images_BxHxWxC.ndim != 4:
       raise ValueError(f"ViT expects images (batch, height, width, channels), got shape "
                        f"{images_BxHxWxC.shape}.")
     height, width = images_BxHxWxC.shape[1:3]
     if height % ph or width % pw:
-      raise ValueError(f"Image size {height}x{width} is not divisible by the patch size {ph}x{pw}; "
-                       "resize the images or choose another patch size.")
+      raise errors.ConfigError(
+          f"Image size {height}x{width} is not divisible by the patch size {ph}x{pw}; "
+          "resize the images or choose another patch size.")
     cfg = self.block_config()
     dtype = jnp.dtype(self.dtype)
 

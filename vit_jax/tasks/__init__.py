@@ -8,6 +8,7 @@ and causal LM and seq2seq also `text_common.TokenLossTask` (loss per target toke
 import importlib
 
 from vit_jax.tasks import base
+from vit_jax import errors
 
 # task name -> (module, class)
 TASKS = {
@@ -22,6 +23,6 @@ TASKS = {
 def build_task(config, workdir: str) -> base.Task:
   """The task named by `config.task` (imported on demand: image tasks never load tokenizers)."""
   if config.task not in TASKS:
-    raise ValueError(f"Unknown task {config.task!r}; choose one of {list(TASKS)}.")
+    raise errors.ConfigError(f"Unknown task {config.task!r}; choose one of {list(TASKS)}.")
   module, cls = TASKS[config.task]
   return getattr(importlib.import_module(module), cls)(config, workdir)

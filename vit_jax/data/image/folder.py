@@ -3,12 +3,20 @@
 `tfds.ImageFolder` works offline too, but it rejects sub-splits and reads
 every file before a per-process shard could drop it. Listing the files here
 lets each process read only its own share.
+
+A file that does not decode as an image is left out with a warning naming it
+(checked once per file version), so one corrupt file never kills a run mid-way;
+vit_jax/validation.py counts them, or refuses them with bad_images=error.
 """
 
 import dataclasses
+import functools
 import os
+import sys
 
 import tensorflow as tf
+
+from vit_jax import errors
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
@@ -28,7 +36,7 @@ class ImageFolder:
   def scan(cls, root: str) -> "ImageFolder":
     root = os.path.expanduser(root)
     if not tf.io.gfile.isdir(root):
-      raise FileNotFoundError(f"Image folder {root!r} does not exist.")
+      raise errors.MissingFileError(f"Image folder {root!r} does not exist.")
     splits = _subdirs(root)
     class_names = tuple(sorted({c for s in splits for c in _subdirs(os.path.join(root, s))}))
     label_of = {name: i for i, name in enumerate(class_names)}
@@ -39,9 +47,11 @@ class ImageFolder:
           (path, label_of[c])
           for c in _subdirs(split_dir)
           for path in _image_files(os.path.join(split_dir, c))
+          if _decodes(path)
       )
     if not any(examples.values()):
-      raise ValueError(f"No images found under {root!r}; expected root/<split>/<class>/*.jpg|png.")
+      raise errors.DataError(
+          f"No images found under {root!r}; expected root/<split>/<class>/*.jpg|png.")
     return cls(root=root, class_names=class_names, examples=examples)
 
   @property
@@ -71,11 +81,36 @@ class ImageFolder:
 
   def _split(self, split: str) -> tuple[tuple[str, int], ...]:
     if split not in self.examples:
-      raise ValueError(
+      raise errors.DataError(
           f"Split {split!r} not found in image folder {self.root!r}; "
           f"available: {sorted(self.examples)}."
       )
     return self.examples[split]
+
+
+def undecodable_images(root: str) -> list[str]:
+  """Every file under root/<split>/<class>/ with an image extension that does not decode."""
+  root = os.path.expanduser(root)
+  return [path for split in _subdirs(root) for c in _subdirs(os.path.join(root, split))
+          for path in _image_files(os.path.join(root, split, c)) if not _decodes(path)]
+
+
+def _decodes(path: str) -> bool:
+  stat = tf.io.gfile.stat(path)
+  return _decodes_version(path, stat.length, stat.mtime_nsec)
+
+
+@functools.lru_cache(maxsize=None)
+def _decodes_version(path: str, size: int, mtime_ns: int) -> bool:
+  del size, mtime_ns  # part of the cache key only: a rewritten file is checked again
+  try:
+    tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    return True
+  except tf.errors.OpError as e:
+    reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+    print(f"warning: skipping {path}: not a decodable image ({reason}).", file=sys.stderr,
+          flush=True)
+    return False
 
 
 def _subdirs(path: str) -> list[str]:

@@ -30,6 +30,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
+from vit_jax import errors
 from vit_jax.data.image import augment as image_augment
 from vit_jax.data.image import mix as image_mix
 from vit_jax.data.image import sources
@@ -97,7 +98,7 @@ def train_iterator(
   share = source.read(split, process_index, process_count)
   share_size = _cardinality(share, f"{dataset} {split}")
   if share_size == 0:
-    raise ValueError(f"{dataset} {split} has no examples for process {process_index}.")
+    raise errors.DataError(f"{dataset} {split} has no examples for process {process_index}.")
   base_seed_2 = tf.constant([seed, process_index], tf.int64)
 
   def epoch(e):
@@ -246,7 +247,7 @@ def _process(process_index: int | None, process_count: int | None) -> tuple[int,
 
 def _per_process_batch(global_batch_size: int, process_count: int) -> int:
   if global_batch_size % process_count:
-    raise ValueError(
+    raise errors.ConfigError(
         f"global_batch_size {global_batch_size} is not divisible by the "
         f"{process_count} processes."
     )
@@ -257,7 +258,7 @@ def _split_or_default(split: str | None, default: str | None, source, purpose: s
   if split is not None:
     return split
   if default is None:
-    raise ValueError(f"{source.name} has no default {purpose} split; pass split=.")
+    raise errors.ConfigError(f"{source.name} has no default {purpose} split; pass split=.")
   return default
 
 

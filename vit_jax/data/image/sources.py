@@ -16,6 +16,7 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from vit_jax import errors
 from vit_jax.data.errors import DatasetNotPreparedError
 from vit_jax.data.image import digits
 from vit_jax.data.image import folder as image_folder
@@ -72,7 +73,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
     try:
       tfds.builder_cls(base_name)
     except tfds.core.DatasetNotFoundError as e:
-      raise ValueError(
+      raise errors.ConfigError(
           f"Unknown dataset {dataset!r}. Known: {sorted(DEFAULT_SPLITS)}, any "
           f"other TFDS image classification dataset, or "
           f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png)."
@@ -85,7 +86,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       isinstance(feature_of.get("image"), tfds.features.Image)
       and isinstance(feature_of.get("label"), tfds.features.ClassLabel)
   ):
-    raise ValueError(
+    raise errors.ConfigError(
         f"{dataset!r} is not an image classification dataset: it needs an "
         f"'image' Image and a 'label' ClassLabel feature, got {features}."
     )

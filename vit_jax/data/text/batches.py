@@ -19,6 +19,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from vit_jax import errors
 from vit_jax.data.text import masking
 from vit_jax.data.text import packing
 from vit_jax.data.text import datasets as text
@@ -87,7 +88,7 @@ def mlm_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
   documents = source.map_batches(functools.partial(encode_all, tokenizer))
   chunk = seq_len - 3 if nsp else seq_len - 2
   if chunk < 2:
-    raise ValueError(f"seq_len={seq_len} is too short for masked LM rows.")
+    raise errors.ConfigError(f"seq_len={seq_len} is too short for masked LM rows.")
   cost = functools.partial(_nsp_rows if nsp else _plain_rows, chunk)
   start_row = start_step * batch_size
   stream = example_stream(documents, train, cost, skip=start_row)
@@ -251,7 +252,7 @@ def _classification_row(tokenizer, seq_len: int, segments, label: int):
 def _truncate_longest_first(lengths: list[int], room: int) -> list[int]:
   """Lengths fitting `room`, taking tokens from the longer segment first."""
   if room < len(lengths):
-    raise ValueError("seq_len is too short for the [CLS]/[SEP] tokens.")
+    raise errors.ConfigError("seq_len is too short for the [CLS]/[SEP] tokens.")
   if len(lengths) == 1:
     return [min(lengths[0], room)]
   first, second = lengths

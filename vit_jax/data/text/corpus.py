@@ -19,6 +19,8 @@ import math
 import os
 import sysconfig
 
+from vit_jax import errors
+
 # Every VALIDATION_EVERY-th document is held out (~5%).
 VALIDATION_EVERY = 20
 
@@ -103,7 +105,7 @@ def split_documents(split: str) -> tuple[str, ...]:
     return tuple(d for i, d in enumerate(docs) if not held_out(i))
   if split in ("validation", "test"):
     return tuple(d for i, d in enumerate(docs) if held_out(i))
-  raise ValueError(
+  raise errors.DataError(
       f"Unknown split {split!r} of the embedded corpus; use 'train' or "
       "'validation'.")
 

@@ -31,6 +31,7 @@ import os
 import re
 from typing import Any, Iterator, Optional
 
+from vit_jax import errors
 from vit_jax.data.text import corpus
 from vit_jax.data.text import seq2seq_toy
 from vit_jax.data.errors import DatasetNotPreparedError
@@ -89,8 +90,8 @@ def dataset_kind(name: str) -> str:
     return "pairs"
   if name in TFDS_DATASETS:
     return TFDS_DATASETS[name].kind
-  raise ValueError(f"Unknown text dataset {name!r}. Known: "
-                   f"{', '.join(known_names())}.")
+  raise errors.ConfigError(f"Unknown text dataset {name!r}. Known: "
+                           f"{', '.join(known_names())}.")
 
 
 def load_source(name: str, split: str = "train", *, kind: str = "documents",
@@ -99,12 +100,12 @@ def load_source(name: str, split: str = "train", *, kind: str = "documents",
                 ) -> text_sources.Source:
   """This process's share of dataset `name` as examples of `kind`."""
   if kind not in KINDS:
-    raise ValueError(f"Unknown example kind {kind!r}; known: {KINDS}.")
+    raise errors.ConfigError(f"Unknown example kind {kind!r}; known: {KINDS}.")
   have = dataset_kind(name)
   if have != kind and not (kind == "documents" and have == "labeled"):
     with_kind = [n for n in known_names() if dataset_kind(n) == kind]
-    raise ValueError(f"Dataset {name!r} holds {have}, but {kind} are needed "
-                     f"here; datasets with {kind}: {', '.join(with_kind)}.")
+    raise errors.ConfigError(f"Dataset {name!r} holds {have}, but {kind} are needed "
+                             f"here; datasets with {kind}: {', '.join(with_kind)}.")
   text_sources.check_process(process_index, process_count)
   share = functools.partial(text_sources.take_share,
                             process_index=process_index,
@@ -150,7 +151,7 @@ def _file_documents(name: str, split: str) -> list[str]:
   by_paragraph = prefix == "paragraphs"
   paths = sorted(glob.glob(os.path.expanduser(pattern)))
   if not paths:
-    raise FileNotFoundError(f"No files match {pattern!r} (dataset {name!r}).")
+    raise errors.MissingFileError(f"No files match {pattern!r} (dataset {name!r}).")
   documents = []
   for path in paths:
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -175,16 +176,16 @@ def _hold_out(documents: list, split: str, name: str) -> list:
     return [d for i, d in enumerate(documents) if i % every == every - 1]
   if split == "all":
     return documents
-  raise ValueError(f"Unknown split {split!r} for {name!r}; use 'train', "
-                   "'validation' or 'all'.")
+  raise errors.DataError(f"Unknown split {split!r} for {name!r}; use 'train', "
+                         "'validation' or 'all'.")
 
 
 # --- toy seq2seq -------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
 def _toy_examples(task: str, split: str) -> tuple[tuple[str, str], ...]:
   if split not in TOY_SIZES:
-    raise ValueError(f"Unknown split {split!r} for toy_{task}; use "
-                     f"{sorted(TOY_SIZES)}.")
+    raise errors.DataError(f"Unknown split {split!r} for toy_{task}; use "
+                           f"{sorted(TOY_SIZES)}.")
   return tuple(seq2seq_toy.make_examples(task, TOY_SIZES[split], split))
 
 

@@ -13,12 +13,14 @@ from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from vit_jax import errors
+
 
 def pack_documents(documents: Iterable[Sequence[int]], seq_len: int,
                    pad_id: int = 0) -> Iterator[dict[str, np.ndarray]]:
   """Streams rows {'tokens', 'segment_ids', 'positions'}, each int32 (L,)."""
   if seq_len < 1:
-    raise ValueError(f"seq_len must be positive, got {seq_len}.")
+    raise errors.ConfigError(f"seq_len must be positive, got {seq_len}.")
   tokens_L, segments_L, positions_L = _empty_row(seq_len, pad_id)
   fill, segment = 0, 0
   for document in documents:
@@ -79,8 +81,8 @@ def batch_rows(rows: Iterable[dict[str, np.ndarray]], batch_size: int,
   for batch in _full_batches(rows, batch_size, pad_row):
     count += 1
     if num_batches is not None and count > num_batches:
-      raise ValueError(f"The eval data needs more than num_batches="
-                       f"{num_batches} batches of {batch_size} rows.")
+      raise errors.DataError(f"The eval data needs more than num_batches="
+                             f"{num_batches} batches of {batch_size} rows.")
     yield batch
   for _ in range(count, num_batches or 0):
     yield _stack([pad_row] * batch_size)

@@ -9,6 +9,8 @@ machine sees the same data; training and validation use different seeds.
 
 import numpy as np
 
+from vit_jax import errors
+
 TASKS = ("reverse", "number_words")
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve "
@@ -58,8 +60,8 @@ def make_examples(task: str, num_examples: int, split: str = "train",
   """
   makers = {"reverse": _reverse_example, "number_words": _number_words_example}
   if task not in makers:
-    raise ValueError(f"Unknown toy task {task!r}; known: {', '.join(TASKS)}.")
+    raise errors.ConfigError(f"Unknown toy task {task!r}; known: {', '.join(TASKS)}.")
   if split not in _SPLIT_TAGS:
-    raise ValueError(f"Unknown split {split!r}; use {sorted(_SPLIT_TAGS)}.")
+    raise errors.DataError(f"Unknown split {split!r}; use {sorted(_SPLIT_TAGS)}.")
   rng = np.random.default_rng([seed, _SPLIT_TAGS[split], TASKS.index(task)])
   return [makers[task](rng, max_len) for _ in range(num_examples)]

@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from vit_jax import errors
+
 # Chunk size for batch-mapping streaming sources (e.g. encode_batch).
 _MAP_CHUNK = 256
 
@@ -110,8 +112,8 @@ def resume_stream(source: Source, cost: Callable[[Any], int],
   if source.examples is not None:
     per_epoch = sum(cost(x) for x in source.examples)
     if per_epoch == 0:
-      raise ValueError("The dataset yields nothing to train on (every example "
-                       "is empty or too short).")
+      raise errors.DataError("The dataset yields nothing to train on (every example "
+                             "is empty or too short).")
     epoch, skip = divmod(skip, per_epoch)
   while True:
     any_units = False
@@ -124,8 +126,8 @@ def resume_stream(source: Source, cost: Callable[[Any], int],
       yield example, skip
       skip = 0
     if not any_units:
-      raise ValueError(f"Epoch {epoch} of the dataset yielded nothing to "
-                       "train on (no examples, or all empty).")
+      raise errors.DataError(f"Epoch {epoch} of the dataset yielded nothing to "
+                             "train on (no examples, or all empty).")
     epoch += 1
 
 

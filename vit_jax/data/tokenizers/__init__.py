@@ -12,6 +12,7 @@ resumed runs use the very same vocabulary; a checkpoint that records
 import os
 from typing import Callable, Iterable, Optional
 
+from vit_jax import errors
 from vit_jax.data.tokenizers import base as tokenizer_base
 from vit_jax.data.tokenizers.base import (
     Tokenizer, TokenizerMismatchError, check_fingerprint)
@@ -40,10 +41,10 @@ def build_tokenizer(kind: str, texts: Iterable[str],
   if kind == "char":
     return CharTokenizer.train(texts, vocab_size)
   if kind not in TRAINABLE_KINDS:
-    raise ValueError(f"Unknown tokenizer kind {kind!r}; known: "
-                     f"{', '.join(TRAINABLE_KINDS)} (or load_pretrained).")
+    raise errors.ConfigError(f"Unknown tokenizer kind {kind!r}; known: "
+                             f"{', '.join(TRAINABLE_KINDS)} (or load_pretrained).")
   if vocab_size is None:
-    raise ValueError(f"Tokenizer kind {kind!r} needs a vocab_size.")
+    raise errors.ConfigError(f"Tokenizer kind {kind!r} needs a vocab_size.")
   if kind == "byte_bpe":
     return HfTokenizer.train_byte_level_bpe(texts, vocab_size, **options)
   return SentencePieceTokenizer.train(
@@ -57,8 +58,8 @@ def load_pretrained(path: str, special_ids: Optional[dict] = None
     return HfTokenizer.from_file(path, special_ids)
   if path.endswith(".model"):
     return SentencePieceTokenizer.from_file(path, special_ids)
-  raise ValueError(f"Don't know how to load {path!r}: expected a "
-                   "SentencePiece '.model' or a Hugging Face 'tokenizer.json'.")
+  raise errors.ConfigError(f"Don't know how to load {path!r}: expected a "
+                           "SentencePiece '.model' or a Hugging Face 'tokenizer.json'.")
 
 
 def load_tokenizer(directory: str) -> Tokenizer:

@@ -16,6 +16,8 @@ from typing import ClassVar, Iterable, Optional, Sequence
 
 import numpy as np
 
+from vit_jax import errors
+
 META_FILE = "tokenizer_meta.json"
 SPECIAL_NAMES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
 # Piece strings used when we train a tokenizer ourselves, in id order.
@@ -30,7 +32,7 @@ _WORD_START_MARKERS = ("▁", "Ġ", "Ċ", "ĉ")
 _REGISTRY: dict[str, type["Tokenizer"]] = {}
 
 
-class TokenizerMismatchError(ValueError):
+class TokenizerMismatchError(errors.UserError, ValueError):
   """A tokenizer differs from the one a checkpoint or workdir was made with."""
 
 
@@ -38,7 +40,7 @@ def require_texts(kind: str, texts: Iterable[str]) -> list[str]:
   """Materializes the non-empty training texts, or says why there are none."""
   texts = [t for t in texts if t and t.strip()]
   if not texts:
-    raise ValueError(
+    raise errors.DataError(
         f"Cannot train a {kind!r} tokenizer: the training corpus is empty "
         "(it yielded no non-empty text).")
   return texts
@@ -213,7 +215,7 @@ def _piece_ends_word(piece: str) -> bool:
 def read_meta(directory: str) -> dict:
   path = os.path.join(directory, META_FILE)
   if not os.path.exists(path):
-    raise FileNotFoundError(
+    raise errors.MissingFileError(
         f"No saved tokenizer in {directory} (missing {META_FILE}).")
   with open(path) as f:
     return json.load(f)

@@ -9,6 +9,7 @@ import json
 import os
 from typing import Iterable, Optional, Sequence
 
+from vit_jax import errors
 from vit_jax.data.tokenizers import base
 
 _VOCAB_FILE = "char_vocab.json"
@@ -47,8 +48,8 @@ class CharTokenizer(base.Tokenizer):
     if vocab_size is not None:
       budget = vocab_size - len(specials)
       if budget < 1:
-        raise ValueError(f"vocab_size={vocab_size} leaves no room for "
-                         f"characters after {len(specials)} special tokens.")
+        raise errors.ConfigError(f"vocab_size={vocab_size} leaves no room for "
+                                 f"characters after {len(specials)} special tokens.")
       chars = sorted(chars, key=lambda c: (-counts[c], c))[:budget]
     return cls(specials + sorted(chars))
 

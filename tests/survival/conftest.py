@@ -1,0 +1,67 @@
+"""One tiny trained ViT workdir shared by the survival battery, and snapshot helpers."""
+
+import hashlib
+import os
+import shutil
+
+import pytest
+
+from tests.training import helpers
+from vit_jax.data.image import pipeline
+
+TINY = ["--config.total_steps=4", "--config.batch_size=16", "--config.checkpoint_every=2",
+        "--config.keep_checkpoints=3", "--config.eval_every=4", "--config.eval_max_batches=1",
+        "--config.log_every=1", "--config.progress=lines", "--config.model.depth=1",
+        "--config.optimizer.warmup_steps=1"]
+
+
+@pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory):
+  data_dir = str(tmp_path_factory.mktemp("tfds_digits"))
+  pipeline.dataset_info("sklearn_digits", data_dir=data_dir)
+  return data_dir
+
+
+def tiny_command(workdir, data_dir, *extra):
+  return helpers.main_command(workdir, "", f"--config.data_dir={data_dir}", *TINY, *extra)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, digits_dir):
+  """A finished 4-step run with checkpoints at steps 2 and 4 (never modified: copy it first)."""
+  workdir = tmp_path_factory.mktemp("trained") / "w"
+  result = helpers.run(tiny_command(workdir, digits_dir))
+  assert result.returncode == 0, result.stderr[-3000:]
+  return workdir
+
+
+@pytest.fixture
+def trained_copy(trained, tmp_path):
+  copy = tmp_path / "w"
+  shutil.copytree(trained, copy)
+  return copy
+
+
+def snapshot(path) -> dict:
+  """{relative path: (size, sha256)} of every file under `path` (or of the file itself)."""
+  path = str(path)
+  if os.path.isfile(path):
+    with open(path, "rb") as f:
+      return {"": (os.path.getsize(path), hashlib.sha256(f.read()).hexdigest())}
+  out = {}
+  for root, _, files in os.walk(path):
+    for name in files:
+      full = os.path.join(root, name)
+      with open(full, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+      out[os.path.relpath(full, path)] = (os.path.getsize(full), digest)
+  return out
+
+
+def assert_one_line_error(stderr: str, *names):
+  """A user error: one `error:` line naming each of `names`, and no traceback."""
+  assert "Traceback" not in stderr, stderr[-3000:]
+  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
+  assert len(lines) == 1, stderr[-3000:]
+  for name in names:
+    assert name in lines[0], (name, lines[0])

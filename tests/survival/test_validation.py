@@ -1,0 +1,150 @@
+"""Config and data validation, called directly: no model is built or compiled."""
+
+import json
+import os
+
+import pytest
+
+from configs import gpt as gpt_config
+from configs import vit as vit_config
+from vit_jax import errors
+from vit_jax import validation
+from vit_jax import workdir_safety
+
+
+def config_with(module, arg="", **overrides):
+  c = module.get_config(arg)
+  for key, value in overrides.items():
+    *parents, last = key.split("__")
+    node = c
+    for p in parents:
+      node = node[p]
+    node[last] = value
+  return c
+
+
+@pytest.mark.parametrize("key,value,named", [
+    ("keep_checkpoints", 0, "keep_checkpoints"),
+    ("batch_size", 0, "batch_size"),
+    ("batch_size", -8, "batch_size"),
+    ("total_steps", -1, "total_steps"),
+    ("checkpoint_every", 0, "checkpoint_every"),
+    ("log_every", 0, "log_every"),
+    ("eval_every", 0, "eval_every"),
+    ("grad_accum_steps", 0, "grad_accum_steps"),
+    ("grad_accum_steps", 3, "grad_accum_steps"),  # 128 is not divisible by 3
+    ("nonfinite", "bogus", "nonfinite"),
+    ("progress", "fancy", "progress"),
+    ("optimizer__lr", -1.0, "optimizer.lr"),
+    ("optimizer__lr", float("nan"), "optimizer.lr"),
+    ("optimizer__name", "adam", "optimizer.name"),
+    ("optimizer__b2", 1.0, "optimizer.b2"),
+    ("bad_images", "ignore", "bad_images"),
+])
+def test_bad_config_value_is_named(key, value, named):
+  with pytest.raises(errors.ConfigError, match=named.replace(".", r"\.")):
+    validation.validate_config(config_with(vit_config, **{key: value}))
+
+
+def test_presets_validate():
+  for module, arg in [(vit_config, ""), (vit_config, "dataset=cifar10"), (gpt_config, "")]:
+    validation.validate_config(module.get_config(arg))
+  validation.validate_config(config_with(vit_config, total_steps=0))  # 0: export step 0
+
+
+def test_config_error_is_a_user_error_but_a_bare_value_error_is_not():
+  assert issubclass(errors.ConfigError, errors.UserError)
+  assert not issubclass(ValueError, errors.USER_ERRORS)
+  assert not isinstance(KeyError("x"), errors.USER_ERRORS)
+
+
+@pytest.mark.parametrize("flag,value", [("max_new_tokens", -1), ("temperature", -0.5),
+                                        ("beam_size", 0), ("top_k", -1), ("top_p", 0.0)])
+def test_bad_generation_flag_is_named(flag, value):
+  args = dict(max_new_tokens=10, temperature=0.8, top_k=0, top_p=1.0, beam_size=1)
+  args[flag] = value
+  with pytest.raises(errors.ConfigError, match=f"--{flag}"):
+    validation.validate_generation(**args)
+
+
+def write(path, data: bytes):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_bytes(data)
+  return path
+
+
+@pytest.mark.parametrize("case", ["folder", "latin1", "binary", "few_documents", "eval_split",
+                                  "no_match"])
+def test_bad_text_data_is_named(tmp_path, case):
+  texts = tmp_path / "texts"
+  for i in range(25):
+    write(texts / f"doc{i:02d}.txt", f"document number {i}\n".encode())
+  pattern, named, overrides = str(texts / "*.txt"), None, {}
+  if case == "folder":
+    (texts / "sub.txt").mkdir()
+    named = "sub.txt"
+  elif case == "latin1":
+    named = str(write(texts / "zz_latin.txt", "caf\xe9 cr\xe8me".encode("latin-1")))
+  elif case == "binary":
+    named = str(write(texts / "zz_bin.txt", bytes(range(256)).replace(b"\x80", b"")[:32]))
+  elif case == "few_documents":
+    pattern, named = str(texts / "doc0*.txt"), "10 documents"
+  elif case == "eval_split":
+    overrides, named = {"eval_split": "valid"}, "eval_split"
+  else:
+    pattern, named = str(tmp_path / "nothing" / "*.txt"), "no files match"
+  config = config_with(gpt_config, dataset=f"files:{pattern}", **overrides)
+  with pytest.raises(errors.DataError) as e:
+    validation.validate_training(config, str(tmp_path / "w"))
+  assert named in str(e.value)
+  assert not (tmp_path / "w").exists()
+
+
+def test_enough_text_documents_pass(tmp_path):
+  for i in range(20):
+    write(tmp_path / "t" / f"d{i}.txt", "caf\u00e9 ok\n".encode())
+  config = config_with(gpt_config, dataset=f"files:{tmp_path / 't' / '*.txt'}")
+  assert validation.validate_training(config, str(tmp_path / "w")) == {}
+
+
+@pytest.mark.parametrize("case", ["file", "under_file", "read_only"])
+def test_unusable_workdir_is_refused(tmp_path, case):
+  target = tmp_path / "f"
+  target.write_text("keep me")
+  workdir = {"file": target, "under_file": target / "w", "read_only": tmp_path / "ro" / "w"}[case]
+  if case == "read_only":
+    (tmp_path / "ro").mkdir(mode=0o500)
+    if os.access(tmp_path / "ro", os.W_OK):
+      pytest.skip("running as root: permissions are not enforced")
+  with pytest.raises(errors.WorkdirError, match="--workdir"):
+    workdir_safety.check_workdir(str(workdir))
+  assert target.read_text() == "keep me"
+
+
+def test_resume_with_other_data_lists_the_keys(tmp_path):
+  workdir = tmp_path / "w"
+  workdir.mkdir()
+  saved = gpt_config.get_config("")
+  (workdir / "config.json").write_text(saved.to_json_best_effort())
+  before = (workdir / "config.json").read_text()
+  changed = config_with(gpt_config, dataset="tiny_shakespeare")
+  with pytest.raises(errors.WorkdirError, match="dataset: saved 'embedded', now 'tiny_shakespeare'"):
+    workdir_safety.check_resume(changed, str(workdir))
+  tokenizer = config_with(gpt_config, tokenizer__kind="byte_bpe", allow_data_change=True)
+  with pytest.raises(errors.WorkdirError, match="tokenizer.kind"):
+    workdir_safety.check_resume(tokenizer, str(workdir))
+  workdir_safety.check_resume(config_with(gpt_config, dataset="tiny_shakespeare",
+                                          allow_data_change=True), str(workdir))
+  workdir_safety.check_resume(saved, str(workdir))
+  assert (workdir / "config.json").read_text() == before
+  assert json.loads(before)["dataset"] == "embedded"
+
+
+@pytest.mark.parametrize("dst", ["same", "inside", "contains"])
+def test_convert_destination_overlapping_source_is_refused(tmp_path, dst):
+  src = tmp_path / "src"
+  (src / "checkpoints").mkdir(parents=True)
+  target = {"same": src, "inside": src / "export", "contains": tmp_path}[dst]
+  with pytest.raises(errors.WorkdirError, match="lies inside"):
+    workdir_safety.check_convert_paths(str(src), str(target))
+  workdir_safety.check_convert_paths(str(src), str(tmp_path / "elsewhere"))

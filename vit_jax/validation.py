@@ -1,0 +1,197 @@
+"""Validation up front: every config value and the data it names, checked before anything runs.
+
+`validate_training` is the first thing the trainer does: before any compilation, any file is
+written or any step is trained. A problem is a `ConfigError`, `DataError` or `WorkdirError`
+(vit_jax/errors.py): one line naming the key or file and the fix, exit code 2, nothing touched.
+The README's "Survival" section lists what is checked here.
+"""
+
+import glob
+import math
+import os
+import re
+
+from vit_jax import errors
+from vit_jax import workdir_safety
+
+CHOICES = {
+    "nonfinite": ("stop", "skip"),
+    "progress": ("auto", "bar", "lines"),
+    "bad_images": ("skip", "error"),
+    "optimizer.name": ("adamw", "sgd"),
+    "optimizer.schedule": ("cosine", "linear", "constant"),
+}
+# key -> (lowest allowed value, whether None is allowed)
+AT_LEAST = {
+    "batch_size": (1, False), "total_steps": (0, False), "grad_accum_steps": (1, False),
+    "log_every": (1, False), "eval_every": (1, False), "checkpoint_every": (1, False),
+    "keep_checkpoints": (1, False), "eval_max_batches": (1, True), "prefetch_batches": (0, False),
+    "input_shards": (1, True), "seq_len": (1, False), "image_size": (1, False),
+    "optimizer.lr": (0, False), "optimizer.warmup_steps": (0, False),
+    "optimizer.weight_decay": (0, False), "optimizer.grad_clip_norm": (0, False),
+    "optimizer.end_lr_ratio": (0, False), "tokenizer.vocab_size": (1, True),
+    "tokenizer.max_train_texts": (1, False),
+}
+BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
+TEXT_SPLITS = ("train", "validation", "test", "all")
+_MISSING = object()
+
+
+def get(config, dotted: str):
+  """config["a.b"] for a dotted key; _MISSING where a config has no such key."""
+  value = config
+  for part in dotted.split("."):
+    if not hasattr(value, "keys") or part not in value.keys():
+      return _MISSING
+    value = value[part]
+  return value
+
+
+def config_problems(config) -> list[str]:
+  """Every out-of-range, unknown-choice or inconsistent value, each naming its --config key."""
+  problems = []
+  for key, (low, none_ok) in AT_LEAST.items():
+    value = get(config, key)
+    if value is _MISSING or (value is None and none_ok):
+      continue
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+      problems.append(f"--config.{key}={value!r} must be a number >= {low}")
+    elif value < low:
+      problems.append(f"--config.{key}={value} must be >= {low}")
+  for key in BELOW_ONE:
+    value = get(config, key)
+    if value is not _MISSING and not (isinstance(value, (int, float)) and 0 <= value < 1):
+      problems.append(f"--config.{key}={value!r} must be in [0, 1)")
+  for key, allowed in CHOICES.items():
+    value = get(config, key)
+    if value is not _MISSING and value not in allowed:
+      problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")
+  from vit_jax import tasks  # pylint: disable=g-import-not-at-top
+  if get(config, "task") not in tasks.TASKS:
+    problems.append(f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}")
+  batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
+  if not problems and batch is not _MISSING and accum is not _MISSING and batch % accum:
+    problems.append(f"--config.batch_size={batch} must be divisible by "
+                    f"--config.grad_accum_steps={accum}")
+  return problems
+
+
+def validate_config(config) -> None:
+  problems = config_problems(config)
+  if problems:
+    raise errors.ConfigError("; ".join(problems) + ". Fix the value(s) and rerun; nothing was "
+                             "written.")
+
+
+def validate_training(config, workdir: str) -> dict:
+  """Checks the config, the workdir and the data; returns notes for the metrics log (e.g. the
+  count of corrupt images skipped). Raises a UserError before anything is written."""
+  validate_config(config)
+  workdir_safety.check_workdir(workdir)
+  workdir_safety.check_resume(config, workdir)
+  if config.task == "image_classification":
+    return _check_image_data(config)
+  _check_text_data(config)
+  return {}
+
+
+def validate_generation(*, max_new_tokens: int, temperature: float, top_k: int, top_p: float,
+                        beam_size: int) -> None:
+  problems = []
+  if max_new_tokens < 1:
+    problems.append(f"--max_new_tokens={max_new_tokens} must be >= 1")
+  if not (math.isfinite(temperature) and temperature >= 0):
+    problems.append(f"--temperature={temperature} must be >= 0 (0: greedy)")
+  if top_k < 0:
+    problems.append(f"--top_k={top_k} must be >= 0 (0: all tokens)")
+  if not 0 < top_p <= 1:
+    problems.append(f"--top_p={top_p} must be in (0, 1]")
+  if beam_size < 1:
+    problems.append(f"--beam_size={beam_size} must be >= 1 (1: greedy)")
+  if problems:
+    raise errors.ConfigError("; ".join(problems) + ".")
+
+
+# ---- Text data --------------------------------------------------------------------------------
+def _check_text_data(config) -> None:
+  # pylint: disable=g-import-not-at-top
+  from vit_jax.data.text import corpus
+  from vit_jax.data.text import datasets
+  name = config.dataset
+  if not name.startswith(datasets.FILE_PREFIXES) and name != "embedded":
+    return  # TFDS text: the dataset reader reports a missing or unprepared split up front
+  for key in ("train_split", "eval_split"):
+    if config[key] not in TEXT_SPLITS:
+      raise errors.DataError(f"--config.{key}={config[key]!r} is not a split of {name!r}; use "
+                             f"one of {', '.join(TEXT_SPLITS)}.")
+  if name == "embedded":
+    return
+  for path in text_files(name):
+    check_text_file(path)
+  count = lambda split: sum(1 for _ in datasets.load_source(name, split).single_pass())
+  if count(config.eval_split) == 0 or count(config.train_split) == 0:
+    every = corpus.VALIDATION_EVERY
+    raise errors.DataError(
+        f"dataset {name!r} has {count('all')} documents, too few for a non-empty train and "
+        f"validation split (every {every}th document is held out, so at least {every} are "
+        "needed): add files, or use paragraphs:PATTERN to split files at blank lines.")
+
+
+def text_files(name: str) -> list[str]:
+  """The files a `files:`/`paragraphs:` dataset names; each must be a readable regular file."""
+  pattern = os.path.expanduser(name.split(":", 1)[1])
+  paths = sorted(glob.glob(pattern))
+  if not paths:
+    raise errors.DataError(f"dataset {name!r}: no files match {pattern!r}; check the path.")
+  for path in paths:
+    if not os.path.isfile(path):
+      raise errors.DataError(f"dataset {name!r}: {path} is not a regular file (a folder?); "
+                             "name files, e.g. files:/data/*.txt.")
+    if not os.access(path, os.R_OK):
+      raise errors.DataError(f"dataset {name!r}: {path} is not readable; fix its permissions.")
+  return paths
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")  # not tab, newline, \v, \f or \r
+
+
+def check_text_file(path: str) -> None:
+  """UTF-8 text without control bytes, or a DataError naming the file and the first bad byte."""
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise errors.DataError(
+        f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert "
+        "it, e.g. iconv -f latin1 -t utf-8, or leave it out of the pattern.") from None
+  bad = _CONTROL.search(text)
+  if bad:
+    raise errors.DataError(f"{path} looks binary (control character {bad.group()!r} at "
+                           f"character {bad.start()}); leave it out of the pattern.")
+
+
+# ---- Image data -------------------------------------------------------------------------------
+def _check_image_data(config) -> dict:
+  # pylint: disable=g-import-not-at-top
+  from vit_jax.data.image import folder
+  from vit_jax.data.image import sources
+  source = sources.open_source(config.dataset, data_dir=config.data_dir, download=config.download)
+  for key in ("train_split", "eval_split"):
+    split = config[key] or getattr(source, key)
+    try:
+      ds = source.read(split, 0, 1)
+    except errors.UserError:
+      raise
+    except (ValueError, KeyError) as e:  # TFDS's way of saying the split does not exist
+      raise errors.DataError(f"--config.{key}={split!r} is not a split of {config.dataset!r} "
+                             f"({str(e).splitlines()[0][:200]}); choose an existing split.") from e
+    if int(ds.cardinality()) == 0:
+      raise errors.DataError(f"--config.{key}={split!r} of {config.dataset!r} is empty.")
+  if not config.dataset.startswith(sources.FOLDER_PREFIX):
+    return {}
+  bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX):])
+  if bad and get(config, "bad_images") == "error":
+    raise errors.DataError(f"{bad[0]} is not a decodable image ({len(bad)} such file(s) in the "
+                           "folder); remove or re-encode it, or set --config.bad_images=skip.")
+  return {"skipped_images": len(bad)} if bad else {}

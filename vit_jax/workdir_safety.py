@@ -1,0 +1,84 @@
+"""Workdir safety: nothing already saved is replaced, mixed up or lost by a careless command.
+
+- A workdir must be a writable directory (or creatable under one), not a file.
+- A resumed run must read the same data with the same tokenizer as the run that wrote the
+  workdir: keys that differ from the saved config.json are listed and the run is refused
+  (`--config.allow_data_change=true` allows new data, e.g. for continued pretraining; the
+  tokenizer can never change under a checkpoint).
+- `vit_jax.convert` refuses a destination that is, contains, or lies inside its source.
+"""
+
+import json
+import os
+
+from vit_jax import errors
+
+CONFIG_FILE = "config.json"
+DATA_KEYS = ("dataset", "train_split")
+TOKENIZER_KEYS = ("tokenizer.kind", "tokenizer.vocab_size", "tokenizer.path")
+
+
+def check_workdir(workdir: str) -> None:
+  """Raises WorkdirError unless `workdir` is (or can be created as) a writable directory."""
+  path = os.path.abspath(workdir)
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise errors.WorkdirError(f"--workdir={workdir} is a file, not a directory; pass a new "
+                              "directory path.")
+  existing = path
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise errors.WorkdirError(f"--workdir={workdir} lies under {existing}, which is a file; pass "
+                              "a path under a directory.")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise errors.WorkdirError(f"--workdir={workdir}: {existing} is not writable; pass a directory "
+                              "you can write to.")
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+  out = {}
+  for key, value in config.items():
+    if isinstance(value, dict):
+      out.update(_flat(value, f"{prefix}{key}."))
+    else:
+      out[prefix + key] = value
+  return out
+
+
+def saved_config(workdir: str) -> dict | None:
+  """The flattened config.json of an earlier run in `workdir`, or None."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.isfile(path):
+    return None
+  try:
+    with open(path, encoding="utf-8") as f:
+      return _flat(json.load(f))
+  except (OSError, ValueError) as e:
+    raise errors.WorkdirError(f"{path} is unreadable ({e}); restore it, or use a new "
+                              "--workdir.") from e
+
+
+def check_resume(config, workdir: str) -> None:
+  """Raises WorkdirError if `workdir` was written with other data or tokenizer settings."""
+  saved = saved_config(workdir)
+  if saved is None:
+    return
+  now = _flat(json.loads(config.to_json_best_effort()))
+  keys = TOKENIZER_KEYS + (() if now.get("allow_data_change") else DATA_KEYS)
+  differ = [k for k in keys if (k in saved or k in now) and saved.get(k) != now.get(k)]
+  if differ:
+    listing = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in differ)
+    allow = (" (or --config.allow_data_change=true to continue on new data)"
+             if set(differ) <= set(DATA_KEYS) else "")
+    raise errors.WorkdirError(f"--workdir={workdir} was trained with other data/tokenizer "
+                              f"settings ({listing}); use a new --workdir{allow}. Nothing in "
+                              "the workdir was changed.")
+
+
+def check_convert_paths(src: str, dst: str) -> None:
+  """Raises WorkdirError if writing `dst` could replace or damage `src`."""
+  src_real, dst_real = os.path.realpath(src), os.path.realpath(dst)
+  inside = lambda a, b: os.path.commonpath([a, b]) == b  # a is b or lies inside b
+  if inside(dst_real, src_real) or inside(src_real, dst_real):
+    raise errors.WorkdirError(f"destination {dst} is, contains or lies inside the source {src}; "
+                              "write to a path outside it. Nothing was changed.")
