@@ -22,26 +22,19 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import config_args
+from vit_jax import config_defaults
 
 
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="embedded", variant="tiny", nsp=False,
                                      runlocal=False))
-  c = config_args.training_defaults()
-  c.task = "masked_lm"
-  c.dataset = args["dataset"]
-  c.data_dir = placeholder(str)
-  c.train_split = "train"
-  c.eval_split = "validation"
+  c = config_defaults.text_defaults("masked_lm", args["dataset"])
   c.seq_len = 128
   c.nsp = args["nsp"]
   c.masking = ml_collections.ConfigDict(dict(rate=0.15, whole_word=False, span=False))
-  c.tokenizer = ml_collections.ConfigDict(dict(
-      # Characters by default: the offline demo learns within minutes on a CPU. Real runs use
-      # spm_unigram / byte_bpe with a vocab_size (see the BERT-base command above).
-      kind="char", vocab_size=placeholder(int), path=placeholder(str), max_train_texts=20_000))
   c.model = ml_collections.ConfigDict(dict(
-      name="bert" if args["nsp"] else "bert_mlm", variant=args["variant"], max_len=c.seq_len,
+      name="bert" if args["nsp"] else "bert_mlm", variant=args["variant"],
+      max_len=config_defaults.follows(c, "seq_len"),  # `--config.seq_len=512` reaches the model
       # No dropout for the short CPU default: it underfits, and attention dropout's random
       # masks cost more than the matmuls on a CPU. BERT's own value is 0.1.
       dropout_rate=0.0, attention_dropout_rate=0.0, attention_impl="xla", dtype="float32",
@@ -51,10 +44,7 @@ def get_config(arg=None):
   c.batch_size = 32
   c.total_steps = 2_500
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=300, schedule="linear")
-  c.log_every = 100
-  c.eval_every = 1_000
   c.eval_max_batches = 20
-  c.checkpoint_every = 1_000
   if args["runlocal"]:
-    config_args.shrink_for_runlocal(c)
+    config_defaults.shrink_for_runlocal(c)
   return c

@@ -9,13 +9,16 @@ Fine-tune the embedded-corpus MLM model on SST-2 (needs glue/sst2 prepared; not 
   python -m vit_jax.main --config=configs/bert_classifier.py \
       --config.init_from=workdirs/bert --config.tokenizer.kind=char --workdir=W
   init_from a workdir of ours reuses its tokenizer; the MLM/NSP heads are dropped and the
-  classifier starts fresh. The variant must match the pretrained one.
+  classifier starts fresh. The variant must match the pretrained one, and so must the tokenizer
+  settings (the defaults are configs/bert.py's: characters, no vocab_size), or rerunning the
+  command to resume is refused. From a BERT-base run, pass its --config.tokenizer.* values.
 """
 
 import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import config_args
+from vit_jax import config_defaults
 
 NUM_CLASSES = {"glue/sst2": 2, "imdb_reviews": 2}
 EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test"}
@@ -23,27 +26,21 @@ EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test"}
 
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="glue/sst2", variant="tiny", runlocal=False))
-  c = config_args.training_defaults()
-  c.task = "text_classification"
-  c.dataset = args["dataset"]
-  c.data_dir = placeholder(str)
-  c.train_split = "train"
-  c.eval_split = EVAL_SPLIT.get(args["dataset"], "test")
+  c = config_defaults.text_defaults("text_classification", args["dataset"],
+                                    eval_split=EVAL_SPLIT.get(args["dataset"], "test"))
   c.num_classes = NUM_CLASSES.get(args["dataset"], 2)
   c.seq_len = 128
-  c.tokenizer = ml_collections.ConfigDict(dict(
-      kind="spm_unigram", vocab_size=2_000, path=placeholder(str), max_train_texts=20_000))
   c.model = ml_collections.ConfigDict(dict(
-      name="bert_classifier", variant=args["variant"], max_len=c.seq_len, dropout_rate=0.1,
+      name="bert_classifier", variant=args["variant"],
+      max_len=config_defaults.follows(c, "seq_len"), dropout_rate=0.1,
       attention_dropout_rate=0.1, attention_impl="xla", dtype="float32",
       width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int),
       mlp_dim=placeholder(int)))
   c.batch_size = 32
   c.total_steps = 2_000
   c.optimizer.update(lr=5e-5, weight_decay=0.01, warmup_steps=200, schedule="linear")
-  c.log_every = 100
   c.eval_every = 500
   c.checkpoint_every = 500
   if args["runlocal"]:
-    config_args.shrink_for_runlocal(c)
+    config_defaults.shrink_for_runlocal(c)
   return c

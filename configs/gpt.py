@@ -21,35 +21,25 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import config_args
+from vit_jax import config_defaults
 
 
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="embedded", variant="nano", runlocal=False))
-  c = config_args.training_defaults()
-  c.task = "causal_lm"
-  c.dataset = args["dataset"]
-  c.data_dir = placeholder(str)
-  c.train_split = "train"
-  c.eval_split = "validation"
+  c = config_defaults.text_defaults("causal_lm", args["dataset"])
   c.seq_len = 128
-  c.tokenizer = ml_collections.ConfigDict(dict(
-      kind="char",  # char, spm_unigram, spm_bpe or byte_bpe (trained on the training split)
-      vocab_size=placeholder(int),  # None: every character (char kind only)
-      path=placeholder(str),  # an existing SentencePiece .model or tokenizer.json instead
-      max_train_texts=20_000,  # documents the tokenizer is trained on
-  ))
   c.model = ml_collections.ConfigDict(dict(
-      name="gpt", variant=args["variant"], max_len=c.seq_len, posemb="learn",
+      # max_len follows seq_len: `--config.seq_len=256` sizes the position table too.
+      name="gpt", variant=args["variant"], max_len=config_defaults.follows(c, "seq_len"),
+      posemb="learn",
       dropout_rate=0.0, attention_dropout_rate=0.0, attention_impl="xla", dtype="float32",
       remat="none", scan_layers=False,
       width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int)))
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
   c.total_steps = 3_000
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)
-  c.log_every = 100
   c.eval_every = 500
   c.eval_max_batches = 40
-  c.checkpoint_every = 1_000
   if args["runlocal"]:
-    config_args.shrink_for_runlocal(c)
+    config_defaults.shrink_for_runlocal(c)
   return c

@@ -21,31 +21,25 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import config_args
+from vit_jax import config_defaults
 
 
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="toy_reverse", runlocal=False))
-  c = config_args.training_defaults()
-  c.task = "seq2seq"
-  c.dataset = args["dataset"]
-  c.data_dir = placeholder(str)
-  c.train_split = "train"
-  c.eval_split = "validation"
+  c = config_defaults.text_defaults("seq2seq", args["dataset"])
   c.input_len = 32
   c.target_len = 32
-  c.tokenizer = ml_collections.ConfigDict(dict(
-      kind="char", vocab_size=placeholder(int), path=placeholder(str), max_train_texts=20_000))
+  # The position table covers the longer side and decoding past target_len; it follows the
+  # lengths, so `--config.input_len=...` reaches the model.
+  max_len = config_defaults.follows(c, "input_len") + config_defaults.follows(c, "target_len")
   c.model = ml_collections.ConfigDict(dict(
       name="seq2seq", width=128, num_layers=2, num_decoder_layers=placeholder(int), num_heads=4,
-      mlp_dim=256, max_len=64, posemb="sincos1d", pre_ln=True, activation="relu",
+      mlp_dim=256, max_len=max_len, posemb="sincos1d", pre_ln=True, activation="relu",
       dropout_rate=0.0, attention_impl="xla", remat="none", dtype="float32"))
   c.batch_size = 64
   c.total_steps = 2_000
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=200)
-  c.log_every = 100
-  c.eval_every = 1_000
   c.eval_max_batches = 10
-  c.checkpoint_every = 1_000
   if args["runlocal"]:
-    config_args.shrink_for_runlocal(c)
+    config_defaults.shrink_for_runlocal(c)
   return c

@@ -30,6 +30,7 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import config_args
+from vit_jax import config_defaults
 
 DEFAULT_VARIANT = {"sklearn_digits": "Ti/4", "cifar10": "S/4", "cifar100": "S/4",
                    "imagenet2012": "S/16"}
@@ -38,14 +39,9 @@ DEFAULT_VARIANT = {"sklearn_digits": "Ti/4", "cifar10": "S/4", "cifar100": "S/4"
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="sklearn_digits", variant="", finetune=False,
                                      runlocal=False))
-  c = config_args.training_defaults()
-  c.task = "image_classification"
-  c.dataset = args["dataset"]
-  c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
+  c = config_defaults.dataset_defaults("image_classification", args["dataset"], eval_split="test")
   c.download = False  # let TFDS download and prepare the dataset if it is missing
   c.bad_images = "skip"  # folder: datasets: "skip" undecodable files (warned, counted) or "error"
-  c.train_split = "train"
-  c.eval_split = "test"
   c.num_classes = placeholder(int)  # None: read from the dataset
   c.image_size = 224
   c.model = ml_collections.ConfigDict(dict(
@@ -142,5 +138,5 @@ def _finetune(c):
 def _runlocal(c):
   """A few steps at the real image size with a small model: checks the wiring, not accuracy."""
   c.model.update(depth=2)
-  config_args.shrink_for_runlocal(c)
+  config_defaults.shrink_for_runlocal(c)
 

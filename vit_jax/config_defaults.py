@@ -1,0 +1,99 @@
+"""Defaults the configs share: the training schema, data and tokenizer blocks, and `runlocal`.
+
+Configs are loaded by file path (`--config=configs/gpt.py`), so what they share lives in the
+package, where every config can import it (big_vision keeps the same in configs/common.py).
+The `k=v` arguments after the colon are parsed by vit_jax/config_args.py.
+"""
+
+import ml_collections
+from ml_collections.config_dict import placeholder
+
+
+def follows(c: ml_collections.ConfigDict, key: str):
+  """A value that tracks `c[key]`, so `--config.<key>=...` reaches it, until it is set itself.
+
+  E.g. `max_len=follows(c, "seq_len")`: a copy (`max_len=c.seq_len`) would freeze the default
+  when the config is built, before command-line overrides are applied.
+  """
+  return c.get_ref(key).identity()
+
+
+def training_defaults() -> ml_collections.ConfigDict:
+  """Keys every training config shares: optimizer, schedule, logging, checkpoints, mesh."""
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.batch_size = 64
+  c.total_steps = 1000
+  c.grad_accum_steps = 1  # microbatches per step; the batch is split, gradients averaged
+  c.optimizer = ml_collections.ConfigDict(dict(
+      name="adamw",  # "adamw" or "sgd"
+      lr=1e-3,
+      b1=0.9,
+      b2=0.999,
+      momentum=0.9,  # sgd only
+      weight_decay=1e-4,
+      # True: decay scaled by the schedule only, not by the peak lr (big_vision's "decoupled").
+      decoupled_weight_decay=False,
+      grad_clip_norm=1.0,  # 0 disables clipping
+      schedule="cosine",  # "cosine", "linear" or "constant" after warmup
+      warmup_steps=100,
+      end_lr_ratio=0.0,
+      mu_dtype=placeholder(str),  # optimizer-state dtype of the first moment; None: params' dtype
+  ))
+  c.log_every = 50
+  c.eval_every = 500
+  c.eval_max_batches = placeholder(int)  # None: the whole eval split
+  c.checkpoint_every = 500
+  c.keep_checkpoints = 2
+  # Async saves overlap training but raced under heavy CPU load in orbax 0.12 (seen in tests).
+  c.async_checkpoints = False
+  c.init_from = placeholder(str)  # our workdir/checkpoint or an .npz to fine-tune from
+  c.input_shards = placeholder(int)  # None: one per process; fix it to make data topology-free
+  c.nonfinite = "stop"  # non-finite loss/grads: "stop" (naming the step) or "skip" the update
+  c.debug_nan_at_step = placeholder(int)  # fault injection: a NaN loss at this step
+  c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
+  c.mesh = "data:-1"  # axis sizes; -1 takes the remaining devices
+  c.progress = "auto"  # "bar", "lines" or "auto" (a bar on a terminal)
+  c.allow_data_change = False  # resume a workdir on other data (continued pretraining)
+  return c
+
+
+def dataset_defaults(task: str, dataset: str, eval_split: str) -> ml_collections.ConfigDict:
+  """`training_defaults()` plus the task and where its data comes from."""
+  c = training_defaults()
+  c.task = task
+  c.dataset = dataset
+  c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
+  c.train_split = "train"
+  c.eval_split = eval_split
+  return c
+
+
+def text_defaults(task: str, dataset: str,
+                  eval_split: str = "validation") -> ml_collections.ConfigDict:
+  """A text task's config: `dataset_defaults`, a tokenizer, and the text configs' cadence.
+
+  Every text config defaults to the same character tokenizer, so a fine-tuning config resumes
+  with the tokenizer its pretraining workdir saved (a checkpoint never changes vocabulary).
+  """
+  c = dataset_defaults(task, dataset, eval_split)
+  c.tokenizer = ml_collections.ConfigDict(dict(
+      # Characters: the offline defaults learn within minutes on a CPU. Real runs use
+      # spm_unigram / byte_bpe with a vocab_size (see the configs' accelerator commands).
+      kind="char",  # char, spm_unigram, spm_bpe or byte_bpe (trained on the training split)
+      vocab_size=placeholder(int),  # None: every character (char kind only)
+      path=placeholder(str),  # an existing SentencePiece .model or tokenizer.json instead
+      max_train_texts=20_000,  # documents the tokenizer is trained on
+  ))
+  c.log_every = 100
+  c.eval_every = 1_000
+  c.checkpoint_every = 1_000
+  return c
+
+
+def shrink_for_runlocal(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """`runlocal`: a few steps and two eval batches, to check the wiring rather than learn."""
+  c.total_steps, c.batch_size, c.log_every, c.eval_every, c.checkpoint_every = 4, 8, 1, 4, 2
+  c.eval_max_batches = 2
+  c.optimizer.warmup_steps = 1
+  return c
