@@ -25,7 +25,7 @@ def tokenizer_for(config, workdir: str):
   directory = os.path.join(workdir, TOKENIZER_DIR)
   if os.path.exists(os.path.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
-    if tc.path is None and (saved.kind != tc.kind or
+    if tc.path is None and (saved.kind != tokenizers.SAVED_KIND.get(tc.kind, tc.kind) or
                             (tc.vocab_size and saved.vocab_size != tc.vocab_size)):
       raise base.TokenizerMismatchError(
           f"The workdir's tokenizer ({directory}: kind {saved.kind!r}, vocab {saved.vocab_size}) "

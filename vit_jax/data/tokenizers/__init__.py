@@ -27,6 +27,10 @@ __all__ = [
 ]
 
 TRAINABLE_KINDS = ("char", "spm_unigram", "spm_bpe", "byte_bpe")
+# The class (saved `kind`) each trainable kind produces: a resumed workdir's tokenizer is checked
+# against it.
+SAVED_KIND = {"char": CharTokenizer.kind, "spm_unigram": SentencePieceTokenizer.kind,
+              "spm_bpe": SentencePieceTokenizer.kind, "byte_bpe": HfTokenizer.kind}
 
 
 def build_tokenizer(kind: str, texts: Iterable[str],
