@@ -87,4 +87,4 @@ def test_killing_one_process_fails_the_other_in_bounded_time(tmp_path, digits_di
       if p.poll() is None:
         p.kill()
   assert code != 0
-  assert elapsed < FAIL_WITHIN_S, f"the survivor took {elapsed:.0f} s to fail
+  assert elapsed < FAIL_WITHIN_S, f"the survivor took {elapsed:.0f} s to fail"
