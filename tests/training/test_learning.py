@@ -21,6 +21,7 @@ def fast_adam(config, lr):
   return config
 
 
+@pytest.mark.slow  # ~25 s of CPU each
 @pytest.mark.parametrize("family,steps,lr,min_drop", [
     ("vit", 40, 3e-3, 0.2),
     ("seq2seq", 40, 3e-3, 0.8),

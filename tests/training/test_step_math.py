@@ -24,8 +24,8 @@ def halves_totals(config, workdir):
           for s in (slice(None, half), slice(half, None))]
 
 
-@pytest.mark.parametrize("family", [
-    "seq2seq", pytest.param("vit", marks=pytest.mark.slow)])
+@pytest.mark.slow  # ~30 s of CPU per family (two 1-step trainer runs)
+@pytest.mark.parametrize("family", ["seq2seq", "vit"])
 def test_two_microbatches_give_the_full_batch_step(tmp_path, digits_dir, family):
   """One SGD step with grad_accum_steps=2 equals the step on the whole batch, to 1e-6.
 
