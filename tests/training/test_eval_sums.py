@@ -19,11 +19,6 @@ def confident(targets):
   return 10.0 * jax.nn.one_hot(jnp.asarray(targets), V) - 5.0
 
 
-def real_then_padded(real, padded, padded_mask):
-  """Two-row arrays: a real row (mostly wrong predictions) and a padded row (all right)."""
-  return np.stack([real, padded]), padded_mask
-
-
 def token_case():
   """Causal LM / seq2seq: weights are 0 on the padded row, which predicts its targets exactly."""
   targets = np.array([[1, 2, 3, 4], [5, 5, 1, 2]])
