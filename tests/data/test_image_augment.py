@@ -97,6 +97,19 @@ def test_randaugment_op_at_zero_magnitude_is_identity(op):
   np.testing.assert_array_equal(out, image)
 
 
+
+@pytest.mark.parametrize(
+    "op", [op for op in image_randaugment.OPS if op is not image_randaugment.identity],
+    ids=lambda op: op.__name__)
+def test_randaugment_op_changes_the_image_at_nonzero_magnitude(op):
+  # Values away from 0 and 255, so autocontrast and equalize have something to stretch.
+  image = tf.constant(np.clip(_image(24, 32), 30, 220))
+  for level, sign in [(0.5, 1.0), (0.5, -1.0), (1.0, 1.0)]:
+    out = op(image, tf.constant(level), tf.constant(sign)).numpy()
+    changed = np.mean(out != image.numpy())
+    assert changed > 0.05, f"{op.__name__} at level {level}, sign {sign} changed {changed:.1%}"
+
+
 def _pil_equalize_reference(channel):
   """PIL.ImageOps.equalize for one channel, transcribed loop by loop."""
   h = np.bincount(channel.ravel(), minlength=256)
@@ -151,6 +164,24 @@ def test_mixing_keeps_labels_distributions_and_is_seeded(mixup_alpha, cutmix_alp
     np.testing.assert_allclose(mixed_labels.numpy().sum(1), 1.0, rtol=1e-5)
     assert mixed.shape == images.shape
     assert -1.0 <= mixed.numpy().min() and mixed.numpy().max() <= 1.0
+
+
+
+@pytest.mark.parametrize("mixup_alpha,cutmix_alpha", [(0.4, 0.0), (0.0, 1.0)])
+def test_image_weight_equals_label_weight(mixup_alpha, cutmix_alpha):
+  """Image i holds the value v_i and has the one-hot label i: a mixed image's mean value is
+  then its labels' weights dotted with v, whatever the mixing ratio was."""
+  b = 5
+  values_B = np.array([0.0, 1.0, 3.0, 7.0, 15.0], np.float32)
+  images = tf.broadcast_to(tf.constant(values_B)[:, None, None, None], [b, 12, 12, 3])
+  ratios = set()
+  for s in range(6):
+    mixed, labels = image_mix.mix_batch(images, tf.one_hot(tf.range(b), b), _seed(s, 1),
+                                        mixup_alpha, cutmix_alpha)
+    np.testing.assert_allclose(mixed.numpy().mean(axis=(1, 2, 3)), labels.numpy() @ values_B,
+                               rtol=1e-5, atol=1e-5)
+    ratios.add(round(float(labels.numpy()[0, 0]), 4))
+  assert len(ratios - {1.0}) > 2  # the batches were really mixed, by varying amounts
 
 
 def test_cutmix_label_weight_is_pasted_area():

@@ -1,5 +1,6 @@
 """Attention: weights by hand, implementations agree, masks, padding, cross-attention."""
 
+import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,9 +68,49 @@ def test_attention_dropout_needs_rng_and_changes_weights():
   x = jax.random.normal(jax.random.PRNGKey(0), (1, 4, 16))
   layer = make(dropout_rate=0.5)
   params = layer.init(jax.random.PRNGKey(1), x)
+  with pytest.raises(flax.errors.InvalidRngError, match="dropout"):
+    layer.apply(params, x, deterministic=False)
   eval_out = layer.apply(params, x)
   train_out = layer.apply(params, x, deterministic=False, rngs={"dropout": jax.random.PRNGKey(3)})
   assert not np.allclose(eval_out, train_out)
+
+
+def masked_reference(p, x_BxTxD, mask_BxTxS):
+  """Attention by hand in numpy: masked keys get zero weight; the output projection after."""
+  project = lambda name: np.einsum("btd,dhk->bthk", x_BxTxD, p[name]["kernel"]) + p[name]["bias"]
+  q, k, v = project("query"), project("key"), project("value")
+  logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(q.shape[-1])
+  logits = np.where(mask_BxTxS[:, None], logits, -np.inf)
+  weights = np.exp(logits - logits.max(-1, keepdims=True))
+  weights /= weights.sum(-1, keepdims=True)
+  out = np.einsum("bhts,bshk->bthk", weights, v)
+  return np.einsum("bthk,hkd->btd", out, p["out"]["kernel"]) + p["out"]["bias"]
+
+
+def asymmetric_mask(length, batch):
+  """A random mask that is neither symmetric nor triangular, with the diagonal on (no empty row)."""
+  mask = np.random.default_rng(0).random((batch, length, length)) < 0.4
+  return mask | np.eye(length, dtype=bool)[None]
+
+
+@pytest.mark.parametrize("implementation", ["xla", "einsum"])
+@pytest.mark.parametrize("mask_kind", ["causal", "key_padding", "segments", "asymmetric"])
+def test_each_implementation_matches_a_masked_reference(implementation, mask_kind):
+  batch, length = 2, 6
+  x = np.asarray(jax.random.normal(jax.random.PRNGKey(0), (batch, length, 16)))
+  mask_BxTxS = {
+      "causal": np.asarray(masks.causal_mask(length, batch))[:, 0],
+      # Queries stay valid; only keys are padded, differently per row.
+      "key_padding": np.asarray(masks.padding_mask(np.ones((batch, length)),
+                                                   np.array([[1] * 6, [1] * 3 + [0] * 3])))[:, 0],
+      "segments": np.asarray(masks.segment_mask(np.array([[1, 1, 2, 2, 2, 3],
+                                                          [1, 2, 2, 1, 3, 3]])))[:, 0],
+      "asymmetric": asymmetric_mask(length, batch)}[mask_kind]
+  layer = make(implementation=implementation)
+  params = layer.init(jax.random.PRNGKey(1), x)
+  out = layer.apply(params, x, mask=jnp.asarray(mask_BxTxS)[:, None])
+  expected = masked_reference(jax.device_get(params["params"]), x, mask_BxTxS)
+  np.testing.assert_allclose(np.asarray(out), expected, atol=2e-5)
 
 
 def test_mismatched_mask_shape_is_a_clear_error():

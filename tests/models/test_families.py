@@ -91,3 +91,16 @@ def test_vit_runs_at_new_resolution_after_resampling():
       table, (6, 6), prefix_tokens=1)
   logits = small.apply({"params": params}, jnp.ones((2, 48, 48, 3)))
   assert logits.shape == (2, 3)
+
+
+def test_sincos_2d_cells_follow_the_formula():
+  """Patch (row r, col c), frequency q of Q: [sin c w_q, cos c w_q, sin r w_q, cos r w_q]."""
+  height, width, dim = 3, 5, 16
+  quarter = dim // 4
+  table = position.sincos_2d(height, width, dim)
+  for r, c, q in [(2, 3, 1), (1, 4, 0), (2, 1, 3), (0, 2, 2)]:
+    omega = 1.0 / 10_000 ** (q / (quarter - 1))
+    row = table[r * width + c]
+    expected = [np.sin(c * omega), np.cos(c * omega), np.sin(r * omega), np.cos(r * omega)]
+    np.testing.assert_allclose(row[q::quarter], expected, rtol=1e-5, atol=1e-6,
+                               err_msg=f"patch ({r}, {c}), frequency {q}")

@@ -1,0 +1,285 @@
+"""Mutation testing: breaks the code one small edit at a time and runs the tests that should notice.
+
+Each mutant flips one operator or comparison, moves one constant by +1, swaps two call arguments
+or drops one statement, in a copy of the repository; the module's targeted tests run against it.
+A mutant the tests pass is a *survivor*: a bug the suite would miss. Prints the kill rate per
+module and lists the survivors (file:line and the edit).
+
+  python scripts/mutation.py                                   # every module below (~30 min)
+  python scripts/mutation.py --module vit_jax/models/position.py --max_per_module 0   # all of one
+  python scripts/mutation.py --list                            # count mutants, run nothing
+
+Tests run in forked children of a process that has already imported JAX, Flax, optax and TF (not
+vit_jax), which saves their import time per mutant; --no_fork runs a fresh interpreter instead.
+"""
+
+import argparse
+import ast
+import copy
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTEST = ["-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-W", "ignore"]
+MODEL_TESTS = ["tests/models/test_families.py", "tests/models/test_properties.py",
+               "tests/models/test_param_counts.py", "tests/models/test_kv_cache.py"]
+TASK_TESTS = ["tests/training/test_eval_sums.py",
+              "tests/training/test_step_math.py::test_two_microbatches_give_the_full_batch_step"]
+LOSS_SCOPE = ("totals", "loss", "eval_sums", "eval_summary", "_sums", "_nsp_sums",
+              "weighted_cross_entropy")
+# module -> (targeted tests, functions to mutate (None: the whole module))
+TARGETS = {
+    "vit_jax/models/attention.py": (["tests/models/test_attention.py",
+                                     "tests/models/test_kv_cache.py"], None),
+    "vit_jax/models/masks.py": (["tests/models/test_attention.py",
+                                 "tests/language/test_generation.py"], None),
+    "vit_jax/models/position.py": (["tests/models/test_families.py",
+                                    "tests/models/test_properties.py"], None),
+    "vit_jax/models/layers.py": (MODEL_TESTS, None),
+    "vit_jax/models/transformer.py": (MODEL_TESTS, None),
+    "vit_jax/models/vit.py": (MODEL_TESTS, None),
+    "vit_jax/models/mixer.py": (MODEL_TESTS, None),
+    "vit_jax/models/gpt.py": (MODEL_TESTS, None),
+    "vit_jax/models/bert.py": (MODEL_TESTS, None),
+    "vit_jax/models/seq2seq.py": (MODEL_TESTS, None),
+    "vit_jax/models/registry.py": (MODEL_TESTS, None),
+    "vit_jax/models/counting.py": (["tests/models/test_param_counts.py"], None),
+    "vit_jax/data/text/masking.py": (["tests/text/test_masking.py"], None),
+    "vit_jax/data/text/packing.py": (["tests/text/test_packing.py"], None),
+    "vit_jax/tasks/classification.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/text_common.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/causal_lm.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/train.py": (["tests/training/test_step_math.py",
+                          "tests/training/test_learning.py"], ("train_step",)),
+}
+
+SWAP_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
+              ast.FloorDiv: ast.Mult, ast.Pow: ast.Mult, ast.Mod: ast.FloorDiv,
+              ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd}
+SWAP_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
+                ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
+                ast.In: ast.NotIn, ast.NotIn: ast.In}
+
+
+class Mutator(ast.NodeTransformer):
+  """Counts the mutation sites in a module; with `target`, applies the target-th one only."""
+
+  def __init__(self, scope=None, target=None):
+    self.scope, self.target = scope, target
+    self.sites = []  # (line, description)
+    self.functions = []
+
+  def _site(self, node, description):
+    """True if this site is the one to mutate; records every eligible site."""
+    if self.scope and not any(f in self.scope for f in self.functions):
+      return False
+    self.sites.append((getattr(node, "lineno", 0), description))
+    return len(self.sites) - 1 == self.target
+
+  def _visit_function(self, node):
+    self.functions.append(node.name)
+    node = self.generic_visit(node)
+    self.functions.pop()
+    return node
+
+  visit_FunctionDef = visit_AsyncFunctionDef = _visit_function
+
+  def visit_BinOp(self, node):
+    self.generic_visit(node)
+    new = SWAP_BINOP.get(type(node.op))
+    if new and self._site(node, f"{type(node.op).__name__} -> {new.__name__}"):
+      node.op = new()
+    return node
+
+  def visit_Compare(self, node):
+    self.generic_visit(node)
+    new = SWAP_COMPARE.get(type(node.ops[0]))
+    if new and self._site(node, f"{type(node.ops[0]).__name__} -> {new.__name__}"):
+      node.ops = [new()] + node.ops[1:]
+    return node
+
+  def visit_BoolOp(self, node):
+    self.generic_visit(node)
+    new = ast.Or if isinstance(node.op, ast.And) else ast.And
+    if self._site(node, f"{type(node.op).__name__} -> {new.__name__}"):
+      node.op = new()
+    return node
+
+  def visit_UnaryOp(self, node):
+    self.generic_visit(node)
+    if isinstance(node.op, (ast.Not, ast.USub, ast.Invert)) and self._site(
+        node, f"drop unary {type(node.op).__name__}"):
+      return node.operand
+    return node
+
+  def visit_Constant(self, node):
+    value = node.value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+      if self._site(node, f"constant {value!r} -> {value + 1!r}"):
+        return ast.copy_location(ast.Constant(value + 1), node)
+    return node
+
+  def visit_Call(self, node):
+    self.generic_visit(node)
+    positional = [a for a in node.args if not isinstance(a, ast.Starred)]
+    if len(positional) >= 2 and len(positional) == len(node.args) and self._site(
+        node, f"swap the first two arguments of {ast.unparse(node.func)}"):
+      node.args = [node.args[1], node.args[0]] + node.args[2:]
+    return node
+
+  def _drop(self, node):
+    self.generic_visit(node)
+    if self.functions and self._site(node, f"drop `{ast.unparse(node).splitlines()[0][:60]}`"):
+      return ast.copy_location(ast.Pass(), node)
+    return node
+
+  def visit_Expr(self, node):
+    if isinstance(node.value, ast.Constant):  # docstrings
+      return node
+    return self._drop(node)
+
+  visit_Assign = visit_AugAssign = _drop
+
+
+def mutants(source: str, scope):
+  """[(line, description, mutated source)] for every site of `source`."""
+  tree = ast.parse(source)
+  counter = Mutator(scope)
+  counter.visit(copy.deepcopy(tree))
+  out = []
+  for index, (line, description) in enumerate(counter.sites):
+    mutated = Mutator(scope, target=index).visit(copy.deepcopy(tree))
+    out.append((line, description, ast.unparse(ast.fix_missing_locations(mutated))))
+  return out
+
+
+def copy_repository(destination: str) -> None:
+  ignore = shutil.ignore_patterns(".git", "__pycache__", ".venv", "workdirs", "*.egg-info")
+  for name in ("vit_jax", "tests", "configs", "scripts"):
+    shutil.copytree(os.path.join(ROOT, name), os.path.join(destination, name), ignore=ignore)
+  shutil.copy(os.path.join(ROOT, "pytest.ini"), destination)
+
+
+def run_tests(copy_dir: str, tests, timeout: float, fork: bool) -> str:
+  """'pass', 'fail' or 'timeout' of the targeted tests against the copy."""
+  args = PYTEST + list(tests)
+  if not fork:
+    env = dict(os.environ, PYTHONPATH=copy_dir, TF_CPP_MIN_LOG_LEVEL="3")
+    try:
+      code = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=copy_dir, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+      return "timeout"
+    return "pass" if code == 0 else "fail"
+  pid = os.fork()
+  if pid == 0:  # child: import vit_jax from the copy, run pytest, report by exit code
+    os.chdir(copy_dir)
+    sys.path.insert(0, copy_dir)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    import pytest  # pylint: disable=g-import-not-at-top
+    os._exit(int(pytest.main(args)))
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+      return "pass" if os.waitstatus_to_exitcode(status) == 0 else "fail"
+    time.sleep(0.05)
+  os.kill(pid, signal.SIGKILL)
+  os.waitpid(pid, 0)
+  return "timeout"
+
+
+def preload() -> None:
+  """Imports the heavy libraries once, in the parent, so forked children start warm."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  # pylint: disable=g-import-not-at-top,unused-import
+  import torchvision  # before TF, as tests/conftest.py does
+  import tensorflow
+  import tensorflow_datasets
+  import jax
+  import flax.linen
+  import optax
+  import orbax.checkpoint
+  import pytest
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--module", action="append", help="only these modules (repeatable)")
+  parser.add_argument("--max_per_module", type=int, default=12,
+                      help="mutants sampled per module (seeded); 0 runs them all")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--list", action="store_true", help="count the mutants and stop")
+  parser.add_argument("--no_fork", action="store_true", help="a fresh interpreter per mutant")
+  args = parser.parse_args(argv)
+  modules = args.module or list(TARGETS)
+  unknown = [m for m in modules if m not in TARGETS]
+  if unknown:
+    print(f"error: no targeted tests for {unknown}; choose from {list(TARGETS)}.", file=sys.stderr)
+    return 2
+
+  plans = {}
+  for module in modules:
+    tests, scope = TARGETS[module]
+    with open(os.path.join(ROOT, module), encoding="utf-8") as f:
+      source = f.read()
+    found = mutants(source, scope)
+    chosen = found
+    if args.max_per_module and len(found) > args.max_per_module:
+      chosen = sorted(random.Random(args.seed).sample(found, args.max_per_module))
+    plans[module] = (tests, source, found, chosen)
+    print(f"{module}: {len(found)} mutants, running {len(chosen)}", flush=True)
+  if args.list:
+    return 0
+
+  fork = not args.no_fork
+  if fork:
+    preload()
+  results, started = {}, time.time()
+  with tempfile.TemporaryDirectory(prefix="mutation_") as copy_dir:
+    copy_repository(copy_dir)
+    for module, (tests, source, _, chosen) in plans.items():
+      path = os.path.join(copy_dir, module)
+      t0 = time.time()
+      if run_tests(copy_dir, tests, 1800, fork) != "pass":
+        print(f"{module}: its tests fail without any mutation; skipped.", flush=True)
+        continue
+      timeout = max(60.0, 3 * (time.time() - t0))
+      outcomes = []
+      for line, description, mutated in chosen:
+        with open(path, "w", encoding="utf-8") as f:
+          f.write(mutated)
+        outcome = run_tests(copy_dir, tests, timeout, fork)
+        outcomes.append((line, description, outcome))
+        print(f"  {module}:{line} {description}: {'SURVIVED' if outcome == 'pass' else outcome}",
+              flush=True)
+      with open(path, "w", encoding="utf-8") as f:
+        f.write(source)
+      results[module] = outcomes
+
+  print(f"\nKill rate per module ({(time.time() - started) / 60:.1f} min):")
+  survivors = []
+  for module, outcomes in results.items():
+    killed = sum(o != "pass" for _, _, o in outcomes)
+    print(f"  {module:42s} {killed:3d}/{len(outcomes):3d}  {killed / max(len(outcomes), 1):6.1%}")
+    survivors += [f"{module}:{line}  {d}" for line, d, o in outcomes if o == "pass"]
+  print(f"\nSurvivors ({len(survivors)}):")
+  for s in survivors:
+    print("  " + s)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

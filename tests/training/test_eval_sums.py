@@ -1,0 +1,98 @@
+"""Every task's eval sums ignore padded rows, even a padded row whose prediction is right."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from vit_jax.tasks import causal_lm
+from vit_jax.tasks import classification
+from vit_jax.tasks import masked_lm
+from vit_jax.tasks import seq2seq
+from vit_jax.tasks import text_classification
+
+V, L = 6, 4
+
+
+def confident(targets):
+  """Logits whose argmax is `targets` (any shape), so every prediction is right."""
+  return 10.0 * jax.nn.one_hot(jnp.asarray(targets), V) - 5.0
+
+
+def token_case():
+  """Causal LM / seq2seq: weights are 0 on the padded row, which predicts its targets exactly."""
+  targets = np.array([[1, 2, 3, 4], [5, 5, 1, 2]])
+  logits = np.array(confident(targets))
+  logits[0, 1:] = confident([0, 0, 0])  # real row: only the first token is right
+  batch = {"targets": targets, "weights": np.array([[1, 1, 1, 0], [0, 0, 0, 0]], np.float32)}
+  return logits, batch
+
+
+def causal():
+  task = object.__new__(causal_lm.CausalLM)
+  task.token_chars_V = jnp.arange(1.0, V + 1.0)
+  return task
+
+
+def masked(nsp):
+  task = object.__new__(masked_lm.MaskedLM)
+  task.nsp, task.most_frequent_id = nsp, 5
+  return task
+
+
+def mlm_case():
+  targets = np.array([[1, 2, 3], [5, 5, 5]])
+  mlm_logits = np.array(confident(targets))
+  mlm_logits[0, 0] = confident(0)
+  nsp_label = np.array([1, 0])
+  nsp_logits = np.array([[1.0, 0.0], [3.0, 0.0]])  # row 0 wrong, padded row 1 right
+  batch = {"masked_targets": targets, "masked_weights": np.array([[1, 1, 0], [0, 0, 0]], np.float32),
+           "input_mask": np.array([[1, 1, 1, 0], [0, 0, 0, 0]]), "nsp_label": nsp_label}
+  return {"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, batch
+
+
+def classification_case():
+  logits = np.array(confident([0, 3]))[:, :V]
+  return logits, {"label": np.array([2, 3]), "mask": np.array([1.0, 0.0], np.float32)}
+
+
+def text_classification_case():
+  logits = np.array([[0.0, 2.0], [0.0, 4.0]])
+  return logits, {"label": np.array([0, 1]), "input_mask": np.array([[1, 1, 0], [0, 0, 0]])}
+
+
+CASES = {
+    "image_classification": (classification.ImageClassification.eval_sums, classification_case),
+    "causal_lm": (lambda o, b: causal().eval_sums(o, b), token_case),
+    "seq2seq": (seq2seq.Seq2Seq.eval_sums, token_case),
+    "masked_lm": (lambda o, b: masked(False).eval_sums(o, b), mlm_case),
+    "masked_lm_nsp": (lambda o, b: masked(True).eval_sums(o, b), mlm_case),
+    "text_classification": (
+        lambda o, b: object.__new__(text_classification.TextClassification).eval_sums(o, b),
+        text_classification_case),
+}
+
+
+def first_row(tree):
+  return jax.tree.map(lambda x: x[:1], tree)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_padded_row_that_matches_counts_nowhere(name):
+  eval_sums, case = CASES[name]
+  outputs, batch = case()
+  both = jax.device_get(eval_sums(outputs, batch))
+  alone = jax.device_get(eval_sums(first_row(outputs), first_row(batch)))
+  assert both.keys() == alone.keys()
+  for key in both:
+    np.testing.assert_allclose(both[key], alone[key], rtol=1e-6, err_msg=key)
+
+
+def test_cases_are_what_they_claim():
+  """The real rows are partly wrong and the padded rows right, so a leak changes the sums."""
+  sums = jax.device_get(classification.ImageClassification.eval_sums(*classification_case()))
+  assert (sums["correct"], sums["count"]) == (0.0, 1.0)
+  sums = jax.device_get(seq2seq.Seq2Seq.eval_sums(*token_case()))
+  assert (sums["correct"], sums["tokens"], sums["exact"], sums["rows"]) == (1.0, 3.0, 0.0, 1.0)
+  sums = jax.device_get(masked(True).eval_sums(*mlm_case()))
+  assert (sums["correct"], sums["masked"], sums["nsp_correct"], sums["rows"]) == (1, 2, 0, 1)
