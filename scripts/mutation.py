@@ -58,8 +58,9 @@ TARGETS = {
     "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
-    "vit_jax/train.py": (["tests/training/test_step_math.py",
-                          "tests/training/test_learning.py"], ("train_step",)),
+    "vit_jax/train_step.py": (["tests/training/test_step_math.py",
+                               "tests/training/test_train_step.py",
+                               "tests/training/test_learning.py"], None),
 }
 
 SWAP_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
