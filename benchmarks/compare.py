@@ -35,7 +35,7 @@ def _gpt_ours(shape):
           "num_heads": shape["heads"], "vocab_size": shape["vocab"], "max_len": shape["max_len"]}
 
 
-def _vit_ours(variant, image_size, quick):
+def _vit_ours(variant, quick):
   config = {"name": "vit", "variant": variant, "num_classes": 1000}
   if quick:
     config.update(variant="Ti/8", width=32, depth=1, num_heads=2, mlp_dim=64, num_classes=10)
@@ -61,11 +61,11 @@ def workloads(quick: bool):
   vit_batch = 2 if quick else 32
   table = {
       "vit_ti16_train": ("img/s", vit_batch,
-                         lambda: ours.vit_train(_vit_ours("Ti/16", px, quick), vit_batch, px),
+                         lambda: ours.vit_train(_vit_ours("Ti/16", quick), vit_batch, px),
                          lambda: peers.vit_train("vit_tiny_patch16_224", vit_batch, px,
                                                  **vit_peer)),
       "vit_s16_train": ("img/s", vit_batch,
-                        lambda: ours.vit_train(_vit_ours("S/16", px, quick), vit_batch, px),
+                        lambda: ours.vit_train(_vit_ours("S/16", quick), vit_batch, px),
                         lambda: peers.vit_train("vit_small_patch16_224", vit_batch, px,
                                                 **vit_peer)),
       "gpt_train": ("tok/s", batch * seq, lambda: ours.gpt_train(_gpt_ours(gpt), batch, seq),

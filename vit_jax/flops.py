@@ -61,6 +61,8 @@ def forward_flops_per_example(model: nn.Module, init_inputs) -> float:
         features = module.qkv_features or q_BxTxD.shape[-1]
         # Q K^T and weights x V: 2 matmuls of 2 x T x S x (H x Q) FLOPs each.
         total[0] += 4.0 * q_BxTxD.shape[1] * kv_BxSxD.shape[1] * features
+      if type(module).__name__ == "MlmHead":  # BERT's output projection onto the embedding
+        total[0] += 2.0 * args[0].size * args[1].shape[0]
     elif name == "attend" and isinstance(module, nn.Embed):  # a tied output projection
       total[0] += 2.0 * args[0].size * module.num_embeddings
     return outputs

@@ -47,3 +47,16 @@ def test_training_run_logs_mfu_beside_examples_per_sec(tmp_path, digits_dir):
   assert done.returncode == 0, done.stderr[-3000:]
   logged = [m for m in helpers.read_metrics(tmp_path / "w") if "examples_per_sec" in m]
   assert logged and all(0 < m["mfu"] < 1 for m in logged)
+
+
+def test_bert_mlm_counts_its_tied_output_projection():
+  width, vocab, seq, masked = 32, 50, 16, 3
+  config = {"name": "bert_mlm", "variant": "base", "width": width, "depth": 1, "num_heads": 2,
+            "mlp_dim": 64, "vocab_size": vocab, "max_len": 32}
+  tokens = jnp.zeros((1, seq), jnp.int32)
+  positions = jnp.arange(masked)[None]
+  forward = (2 * seq * (4 * width**2 + 2 * width * 64) + 4 * seq * seq * width  # encoder layer
+             + 2 * width * width  # pooler, on the first token
+             + 2 * masked * (width**2 + width * vocab))  # MLM transform and tied projection
+  got = flops.train_flops_per_example(config, (tokens, None, None, None, None, positions))
+  assert got == 3 * forward
