@@ -13,6 +13,9 @@ from absl import logging
 from ml_collections import config_flags
 
 from vit_jax import runtime
+from vit_jax import xla_flags
+
+xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file("config", None, "Config file, optionally with :ARGS.",

@@ -1,10 +1,14 @@
 """Text generation: GPT sampling (greedy, temperature, top-k, top-p) and seq2seq greedy/beam search.
 
-The KV cache makes each new token cost one position of compute. Prompts of different lengths are
-decoded in lockstep without padding: at step t every row feeds its own token t (from its prompt
-while it lasts, then its last sample), so positions are shared and no mask is needed.
+The KV cache makes each new token cost one position of compute. `generate` prefills the prompts'
+common part in one call, then runs the token loop on device (`lax.while_loop`, stopping at EOS
+there) and syncs with the host once; its compiled decoder is kept per shape for the process.
+Prompts of different lengths are decoded in lockstep without padding: at step t every row feeds
+its own token t (from its prompt while it lasts, then its last sample), so positions are shared
+and no mask is needed.
 """
 
+import functools
 from typing import Optional, Sequence
 
 import jax
@@ -54,42 +58,96 @@ def generate(model_config: dict, params, prompts: Sequence[Sequence[int]], *,
              max_new_tokens: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              eos_id: Optional[int] = None, seed: int = 0, use_cache: bool = True):
   """Continues each prompt of token ids; returns the new tokens per prompt (stopping at EOS)."""
-  max_len = model_config["max_len"]
-  prompts = fit_prompts(prompts, max_new_tokens, max_len)
-  batch = len(prompts)
-  lengths = np.array([len(p) for p in prompts])
-  total = int(lengths.max()) + max_new_tokens
-  tokens_BxN = np.zeros((batch, total), np.int32)
+  prompts = fit_prompts(prompts, max_new_tokens, model_config["max_len"])
+  lengths_B = np.array([len(p) for p in prompts], np.int32)
+  total = int(lengths_B.max()) + max_new_tokens
+  tokens_BxN = np.zeros((len(prompts), total), np.int32)
   for i, p in enumerate(prompts):
     tokens_BxN[i, :len(p)] = p
-  rng = jax.random.PRNGKey(seed)
+  if not use_cache:
+    return _generate_uncached(model_config, params, tokens_BxN, lengths_B, max_new_tokens,
+                              temperature, top_k, top_p, eos_id, seed)
+  decode = _compiled_decoder(model_config, tokens_BxN.shape, int(lengths_B.min()), temperature,
+                             top_k, top_p)
+  out_BxN, count_B = decode(params, tokens_BxN, lengths_B, np.int32(max_new_tokens),
+                            np.int32(-1 if eos_id is None else eos_id), jax.random.PRNGKey(seed))
+  out_BxN, count_B = np.asarray(out_BxN), np.asarray(count_B)  # the one host sync
+  return [out_BxN[i, n:n + c].tolist() for i, (n, c) in enumerate(zip(lengths_B, count_B))]
+
+
+# One jitted decoder per (model config, batch and lengths, sampling settings), kept for the
+# process: repeated `generate` calls with the same shapes skip tracing and compiling.
+_DECODERS = {}
+
+
+def _compiled_decoder(model_config, shape, prefill_len, temperature, top_k, top_p):
+  config = dict(model_config.to_dict() if hasattr(model_config, "to_dict") else model_config)
+  key = (repr(sorted(config.items())), shape, prefill_len, temperature, top_k, top_p)
+  if key not in _DECODERS:
+    model = build_model(config, decode=True)
+    sample = functools.partial(sample_logits, temperature=temperature, top_k=top_k, top_p=top_p)
+    _DECODERS[key] = jax.jit(functools.partial(_decode, model, sample, prefill_len))
+  return _DECODERS[key]
+
+
+def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, eos_id, rng):
+  """Prefills the common prompt part in one call, then loops on device until all rows stop.
+
+  Step t holds the logits of position t and fills position t + 1: from the row's prompt while it
+  lasts (prompts of different lengths run in lockstep at shared positions, so no mask is needed),
+  then with a sample. Returns the tokens (B, N) and how many of each row's are new.
+  """
+  batch, total = tokens_BxN.shape
+  dummy_BxN = jnp.zeros((batch, total), jnp.int32)
+  cache_shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), dummy_BxN))["cache"]
+  cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
+
+  def feed(cache, tokens_BxT):
+    logits_BxTxV, state = model.apply({"params": params, "cache": cache}, tokens_BxT,
+                                      mutable=["cache"])
+    return logits_BxTxV[:, -1], state["cache"]
+
+  def running(state):
+    t, _, _, _, done_B, count_B, _ = state
+    return (t < total - 1) & ~jnp.all(done_B | (count_B >= max_new))
+
+  def step(state):
+    t, cache, tokens_BxN, logits_BxV, done_B, count_B, rng = state
+    rng, key = jax.random.split(rng)
+    next_B = sample(logits_BxV, key).astype(jnp.int32)
+    in_prompt_B = t + 1 < lengths_B
+    active_B = ~in_prompt_B & ~done_B & (count_B < max_new)
+    prompt_B = jax.lax.dynamic_index_in_dim(tokens_BxN, t + 1, axis=1, keepdims=False)
+    token_B = jnp.where(in_prompt_B, prompt_B, jnp.where(active_B, next_B, 0))
+    tokens_BxN = jax.lax.dynamic_update_index_in_dim(tokens_BxN, token_B, t + 1, axis=1)
+    count_B = count_B + active_B
+    done_B = done_B | (active_B & (next_B == eos_id))
+    logits_BxV, cache = feed(cache, token_B[:, None])
+    return t + 1, cache, tokens_BxN, logits_BxV, done_B, count_B, rng
+
+  logits_BxV, cache = feed(cache, tokens_BxN[:, :prefill_len])
+  state = (jnp.int32(prefill_len - 1), cache, tokens_BxN, logits_BxV, jnp.zeros(batch, bool),
+           jnp.zeros(batch, jnp.int32), rng)
+  state = jax.lax.while_loop(running, step, state)
+  return state[2], state[5]
+
+
+def _generate_uncached(model_config, params, tokens_BxN, lengths_B, max_new_tokens, temperature,
+                       top_k, top_p, eos_id, seed):
+  """Reference path: recomputes the whole sequence for every token, sampling on the host side."""
+  model = build_model(model_config)
+  full_fn = jax.jit(lambda toks: model.apply({"params": params}, toks))
   sample = jax.jit(lambda logits, key: sample_logits(logits, key, temperature, top_k, top_p))
-
-  if use_cache:
-    model = build_model(model_config, decode=True)
-    cache = model.init(jax.random.PRNGKey(0), jnp.zeros((batch, total), jnp.int32))["cache"]
-    step_fn = jax.jit(lambda cache, tok_Bx1: model.apply({"params": params, "cache": cache},
-                                                         tok_Bx1, mutable=["cache"]))
-  else:
-    model = build_model(model_config)
-    full_fn = jax.jit(lambda toks: model.apply({"params": params}, toks))
-
+  batch, total = tokens_BxN.shape
+  rng = jax.random.PRNGKey(seed)
   done_B = np.zeros(batch, bool)
-  start = int(lengths.min()) - 1  # the first step at which some row samples
   new_tokens = [[] for _ in range(batch)]
-  for t in range(total - 1):
-    if use_cache:
-      (logits, state) = step_fn(cache, jnp.asarray(tokens_BxN[:, t:t + 1]))
-      cache = state["cache"]
-      logits_BxV = logits[:, 0]
-    else:
-      logits_BxV = full_fn(jnp.asarray(tokens_BxN))[:, t]
-    if t < start:
-      continue
+  for t in range(int(lengths_B.min()) - 1, total - 1):
+    logits_BxV = full_fn(jnp.asarray(tokens_BxN))[:, t]
     rng, key = jax.random.split(rng)
     next_B = np.asarray(sample(logits_BxV, key))
     for i in range(batch):
-      if t + 1 >= lengths[i] and not done_B[i] and len(new_tokens[i]) < max_new_tokens:
+      if t + 1 >= lengths_B[i] and not done_B[i] and len(new_tokens[i]) < max_new_tokens:
         tokens_BxN[i, t + 1] = next_B[i]
         new_tokens[i].append(int(next_B[i]))
         done_B[i] = eos_id is not None and next_B[i] == eos_id

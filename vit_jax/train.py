@@ -14,6 +14,7 @@ import numpy as np
 
 from vit_jax import checkpoint
 from vit_jax import errors
+from vit_jax import flops
 from vit_jax import host_input
 from vit_jax import interop
 from vit_jax import metrics_log
@@ -112,6 +113,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
     return task.eval_summary(jax.device_get(sums))
 
   # ---- Loop -----------------------------------------------------------------------------------
+  mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
   log = metrics_log.MetricsLog(workdir, config.total_steps, start_step, config.progress)
   if data_notes:  # e.g. corrupt images skipped
     log.write(start_step, data_notes)
@@ -148,6 +150,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         averaged = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0] if k != "finite"}
         now = time.time()
         averaged["examples_per_sec"] = config.batch_size * (done - last_step) / (now - last_time)
+        averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
         if skipped:
           averaged["skipped_steps"] = skipped
         if done % config.log_every == 0 or is_last:

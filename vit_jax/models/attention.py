@@ -14,10 +14,11 @@ import jax
 import jax.numpy as jnp
 
 from vit_jax import errors
+from vit_jax.models import chunked_attention
 from vit_jax.models import masks as masks_lib
 from vit_jax.models import position
 
-IMPLEMENTATIONS = ("xla", "cudnn", "einsum")
+IMPLEMENTATIONS = ("xla", "cudnn", "einsum", "chunked")
 
 
 def einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None, *, dropout_fn=None):
@@ -43,7 +44,8 @@ class MultiHeadAttention(nn.Module):
     qkv_features: width of the Q/K/V projections (default: input width).
     out_features: output width (default: input width).
     dropout_rate: dropout on the attention weights (forces the einsum path in training).
-    implementation: "xla" or "cudnn" (jax.nn.dot_product_attention) or "einsum" (reference).
+    implementation: "xla" or "cudnn" (jax.nn.dot_product_attention), "einsum" (reference) or
+      "chunked" (online softmax over key chunks, memory linear in length).
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
     decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding).
   """
@@ -113,6 +115,8 @@ class MultiHeadAttention(nn.Module):
         dropout_fn = lambda w: nn.Dropout(self.dropout_rate)(w, deterministic=False)
       out_BxTxHxK, weights = einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask,
                                               dropout_fn=dropout_fn)
+    elif self.implementation == "chunked":  # memory linear in length (chunked_attention.py)
+      out_BxTxHxK = chunked_attention.chunked_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask)
     else:
       out_BxTxHxK = jax.nn.dot_product_attention(
           q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation=self.implementation)

@@ -1,0 +1,70 @@
+"""The peers' side of each workload (timm, Hugging Face, torch), on the same shapes in fp32.
+
+Test-only dependencies: importing this module needs torch, timm and transformers. torchvision (which
+timm imports) must load before TensorFlow in a process, so import this module first.
+"""
+
+import numpy as np
+import timm  # imports torchvision
+import torch
+import transformers
+
+torch.set_num_threads(2)  # the machine's cores, as XLA:CPU uses them
+
+
+def _train(model, forward_loss):
+  model.train()
+  optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+
+  def run():
+    optimizer.zero_grad(set_to_none=True)
+    loss = forward_loss()
+    loss.backward()
+    optimizer.step()
+  return run
+
+
+def vit_train(timm_name, batch_size, image_size, **kwargs):
+  model = timm.create_model(timm_name, pretrained=False, img_size=image_size, **kwargs)
+  images = torch.randn(batch_size, 3, image_size, image_size)
+  labels = torch.randint(0, model.num_classes, (batch_size,))
+  return _train(model, lambda: torch.nn.functional.cross_entropy(model(images), labels))
+
+
+def gpt_config(width, depth, heads, vocab, max_len):
+  return transformers.GPT2Config(vocab_size=vocab, n_embd=width, n_layer=depth, n_head=heads,
+                                 n_positions=max_len, resid_pdrop=0.0, embd_pdrop=0.0,
+                                 attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)
+
+
+def gpt_train(config, batch_size, seq_len):
+  model = transformers.GPT2LMHeadModel(config)
+  tokens = torch.randint(0, config.vocab_size, (batch_size, seq_len))
+  return _train(model, lambda: model(input_ids=tokens, labels=tokens).loss)
+
+
+def bert_mlm_train(width, depth, heads, vocab, batch_size, seq_len, masked):
+  config = transformers.BertConfig(vocab_size=vocab, hidden_size=width, num_hidden_layers=depth,
+                                   num_attention_heads=heads, intermediate_size=4 * width)
+  model = transformers.BertForMaskedLM(config)
+  tokens = torch.randint(0, vocab, (batch_size, seq_len))
+  labels = torch.full((batch_size, seq_len), -100)
+  positions = torch.stack([torch.randperm(seq_len)[:masked] for _ in range(batch_size)])
+  labels.scatter_(1, positions, torch.randint(0, vocab, (batch_size, masked)))
+  return _train(model, lambda: model(input_ids=tokens, labels=labels).loss)
+
+
+def gpt_decode(config, batch_size, prompt_len, new_tokens):
+  model = transformers.GPT2LMHeadModel(config).eval()
+  prompts = torch.randint(0, config.vocab_size, (batch_size, prompt_len))
+
+  def run():
+    with torch.no_grad():
+      model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                     max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
+  return run
+
+
+def matmul(size):
+  a = torch.from_numpy(np.random.default_rng(0).standard_normal((size, size)).astype(np.float32))
+  return lambda: torch.mm(a, a)

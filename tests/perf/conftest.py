@@ -1,0 +1,1 @@
+from tests.training.conftest import digits_dir  # pylint: disable=unused-import

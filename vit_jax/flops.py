@@ -1,0 +1,116 @@
+"""Model FLOPs per training example and the device's peak, for MFU (model FLOPs utilization).
+
+Model FLOPs count the matmuls the model needs, not what the compiler runs (no remat, no optimizer):
+training costs 3x the forward pass (forward, and twice that for the backward). For a transformer
+this is the PaLM appendix B formula per token, 6N + 12·L·H·Q·T (N matmul parameters used per token,
+L layers, H heads, Q head width, T attended length; causal attention counted in full, as there).
+Instead of reading L/H/Q/T and N off each model family, one abstract forward pass (batch 1, no
+arrays allocated) records every Dense/DenseGeneral/Conv/attend call and every attention call, so
+the count also covers heads applied once per example (ViT) and cross-attention (seq2seq).
+"""
+
+import functools
+import math
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+# Dense bf16 peak FLOP/s per chip, by a substring of `jax.devices()[0].device_kind`; the first
+# match wins, so more specific names come first.
+PEAK_BF16 = (
+    ("TPU v5 lite", 197e12),  # v5e
+    ("TPU v5e", 197e12),
+    ("TPU v5", 459e12),  # v5p
+    ("TPU v4", 275e12),
+    ("TPU v6 lite", 918e12),  # v6e
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),
+    ("H200", 989e12),
+    ("A100", 312e12),
+)
+
+
+def _dense_flops(module, inputs, outputs) -> float:
+  """Forward FLOPs of one linear layer call: 2 x output elements x contracted size."""
+  if isinstance(module, nn.Dense):
+    return 2.0 * inputs[0].size * module.features
+  if isinstance(module, nn.DenseGeneral):
+    axes = module.axis if isinstance(module.axis, tuple) else (module.axis,)
+    contracted = math.prod(inputs[0].shape[a] for a in axes)
+    return 2.0 * jax.tree.leaves(outputs)[0].size * contracted
+  if isinstance(module, nn.Conv):
+    in_features = inputs[0].shape[-1] // module.feature_group_count
+    return 2.0 * outputs.size * math.prod(module.kernel_size) * in_features
+  return 0.0
+
+
+def forward_flops_per_example(model: nn.Module, init_inputs) -> float:
+  """Forward matmul FLOPs of `model` on one example; `init_inputs` have batch size 1."""
+  total = [0.0]
+
+  def count(next_fun, args, kwargs, context):
+    outputs = next_fun(*args, **kwargs)
+    module, name = context.module, context.method_name
+    if name == "__call__":
+      total[0] += _dense_flops(module, args, outputs)
+      if type(module).__name__ == "MultiHeadAttention" and not getattr(module, "decode", False):
+        q_BxTxD = args[0]
+        kv_BxSxD = args[1] if len(args) > 1 and args[1] is not None else q_BxTxD
+        features = module.qkv_features or q_BxTxD.shape[-1]
+        # Q K^T and weights x V: 2 matmuls of 2 x T x S x (H x Q) FLOPs each.
+        total[0] += 4.0 * q_BxTxD.shape[1] * kv_BxSxD.shape[1] * features
+      if type(module).__name__ == "MlmHead":  # BERT's output projection onto the embedding
+        total[0] += 2.0 * args[0].size * args[1].shape[0]
+    elif name == "attend" and isinstance(module, nn.Embed):  # a tied output projection
+      total[0] += 2.0 * args[0].size * module.num_embeddings
+    return outputs
+
+  with nn.intercept_methods(count):
+    jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *init_inputs))
+  return total[0]
+
+
+def train_flops_per_example(model_config, init_inputs) -> float:
+  """Training FLOPs per example: 3x the forward pass (PaLM's 6N + 12LHQT per token)."""
+  from vit_jax.models import build_model  # pylint: disable=g-import-not-at-top
+  config = dict(model_config)
+  if config.get("scan_layers"):  # a scanned stack traces one layer: count the unrolled one
+    config["scan_layers"] = False
+  return 3.0 * forward_flops_per_example(build_model(config), init_inputs)
+
+
+@functools.cache
+def measured_matmul_peak(size: int = 1024, repeats: int = 5) -> float:
+  """Best fp32 FLOP/s of a size^3 matmul on the default device, measured once per process."""
+  a = jnp.ones((size, size), jnp.float32)
+  dot = jax.jit(jnp.dot)
+  dot(a, a).block_until_ready()
+  best = math.inf
+  for _ in range(repeats):
+    start = time.perf_counter()
+    dot(a, a).block_until_ready()
+    best = min(best, time.perf_counter() - start)
+  return 2.0 * size**3 / best
+
+
+def peak_flops_per_device() -> tuple[float, str]:
+  """(peak FLOP/s of one device, where the figure comes from)."""
+  device = jax.devices()[0]
+  for name, peak in PEAK_BF16:
+    if name in device.device_kind:
+      return peak, f"{device.device_kind} dense bf16 spec"
+  return measured_matmul_peak(), f"measured fp32 matmul on {device.device_kind}"
+
+
+class MfuMeter:
+  """Turns examples/s into MFU: model FLOPs per second over all devices' peak."""
+
+  def __init__(self, model_config, init_inputs):
+    self.flops_per_example = train_flops_per_example(model_config, init_inputs)
+    peak, self.peak_source = peak_flops_per_device()
+    self.peak = peak * jax.device_count()
+
+  def mfu(self, examples_per_sec: float) -> float:
+    return self.flops_per_example * examples_per_sec / self.peak
