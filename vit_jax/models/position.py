@@ -10,6 +10,11 @@ import numpy as np
 KINDS = ("learn", "sincos1d", "sincos2d", "rope", "none")
 
 
+def arange_positions(batch: int, length: int, start=0):
+  """Positions start, start + 1, ... of `length` tokens, for every sequence of the batch: (B, L)."""
+  return jnp.broadcast_to(start + jnp.arange(length), (batch, length))
+
+
 def sincos_1d(length: int, dim: int, base: float = 10_000.0) -> np.ndarray:
   """The original Transformer table: PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(...)."""
   if dim % 2:
