@@ -77,11 +77,9 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
 
     if self.decode:  # positions continue from where the cache stopped
       initialized = self.has_variable("cache", "position_index")
-      index = self.variable("cache", "position_index", lambda: jnp.array(0, jnp.int32))
+      counter = self.variable("cache", "position_index", lambda: jnp.array(0, jnp.int32))
       if initialized:
-        if positions_BxT is None:
-          positions_BxT = position.arange_positions(batch, length, index.value)
-        index.value = index.value + length
+        positions_BxT = position.next_positions(counter, batch, length, positions_BxT)
     if positions_BxT is None:
       positions_BxT = position.arange_positions(batch, length)
     if self.posemb == "learn":

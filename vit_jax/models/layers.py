@@ -63,8 +63,8 @@ def patch_embedding(images_BxHxWxC, patch_hw, width: int, dtype, param_dtype, na
                      f"{images_BxHxWxC.shape}.")
   (height, width_px), (ph, pw) = images_BxHxWxC.shape[1:3], patch_hw
   if height % ph or width_px % pw:
-    raise ValueError(f"Image size {height}x{width_px} is not divisible by the patch size {ph}x{pw}; "
-                     "resize the images or choose another patch size.")
+    raise ValueError(f"Image size {height}x{width_px} is not divisible by the patch size "
+                     f"{ph}x{pw}; resize the images or choose another patch size.")
   x_BxRxCxD = nn.Conv(width, (ph, pw), strides=(ph, pw), padding="VALID", dtype=dtype,
                       param_dtype=param_dtype, name=name)(images_BxHxWxC.astype(dtype))
   batch, rows, cols, _ = x_BxRxCxD.shape

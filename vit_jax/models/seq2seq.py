@@ -82,9 +82,8 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
       input_mask_BxS = jnp.ones(encoded_BxSxD.shape[:2], jnp.int32)
     if target_mask_BxT is None:
       target_mask_BxT = jnp.ones((batch, length), jnp.int32)
-    if self.decode and positions_BxT is None and not self.is_initializing():
-      positions_BxT = position.arange_positions(batch, length, self.position_index.value)
-      self.position_index.value = self.position_index.value + length
+    if self.decode and not self.is_initializing():
+      positions_BxT = position.next_positions(self.position_index, batch, length, positions_BxT)
     y_BxTxD = self._embed(decoder_inputs_BxT, positions_BxT, train)
     if self.decode:
       self_mask = None  # the KV cache applies causality

@@ -254,4 +254,5 @@ def sequence_length_check(length: int, max_len: Optional[int], what: str = "sequ
   """Clear error when a sequence does not fit the position table."""
   if max_len is not None and length > max_len:
     raise ValueError(f"The {what} has {length} tokens but the model's position table holds "
-                     f"max_len={max_len}; truncate the input or build the model with a larger max_len.")
+                     f"max_len={max_len}; truncate the input or build the model with a larger "
+                     "max_len.")
