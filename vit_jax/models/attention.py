@@ -94,10 +94,10 @@ class MultiHeadAttention(nn.Module):
       positions_kv_BxS = None  # cached keys were rotated when they were written
     elif self.rope:
       if positions_q_BxT is None:
-        positions_q_BxT = jnp.broadcast_to(jnp.arange(q_len), (batch, q_len))
+        positions_q_BxT = position.arange_positions(batch, q_len)
       if positions_kv_BxS is None:
         positions_kv_BxS = (positions_q_BxT if self_attention else
-                            jnp.broadcast_to(jnp.arange(k_BxSxHxK.shape[1]), k_BxSxHxK.shape[:2]))
+                            position.arange_positions(*k_BxSxHxK.shape[:2]))
     if self.rope:
       q_BxTxHxK = position.apply_rope(q_BxTxHxK, positions_q_BxT, self.rope_base)
       if positions_kv_BxS is not None:
@@ -141,7 +141,7 @@ class MultiHeadAttention(nn.Module):
     batch, new_len = q_BxTxHxK.shape[:2]
     start = cache_index.value if initialized else jnp.array(0, jnp.int32)
     if positions_q_BxT is None:
-      positions_q_BxT = jnp.broadcast_to(start + jnp.arange(new_len), (batch, new_len))
+      positions_q_BxT = position.arange_positions(batch, new_len, start)
     if self.rope:  # store keys already rotated, so each is rotated once
       k_BxTxHxK = position.apply_rope(k_BxTxHxK, positions_q_BxT, self.rope_base)
     if not initialized:  # init call: plain causal attention over the dummy input

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from vit_jax import errors
 from vit_jax.models import layers
 from vit_jax.models import masks
+from vit_jax.models import position
 from vit_jax.models import transformer
 
 
@@ -42,8 +43,12 @@ def preset(name: str) -> BertShape:
   return PRESETS[name]
 
 
-class Bert(nn.Module):
-  """Embeddings -> post-LN encoder -> (sequence output, tanh-pooled first token)."""
+class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
+  """Embeddings -> post-LN encoder -> (sequence output, tanh-pooled first token).
+
+  Block options: see transformer.BlockOptions; BERT's dropout and LayerNorm epsilon are the
+  defaults here.
+  """
   vocab_size: int = 30522
   variant: str = "base"
   width: Optional[int] = None
@@ -55,12 +60,6 @@ class Bert(nn.Module):
   dropout_rate: float = 0.1
   attention_dropout_rate: float = 0.1
   norm_eps: float = 1e-12
-  activation: str = "gelu"
-  attention_impl: str = "xla"
-  remat: str = "none"  # see transformer.REMAT_POLICIES
-  scan_layers: bool = False
-  dtype: str = "float32"
-  param_dtype: str = "float32"
 
   def shape(self) -> BertShape:
     base = preset(self.variant)
@@ -74,7 +73,7 @@ class Bert(nn.Module):
     batch, length = tokens_BxL.shape
     transformer.sequence_length_check(length, self.max_len)
     if positions_BxL is None:
-      positions_BxL = jnp.broadcast_to(jnp.arange(length), (batch, length))
+      positions_BxL = position.arange_positions(batch, length)
     if token_type_ids_BxL is None:
       token_type_ids_BxL = jnp.zeros_like(tokens_BxL)
     param_dtype = jnp.dtype(self.param_dtype)
@@ -92,14 +91,10 @@ class Bert(nn.Module):
     mask = masks.combine(
         None if input_mask_BxL is None else masks.padding_mask(input_mask_BxL),
         None if segment_ids_BxL is None else masks.segment_mask(segment_ids_BxL))
-    cfg = transformer.BlockConfig(
-        num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, dropout_rate=self.dropout_rate,
-        attention_dropout_rate=self.attention_dropout_rate, pre_ln=False,
-        activation=self.activation, norm_eps=self.norm_eps, attention_impl=self.attention_impl,
-        dtype=self.dtype, param_dtype=self.param_dtype, remat=self.remat)
+    cfg = transformer.BlockConfig.from_model_config(self, num_heads=shape.num_heads,
+                                                    mlp_dim=shape.mlp_dim, pre_ln=False)
     x_BxLxD = transformer.Encoder(cfg, num_layers=shape.depth, block_name="layer",
-                                  scan_layers=self.scan_layers, name="encoder")(
-        x_BxLxD, mask, deterministic=not train)
+                                  name="encoder")(x_BxLxD, mask, deterministic=not train)
     pooled_BxD = jnp.tanh(nn.Dense(shape.width, kernel_init=INIT, dtype=jnp.dtype(self.dtype),
                                    param_dtype=param_dtype, name="pooler")(x_BxLxD[:, 0]))
     return x_BxLxD, pooled_BxD

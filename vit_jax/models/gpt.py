@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from vit_jax import errors
 from vit_jax.models import masks
+from vit_jax.models import position
 from vit_jax.models import transformer
 
 
@@ -37,8 +38,12 @@ PRESETS = {
 INIT = nn.initializers.normal(stddev=0.02)
 
 
-class Gpt(nn.Module):
-  """Decoder-only language model. Returns logits (B, T, vocab_size) in fp32."""
+class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
+  """Decoder-only language model. Returns logits (B, T, vocab_size) in fp32.
+
+  Block options: see transformer.BlockOptions; GPT-2's activation ("gelu_new") and LayerNorm
+  epsilon are the defaults here.
+  """
   vocab_size: int = 50257
   variant: str = "gpt2"
   width: Optional[int] = None
@@ -47,16 +52,9 @@ class Gpt(nn.Module):
   mlp_ratio: int = 4
   max_len: int = 1024
   posemb: str = "learn"  # "learn" (GPT-2) or "rope"
-  dropout_rate: float = 0.0
-  attention_dropout_rate: float = 0.0
+  decode: bool = False
   activation: str = "gelu_tanh"  # GPT-2's "gelu_new"
   norm_eps: float = 1e-5
-  attention_impl: str = "xla"
-  remat: str = "none"  # see transformer.REMAT_POLICIES
-  scan_layers: bool = False
-  decode: bool = False
-  dtype: str = "float32"
-  param_dtype: str = "float32"
 
   def shape(self) -> GptShape:
     if self.variant not in PRESETS:
@@ -82,13 +80,11 @@ class Gpt(nn.Module):
 
     if self.decode:  # positions continue from where the cache stopped
       initialized = self.has_variable("cache", "position_index")
-      index = self.variable("cache", "position_index", lambda: jnp.array(0, jnp.int32))
+      counter = self.variable("cache", "position_index", lambda: jnp.array(0, jnp.int32))
       if initialized:
-        if positions_BxT is None:
-          positions_BxT = jnp.broadcast_to(index.value + jnp.arange(length), (batch, length))
-        index.value = index.value + length
+        positions_BxT = position.next_positions(counter, batch, length, positions_BxT)
     if positions_BxT is None:
-      positions_BxT = jnp.broadcast_to(jnp.arange(length), (batch, length))
+      positions_BxT = position.arange_positions(batch, length)
     if self.posemb == "learn":
       wpe = nn.Embed(self.max_len, shape.width, embedding_init=INIT, param_dtype=param_dtype,
                      name="wpe")
@@ -99,14 +95,11 @@ class Gpt(nn.Module):
     if not self.decode:  # the KV cache applies causality itself
       mask = masks.combine(masks.causal_mask(length, batch),
                            None if segment_ids_BxT is None else masks.segment_mask(segment_ids_BxT))
-    cfg = transformer.BlockConfig(
-        num_heads=shape.num_heads, mlp_dim=self.mlp_ratio * shape.width,
-        dropout_rate=self.dropout_rate, attention_dropout_rate=self.attention_dropout_rate,
-        pre_ln=True, activation=self.activation, norm_eps=self.norm_eps,
-        attention_impl=self.attention_impl, rope=self.posemb == "rope", dtype=self.dtype,
-        param_dtype=self.param_dtype, remat=self.remat)
+    cfg = transformer.BlockConfig.from_model_config(
+        self, num_heads=shape.num_heads, mlp_dim=self.mlp_ratio * shape.width,
+        rope=self.posemb == "rope")
     h_BxTxD = transformer.Encoder(cfg, num_layers=shape.depth, decode=self.decode, block_name="h",
-                                  scan_layers=self.scan_layers, name="decoder")(x_BxTxD, mask, deterministic=not train,
+                                  name="decoder")(x_BxTxD, mask, deterministic=not train,
                                                   positions_BxL=positions_BxT)
     logits_BxTxV = wte.attend(h_BxTxD)
     return logits_BxTxV.astype(jnp.float32)

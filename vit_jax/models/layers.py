@@ -1,4 +1,4 @@
-"""Small building blocks: activations, the MLP block and stochastic depth."""
+"""Small building blocks: activations, the MLP block, stochastic depth, patch stem, class head."""
 
 import functools
 
@@ -53,3 +53,32 @@ class DropPath(nn.Module):
     shape = (x_BxLxD.shape[0],) + (1,) * (x_BxLxD.ndim - 1)
     keep_Bx1x1 = jax.random.bernoulli(self.make_rng("dropout"), keep, shape)
     return jnp.where(keep_Bx1x1, x_BxLxD / keep, 0.0).astype(x_BxLxD.dtype)
+
+
+def patch_embedding(images_BxHxWxC, patch_hw, width: int, dtype, param_dtype, name: str):
+  """Non-overlapping patches, linearly embedded (a conv with kernel = stride = patch).
+
+  Returns the patch tokens (B, N, D), row-major, and the patch grid (rows, cols).
+  """
+  if images_BxHxWxC.ndim != 4:
+    raise errors.ConfigError(f"Expected images (batch, height, width, channels), got shape "
+                             f"{images_BxHxWxC.shape}.")
+  (height, width_px), (ph, pw) = images_BxHxWxC.shape[1:3], patch_hw
+  if height % ph or width_px % pw:
+    raise errors.ConfigError(f"Image size {height}x{width_px} is not divisible by the patch size "
+                             f"{ph}x{pw}; resize the images or choose another patch size.")
+  x_BxRxCxD = nn.Conv(width, (ph, pw), strides=(ph, pw), padding="VALID", dtype=dtype,
+                      param_dtype=param_dtype, name=name)(images_BxHxWxC.astype(dtype))
+  batch, rows, cols, _ = x_BxRxCxD.shape
+  return x_BxRxCxD.reshape(batch, rows * cols, width), (rows, cols)
+
+
+def classifier_head(x_BxD, num_classes, dtype, param_dtype=jnp.float32, bias_init: float = 0.0):
+  """fp32 logits of a zero-initialized linear "head" (training starts from uniform predictions, as
+  in the original ViT); the features themselves when num_classes is 0 or None."""
+  if not num_classes:
+    return x_BxD
+  head = nn.Dense(num_classes, dtype=dtype, param_dtype=param_dtype,
+                  kernel_init=nn.initializers.zeros,
+                  bias_init=nn.initializers.constant(bias_init), name="head")
+  return head(x_BxD).astype(jnp.float32)

@@ -40,24 +40,6 @@ def parse_mixer_variant(variant: str):
   return MIXER_PRESETS[match.group(1)], int(match.group(2))
 
 
-def _patchify(images_BxHxWxC, patch: int, width: int, dtype, name: str):
-  height, img_width = images_BxHxWxC.shape[1:3]
-  if height % patch or img_width % patch:
-    raise errors.ConfigError(
-        f"Image size {height}x{img_width} is not divisible by the patch size {patch}; "
-        "resize the images or choose another patch size.")
-  x_BxHxWxD = nn.Conv(width, (patch, patch), strides=(patch, patch), padding="VALID", dtype=dtype,
-                      name=name)(images_BxHxWxC.astype(dtype))
-  return x_BxHxWxD.reshape(x_BxHxWxD.shape[0], -1, width)
-
-
-def _head(x_BxD, num_classes, dtype):
-  if not num_classes:
-    return x_BxD
-  return nn.Dense(num_classes, kernel_init=nn.initializers.zeros, dtype=dtype,
-                  name="head")(x_BxD).astype(jnp.float32)
-
-
 class MixerBlock(nn.Module):
   """Token-mixing MLP across patches, then channel-mixing MLP across features (both pre-LN)."""
   tokens_mlp_dim: int
@@ -86,12 +68,13 @@ class MlpMixer(nn.Module):
     del train  # Mixer as published has no dropout
     shape, patch = parse_mixer_variant(self.variant)
     dtype = jnp.dtype(self.dtype)
-    x_BxNxD = _patchify(images_BxHxWxC, patch, shape.hidden_dim, dtype, "stem")
+    x_BxNxD, _ = layers.patch_embedding(images_BxHxWxC, (patch, patch), shape.hidden_dim, dtype,
+                                        jnp.float32, "stem")
     for i in range(self.num_blocks or shape.num_blocks):
       x_BxNxD = MixerBlock(shape.tokens_mlp_dim, shape.channels_mlp_dim, dtype=dtype,
                            name=f"MixerBlock_{i}")(x_BxNxD)
     x_BxNxD = nn.LayerNorm(dtype=dtype, name="pre_head_layer_norm")(x_BxNxD)
-    return _head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)
+    return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)
 
 
 def fourier_mixing(x_BxNxD):
@@ -127,10 +110,11 @@ class FNet(nn.Module):
   @nn.compact
   def __call__(self, images_BxHxWxC, train: bool = False):
     dtype = jnp.dtype(self.dtype)
-    x_BxNxD = _patchify(images_BxHxWxC, self.patch_size, self.width, dtype, "embedding")
+    x_BxNxD, _ = layers.patch_embedding(images_BxHxWxC, (self.patch_size,) * 2, self.width, dtype,
+                                        jnp.float32, "embedding")
     posemb_1xNxD = self.param("pos_embedding", nn.initializers.normal(0.02), (1,) + x_BxNxD.shape[1:])
     x_BxNxD = x_BxNxD + posemb_1xNxD.astype(dtype)
     for i in range(self.depth):
       x_BxNxD = FNetBlock(self.mlp_dim, self.dropout_rate, dtype=dtype, name=f"fnetblock_{i}")(
           x_BxNxD, deterministic=not train)
-    return _head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)
+    return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)

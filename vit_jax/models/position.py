@@ -12,6 +12,20 @@ from vit_jax import errors
 KINDS = ("learn", "sincos1d", "sincos2d", "rope", "none")
 
 
+def arange_positions(batch: int, length: int, start=0):
+  """Positions start, start + 1, ... of `length` tokens, for every sequence of the batch: (B, L)."""
+  return jnp.broadcast_to(start + jnp.arange(length), (batch, length))
+
+
+def next_positions(counter, batch: int, length: int, positions_BxL=None):
+  """Incremental decoding: positions of `length` new tokens after those decoded so far (unless
+  given), advancing `counter` (a "cache" variable) past them."""
+  if positions_BxL is None:
+    positions_BxL = arange_positions(batch, length, counter.value)
+  counter.value = counter.value + length
+  return positions_BxL
+
+
 def sincos_1d(length: int, dim: int, base: float = 10_000.0) -> np.ndarray:
   """The original Transformer table: PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(...)."""
   if dim % 2:

@@ -16,8 +16,12 @@ from vit_jax.models import position
 from vit_jax.models import transformer
 
 
-class EncoderDecoder(nn.Module):
-  """Sequence-to-sequence model. `__call__` returns teacher-forced logits (B, T, vocab_size)."""
+class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
+  """Sequence-to-sequence model. `__call__` returns teacher-forced logits (B, T, vocab_size).
+
+  Block options: see transformer.BlockOptions; the original Transformer's activation and dropout
+  are the defaults here.
+  """
   vocab_size: int
   width: int = 512
   num_layers: int = 6
@@ -27,25 +31,16 @@ class EncoderDecoder(nn.Module):
   max_len: int = 256
   posemb: str = "sincos1d"  # or "learn"
   pre_ln: bool = True
+  decode: bool = False
   activation: str = "relu"
   dropout_rate: float = 0.1
-  attention_dropout_rate: float = 0.0
-  norm_eps: float = 1e-6
-  attention_impl: str = "xla"
-  remat: str = "none"  # see transformer.REMAT_POLICIES
-  decode: bool = False
-  dtype: str = "float32"
-  param_dtype: str = "float32"
 
   def setup(self):
     if self.posemb not in ("sincos1d", "learn"):
       raise errors.ConfigError(f"Unknown seq2seq position embedding {self.posemb!r}; "
                                "choose 'sincos1d' or 'learn'.")
-    cfg = transformer.BlockConfig(
-        num_heads=self.num_heads, mlp_dim=self.mlp_dim, dropout_rate=self.dropout_rate,
-        attention_dropout_rate=self.attention_dropout_rate, pre_ln=self.pre_ln,
-        activation=self.activation, norm_eps=self.norm_eps, attention_impl=self.attention_impl,
-        dtype=self.dtype, param_dtype=self.param_dtype, remat=self.remat)
+    cfg = transformer.BlockConfig.from_model_config(self, num_heads=self.num_heads,
+                                                    mlp_dim=self.mlp_dim, pre_ln=self.pre_ln)
     self.token_embed = nn.Embed(self.vocab_size, self.width,
                                 embedding_init=nn.initializers.normal(self.width ** -0.5),
                                 dtype=jnp.dtype(self.dtype), param_dtype=jnp.dtype(self.param_dtype))
@@ -62,7 +57,7 @@ class EncoderDecoder(nn.Module):
   def _embed(self, tokens_BxL, positions_BxL, train):
     batch, length = tokens_BxL.shape
     if positions_BxL is None:
-      positions_BxL = jnp.broadcast_to(jnp.arange(length), (batch, length))
+      positions_BxL = position.arange_positions(batch, length)
     x_BxLxD = self.token_embed(tokens_BxL) * jnp.sqrt(self.width).astype(jnp.dtype(self.dtype))
     if self.posemb == "learn":
       x_BxLxD = x_BxLxD + self.position_embed(positions_BxL)
@@ -88,9 +83,8 @@ class EncoderDecoder(nn.Module):
       input_mask_BxS = jnp.ones(encoded_BxSxD.shape[:2], jnp.int32)
     if target_mask_BxT is None:
       target_mask_BxT = jnp.ones((batch, length), jnp.int32)
-    if self.decode and positions_BxT is None and not self.is_initializing():
-      positions_BxT = jnp.broadcast_to(self.position_index.value + jnp.arange(length), (batch, length))
-      self.position_index.value = self.position_index.value + length
+    if self.decode and not self.is_initializing():
+      positions_BxT = position.next_positions(self.position_index, batch, length, positions_BxT)
     y_BxTxD = self._embed(decoder_inputs_BxT, positions_BxT, train)
     if self.decode:
       self_mask = None  # the KV cache applies causality

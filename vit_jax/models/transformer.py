@@ -1,5 +1,7 @@
-"""Transformer blocks and stacks shared by every model family.
+"""Transformer blocks and stacks shared by every model family, and their one configuration.
 
+`BlockOptions` are the block settings a model config sets; every transformer family (ViT, GPT,
+BERT, seq2seq) inherits them, and `BlockConfig.from_model_config` hands them to its blocks.
 `EncoderBlock` is self-attention + MLP, pre-LN (ViT, GPT) or post-LN (original Transformer, BERT);
 with a causal mask and `decode=True` it is also GPT's decoder block. `DecoderBlock` adds
 cross-attention for encoder-decoder models. Submodule names match the original ViT checkpoints
@@ -7,7 +9,7 @@ cross-attention for encoder-decoder models. Submodule names match the original V
 """
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 import flax.linen as nn
 import jax
@@ -19,22 +21,37 @@ from vit_jax.models import layers
 from vit_jax.models import position
 
 
-@dataclasses.dataclass(frozen=True)
-class BlockConfig:
-  """Hyperparameters of one transformer block (shared by every block of a stack)."""
-  num_heads: int
-  mlp_dim: int
+# repr and eq stay the Flax module's in the families that inherit these fields.
+@dataclasses.dataclass(kw_only=True, repr=False, eq=False)
+class BlockOptions:
+  """Block settings every transformer family takes from its model config (a family may change a
+  default). A new block option is one field here: every family's config then accepts it (the
+  registry checks option names against these fields) and every block receives it."""
   dropout_rate: float = 0.0
   attention_dropout_rate: float = 0.0
   droppath_rate: float = 0.0  # stochastic depth of the last block; earlier blocks scale linearly
-  pre_ln: bool = True
-  activation: str = "gelu"
+  activation: str = "gelu"  # see layers.ACTIVATIONS
   norm_eps: float = 1e-6
-  attention_impl: str = "xla"
-  rope: bool = False
+  attention_impl: str = "xla"  # see attention.IMPLEMENTATIONS
+  remat: str = "none"  # recompute activations in the backward pass: see REMAT_POLICIES
+  scan_layers: bool = False  # one scanned block with stacked params (faster compiles when deep)
   dtype: str = "float32"  # compute dtype; parameters stay in param_dtype
   param_dtype: str = "float32"
-  remat: str = "none"  # recompute activations in the backward pass: see REMAT_POLICIES
+
+
+@dataclasses.dataclass(kw_only=True, unsafe_hash=True)  # hashable: an attribute of Flax modules
+class BlockConfig(BlockOptions):
+  """Everything a block of a stack needs: the options plus what its family decides."""
+  num_heads: int
+  mlp_dim: int
+  pre_ln: bool = True
+  rope: bool = False
+
+  @classmethod
+  def from_model_config(cls, model: BlockOptions, **family) -> "BlockConfig":
+    """The block config of a family module: its option fields, plus `family` (shape, LN, RoPE)."""
+    options = {f.name: getattr(model, f.name) for f in dataclasses.fields(BlockOptions)}
+    return cls(**options, **family)
 
   def attention(self, name: str, decode: bool = False, rope: Optional[bool] = None):
     return attention.MultiHeadAttention(
@@ -62,78 +79,74 @@ REMAT_POLICIES = {
 
 
 def block_class(cls, cfg: BlockConfig):
-  """`cls`, or `cls` wrapped in nn.remat with the configured policy."""
+  """`cls`, or `cls` wrapped in nn.remat with the configured policy.
+
+  A block's flags (deterministic, decode, ...) are module attributes, so its call arguments are
+  all arrays (or None) and remat needs no static_argnums.
+  """
   if cfg.remat not in REMAT_POLICIES:
     raise errors.ConfigError(
         f"Unknown remat policy {cfg.remat!r}; choose one of {list(REMAT_POLICIES)}.")
   if cfg.remat == "none":
     return cls
-  # Argument 0 is the module; `deterministic` and `return_attention` are Python booleans.
-  static = (3, 5) if cls is EncoderBlock else (5,)
-  return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static)
+  return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat])
 
 
-def _residual(cfg: BlockConfig, droppath_rate: float, x, branch, norm_name,
-              deterministic):
-  """x + branch(x) with pre-LN (normalize the branch input) or post-LN (normalize the sum)."""
-  if cfg.pre_ln:
-    y = branch(cfg.norm(norm_name)(x))
-  else:
-    y = branch(x)
-  y = nn.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)
-  y = layers.DropPath(droppath_rate)(y, deterministic=deterministic)
-  out = x + y
-  return out if cfg.pre_ln else cfg.norm(norm_name)(out)
-
-
-class EncoderBlock(nn.Module):
-  """Self-attention then MLP, each a residual branch."""
+class _Block(nn.Module):
+  """What every block has: its config, stochastic depth rate and flags."""
   cfg: BlockConfig
   droppath_rate: float = 0.0
-  decode: bool = False
+  decode: bool = False  # self-attention keeps a KV cache
+  deterministic: bool = True  # no dropout
+  return_attention: bool = False  # sow self-attention weights in "intermediates"
 
-  @nn.compact
-  def __call__(self, x_BxLxD, mask=None, deterministic: bool = True, positions_BxL=None,
-               return_attention: bool = False):
-    def attend(h_BxLxD):
-      attn = self.cfg.attention("MultiHeadDotProductAttention_1", decode=self.decode)
-      out = attn(h_BxLxD, mask=mask, deterministic=deterministic, positions_q_BxT=positions_BxL,
-                 return_weights=return_attention)
-      if return_attention:
-        out, weights_BxHxLxL = out
-        self.sow("intermediates", "attention_weights", weights_BxHxLxL)
+  def residual(self, x, branch, norm_name):
+    """x + branch(x) with pre-LN (normalize the branch input) or post-LN (normalize the sum)."""
+    y = branch(self.cfg.norm(norm_name)(x) if self.cfg.pre_ln else x)
+    y = nn.Dropout(self.cfg.dropout_rate)(y, deterministic=self.deterministic)
+    y = layers.DropPath(self.droppath_rate)(y, deterministic=self.deterministic)
+    return x + y if self.cfg.pre_ln else self.cfg.norm(norm_name)(x + y)
+
+  def self_attention(self, name, h_BxLxD, mask, positions_BxL):
+    attn = self.cfg.attention(name, decode=self.decode)
+    out = attn(h_BxLxD, mask=mask, deterministic=self.deterministic,
+               positions_q_BxT=positions_BxL, return_weights=self.return_attention)
+    if not self.return_attention:
       return out
+    out_BxLxD, weights_BxHxLxL = out
+    self.sow("intermediates", "attention_weights", weights_BxHxLxL)
+    return out_BxLxD
 
-    x_BxLxD = _residual(self.cfg, self.droppath_rate, x_BxLxD, attend, "LayerNorm_0",
-                        deterministic)
-    mlp = self.cfg.mlp("MlpBlock_3")
-    return _residual(self.cfg, self.droppath_rate, x_BxLxD,
-                     lambda h: mlp(h, deterministic=deterministic), "LayerNorm_2", deterministic)
+  def mlp_residual(self, x_BxLxD, name, norm_name):
+    mlp = self.cfg.mlp(name)
+    return self.residual(x_BxLxD, lambda h: mlp(h, deterministic=self.deterministic), norm_name)
 
 
-class DecoderBlock(nn.Module):
-  """Masked self-attention, cross-attention to the encoder output, then MLP."""
-  cfg: BlockConfig
-  droppath_rate: float = 0.0
-  decode: bool = False
+class EncoderBlock(_Block):
+  """Self-attention then MLP, each a residual branch."""
 
   @nn.compact
-  def __call__(self, y_BxTxD, encoded_BxSxD, self_mask=None, cross_mask=None,
-               deterministic: bool = True, positions_BxT=None):
-    self_attn = self.cfg.attention("self_attention", decode=self.decode)
+  def __call__(self, x_BxLxD, mask=None, positions_BxL=None):
+    x_BxLxD = self.residual(
+        x_BxLxD, lambda h: self.self_attention("MultiHeadDotProductAttention_1", h, mask,
+                                               positions_BxL), "LayerNorm_0")
+    return self.mlp_residual(x_BxLxD, "MlpBlock_3", "LayerNorm_2")
+
+
+class DecoderBlock(_Block):
+  """Masked self-attention, cross-attention to the encoder output, then MLP."""
+
+  @nn.compact
+  def __call__(self, y_BxTxD, encoded_BxSxD, self_mask=None, cross_mask=None, positions_BxT=None):
+    y_BxTxD = self.residual(
+        y_BxTxD, lambda h: self.self_attention("self_attention", h, self_mask, positions_BxT),
+        "norm_self_attention")
     # Cross-attention relates two different sequences: no RoPE between them.
     cross_attn = self.cfg.attention("cross_attention", rope=False)
-    mlp = self.cfg.mlp("mlp")
-    y_BxTxD = _residual(self.cfg, self.droppath_rate, y_BxTxD,
-                        lambda h: self_attn(h, mask=self_mask, deterministic=deterministic,
-                                            positions_q_BxT=positions_BxT),
-                        "norm_self_attention", deterministic)
-    y_BxTxD = _residual(self.cfg, self.droppath_rate, y_BxTxD,
-                        lambda h: cross_attn(h, encoded_BxSxD, mask=cross_mask,
-                                             deterministic=deterministic),
-                        "norm_cross_attention", deterministic)
-    return _residual(self.cfg, self.droppath_rate, y_BxTxD,
-                     lambda h: mlp(h, deterministic=deterministic), "norm_mlp", deterministic)
+    y_BxTxD = self.residual(
+        y_BxTxD, lambda h: cross_attn(h, encoded_BxSxD, mask=cross_mask,
+                                      deterministic=self.deterministic), "norm_cross_attention")
+    return self.mlp_residual(y_BxTxD, "mlp", "norm_mlp")
 
 
 def droppath_rates(rate: float, num_layers: int):
@@ -141,6 +154,53 @@ def droppath_rates(rate: float, num_layers: int):
   if num_layers <= 1:
     return [rate] * num_layers
   return [rate * i / (num_layers - 1) for i in range(num_layers)]
+
+
+def apply_blocks(cls, cfg: BlockConfig, num_layers: int, name: str, x, *inputs, **flags):
+  """`num_layers` blocks of class `cls` applied in turn to x (the other inputs are shared).
+
+  Unrolled blocks are named `{name}_{i}`; with `cfg.scan_layers` one scanned block `name` holds
+  params with a leading layer axis. `flags` are block attributes (decode, deterministic, ...).
+  """
+  if cfg.scan_layers:
+    if flags.get("return_attention"):
+      raise ValueError("Attention weights are returned per layer only: build the model with "
+                       "scan_layers=False to read them.")
+    return ScannedBlocks(cls, cfg, num_layers, tuple(flags.items()), name=name)(x, *inputs)
+  block = block_class(cls, cfg)
+  for i, rate in enumerate(droppath_rates(cfg.droppath_rate, num_layers)):
+    x = block(cfg, droppath_rate=rate, **flags, name=f"{name}_{i}")(x, *inputs)
+  return x
+
+
+class _ScanStep(nn.Module):
+  """One layer of a scanned stack: (carry, broadcast inputs) -> (carry, nothing)."""
+  cls: Any
+  cfg: BlockConfig
+  flags: tuple
+
+  @nn.compact
+  def __call__(self, x, *inputs):
+    block = block_class(self.cls, self.cfg)
+    # Under scan every layer is the same function: stochastic depth uses one rate for all.
+    return block(self.cfg, droppath_rate=self.cfg.droppath_rate, **dict(self.flags),
+                 name="block")(x, *inputs), None
+
+
+class ScannedBlocks(nn.Module):
+  """`num_layers` blocks as one `nn.scan`; parameters (and KV caches) gain a leading layer axis."""
+  cls: Any
+  cfg: BlockConfig
+  num_layers: int
+  flags: tuple = ()
+
+  @nn.compact
+  def __call__(self, x, *inputs):
+    scanned = nn.scan(_ScanStep, variable_axes={"params": 0, "cache": 0},
+                      split_rngs={"params": True, "dropout": True},
+                      in_axes=(nn.broadcast,) * len(inputs), length=self.num_layers)
+    x, _ = scanned(self.cls, self.cfg, self.flags, name="layers")(x, *inputs)
+    return x
 
 
 class Encoder(nn.Module):
@@ -156,7 +216,6 @@ class Encoder(nn.Module):
   prefix_tokens: int = 0
   decode: bool = False
   block_name: str = "encoderblock"
-  scan_layers: bool = False  # one scanned block with stacked params (faster compiles when deep)
 
   @nn.compact
   def __call__(self, x_BxLxD, mask=None, deterministic: bool = True, positions_BxL=None,
@@ -166,16 +225,10 @@ class Encoder(nn.Module):
           kind=self.posemb, grid=self.posemb_grid, prefix_tokens=self.prefix_tokens,
           param_dtype=jnp.dtype(self.cfg.param_dtype), name="posembed_input")(x_BxLxD)
       x_BxLxD = nn.Dropout(self.cfg.dropout_rate)(x_BxLxD, deterministic=deterministic)
-    x_BxLxD = x_BxLxD.astype(jnp.dtype(self.cfg.dtype))
-    if self.scan_layers:
-      x_BxLxD = ScannedBlocks(self.cfg, self.num_layers, self.decode, name=self.block_name)(
-          x_BxLxD, mask, positions_BxL, deterministic)
-    else:
-      block = block_class(EncoderBlock, self.cfg)
-      for i, rate in enumerate(droppath_rates(self.cfg.droppath_rate, self.num_layers)):
-        x_BxLxD = block(self.cfg, droppath_rate=rate, decode=self.decode,
-                        name=f"{self.block_name}_{i}")(
-                            x_BxLxD, mask, deterministic, positions_BxL, return_attention)
+    x_BxLxD = apply_blocks(EncoderBlock, self.cfg, self.num_layers, self.block_name,
+                           x_BxLxD.astype(jnp.dtype(self.cfg.dtype)), mask, positions_BxL,
+                           decode=self.decode, deterministic=deterministic,
+                           return_attention=return_attention)
     if self.cfg.pre_ln:
       x_BxLxD = self.cfg.norm("encoder_norm")(x_BxLxD)
     return x_BxLxD
@@ -190,45 +243,13 @@ class Decoder(nn.Module):
   @nn.compact
   def __call__(self, y_BxTxD, encoded_BxSxD, self_mask=None, cross_mask=None,
                deterministic: bool = True, positions_BxT=None):
-    y_BxTxD = y_BxTxD.astype(jnp.dtype(self.cfg.dtype))
-    block = block_class(DecoderBlock, self.cfg)
-    for i, rate in enumerate(droppath_rates(self.cfg.droppath_rate, self.num_layers)):
-      y_BxTxD = block(self.cfg, droppath_rate=rate, decode=self.decode,
-                             name=f"decoderblock_{i}")(
-                                 y_BxTxD, encoded_BxSxD, self_mask, cross_mask, deterministic,
-                                 positions_BxT)
+    y_BxTxD = apply_blocks(DecoderBlock, self.cfg, self.num_layers, "decoderblock",
+                           y_BxTxD.astype(jnp.dtype(self.cfg.dtype)), encoded_BxSxD, self_mask,
+                           cross_mask, positions_BxT, decode=self.decode,
+                           deterministic=deterministic)
     if self.cfg.pre_ln:
       y_BxTxD = self.cfg.norm("decoder_norm")(y_BxTxD)
     return y_BxTxD
-
-
-class _ScanStep(nn.Module):
-  """One layer of a scanned stack: (carry, broadcast inputs) -> (carry, nothing)."""
-  cfg: BlockConfig
-  decode: bool = False
-
-  @nn.compact
-  def __call__(self, x_BxLxD, mask, positions_BxL, deterministic):
-    block = block_class(EncoderBlock, self.cfg)
-    # Under scan every layer is the same function: stochastic depth uses one rate for all.
-    return block(self.cfg, droppath_rate=self.cfg.droppath_rate, decode=self.decode,
-                 name="block")(x_BxLxD, mask, deterministic, positions_BxL, False), None
-
-
-class ScannedBlocks(nn.Module):
-  """`num_layers` encoder blocks as one `nn.scan`; parameters gain a leading layer axis."""
-  cfg: BlockConfig
-  num_layers: int
-  decode: bool = False
-
-  @nn.compact
-  def __call__(self, x_BxLxD, mask, positions_BxL, deterministic):
-    scanned = nn.scan(_ScanStep, variable_axes={"params": 0, "cache": 0},
-                      split_rngs={"params": True, "dropout": True},
-                      in_axes=(nn.broadcast, nn.broadcast, nn.broadcast), length=self.num_layers)
-    x_BxLxD, _ = scanned(self.cfg, self.decode, name="layers")(x_BxLxD, mask, positions_BxL,
-                                                              deterministic)
-    return x_BxLxD
 
 
 def sequence_length_check(length: int, max_len: Optional[int], what: str = "sequence"):

@@ -12,6 +12,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from vit_jax import errors
+from vit_jax.models import layers
 from vit_jax.models import transformer
 
 
@@ -69,8 +70,8 @@ class MAPHead(nn.Module):
     return x_Bx1xD[:, 0]
 
 
-class ViT(nn.Module):
-  """Vision Transformer classifier.
+class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
+  """Vision Transformer classifier (block options: see transformer.BlockOptions).
 
   Attributes:
     num_classes: head outputs; 0 or None for no head (returns the pooled features).
@@ -89,64 +90,35 @@ class ViT(nn.Module):
   classifier: str = "token"
   posemb: str = "learn"
   representation_size: Optional[int] = None
-  dropout_rate: float = 0.0
-  attention_dropout_rate: float = 0.0
-  droppath_rate: float = 0.0
   head_bias_init: float = 0.0
-  attention_impl: str = "xla"
-  remat: str = "none"  # see transformer.REMAT_POLICIES
-  scan_layers: bool = False
-  dtype: str = "float32"
-  param_dtype: str = "float32"
 
   def shape(self):
     preset, patch = parse_variant(self.variant)
     return Shape(self.width or preset.width, self.depth or preset.depth,
                  self.mlp_dim or preset.mlp_dim, self.num_heads or preset.num_heads), patch
 
-  def block_config(self):
-    shape, _ = self.shape()
-    return transformer.BlockConfig(
-        num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, dropout_rate=self.dropout_rate,
-        attention_dropout_rate=self.attention_dropout_rate, droppath_rate=self.droppath_rate,
-        pre_ln=True, activation="gelu", norm_eps=1e-6, attention_impl=self.attention_impl,
-        dtype=self.dtype, param_dtype=self.param_dtype, remat=self.remat)
-
   @nn.compact
   def __call__(self, images_BxHxWxC, train: bool = False, return_attention: bool = False):
     if self.classifier not in CLASSIFIERS:
-      raise errors.ConfigError(
-          f"Unknown ViT classifier {self.classifier!r}; choose one of {CLASSIFIERS}.")
-    shape, (ph, pw) = self.shape()
-    if images_BxHxWxC.ndim != 4:
-      raise ValueError(f"ViT expects images (batch, height, width, channels), got shape "
-                       f"{images_BxHxWxC.shape}.")
-    height, width = images_BxHxWxC.shape[1:3]
-    if height % ph or width % pw:
-      raise errors.ConfigError(
-          f"Image size {height}x{width} is not divisible by the patch size {ph}x{pw}; "
-          "resize the images or choose another patch size.")
-    cfg = self.block_config()
-    dtype = jnp.dtype(self.dtype)
-
-    x_BxHxWxD = nn.Conv(shape.width, (ph, pw), strides=(ph, pw), padding="VALID", dtype=dtype,
-                        param_dtype=jnp.dtype(self.param_dtype), name="embedding")(
-                            images_BxHxWxC.astype(dtype))
-    batch, rows, cols, _ = x_BxHxWxD.shape
-    x_BxNxD = x_BxHxWxD.reshape(batch, rows * cols, shape.width)
+      raise errors.ConfigError(f"Unknown ViT classifier {self.classifier!r}; choose one of {CLASSIFIERS}.")
+    shape, patch = self.shape()
+    cfg = transformer.BlockConfig.from_model_config(self, num_heads=shape.num_heads,
+                                                    mlp_dim=shape.mlp_dim)
+    dtype, param_dtype = jnp.dtype(self.dtype), jnp.dtype(self.param_dtype)
+    x_BxNxD, (rows, cols) = layers.patch_embedding(images_BxHxWxC, patch, shape.width, dtype,
+                                                   param_dtype, "embedding")
+    batch = x_BxNxD.shape[0]
 
     prefix = 0
     if self.classifier == "token":
-      cls_1x1xD = self.param("cls", nn.initializers.zeros, (1, 1, shape.width),
-                             jnp.dtype(self.param_dtype))
+      cls_1x1xD = self.param("cls", nn.initializers.zeros, (1, 1, shape.width), param_dtype)
       x_BxNxD = jnp.concatenate([jnp.tile(cls_1x1xD, (batch, 1, 1)).astype(dtype), x_BxNxD], axis=1)
       prefix = 1
 
     x_BxNxD = transformer.Encoder(cfg, num_layers=shape.depth, posemb=self.posemb,
                                   posemb_grid=(rows, cols), prefix_tokens=prefix,
-                                  scan_layers=self.scan_layers, name="Transformer")(
-                                      x_BxNxD, deterministic=not train,
-                                      return_attention=return_attention)
+                                  name="Transformer")(x_BxNxD, deterministic=not train,
+                                                      return_attention=return_attention)
 
     if self.classifier == "token":
       x_BxD = x_BxNxD[:, 0]
@@ -158,12 +130,6 @@ class ViT(nn.Module):
       x_BxD = x_BxNxD
 
     if self.representation_size:
-      x_BxD = jnp.tanh(nn.Dense(self.representation_size, dtype=dtype,
-                                param_dtype=jnp.dtype(self.param_dtype), name="pre_logits")(x_BxD))
-    if not self.num_classes:
-      return x_BxD
-    # Zero-initialized head: training starts from uniform predictions (original ViT).
-    logits = nn.Dense(self.num_classes, dtype=dtype, param_dtype=jnp.dtype(self.param_dtype),
-                      kernel_init=nn.initializers.zeros,
-                      bias_init=nn.initializers.constant(self.head_bias_init), name="head")(x_BxD)
-    return logits.astype(jnp.float32)
+      x_BxD = jnp.tanh(nn.Dense(self.representation_size, dtype=dtype, param_dtype=param_dtype,
+                                name="pre_logits")(x_BxD))
+    return layers.classifier_head(x_BxD, self.num_classes, dtype, param_dtype, self.head_bias_init)
