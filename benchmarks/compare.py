@@ -11,28 +11,35 @@ measurement).
 """
 
 # pylint: disable=g-bad-import-order
-from benchmarks import peers  # torchvision (via timm) must load before TensorFlow
 import argparse
 import json
 import statistics
 import tempfile
 import time
 
+from benchmarks import peers  # torchvision (via timm) must load before TensorFlow
 from vit_jax import xla_flags
 
 xla_flags.set_cpu_defaults()  # ours runs as the trainer does
-import jax  # pylint: disable=wrong-import-position
+import jax  # noqa: E402  # pylint: disable=wrong-import-position
 
-from benchmarks import input_pipeline
-from benchmarks import ours
+from benchmarks import input_pipeline  # noqa: E402
+from benchmarks import ours  # noqa: E402
 
 GPT = dict(width=384, depth=6, heads=6, vocab=8192, max_len=256)
 GPT_QUICK = dict(width=32, depth=1, heads=2, vocab=64, max_len=32)
 
 
 def _gpt_ours(shape):
-  return {"name": "gpt", "variant": "pico", "width": shape["width"], "depth": shape["depth"],
-          "num_heads": shape["heads"], "vocab_size": shape["vocab"], "max_len": shape["max_len"]}
+  return {
+      "name": "gpt",
+      "variant": "pico",
+      "width": shape["width"],
+      "depth": shape["depth"],
+      "num_heads": shape["heads"],
+      "vocab_size": shape["vocab"],
+      "max_len": shape["max_len"],
+  }
 
 
 def _vit_ours(variant, quick):
@@ -45,50 +52,88 @@ def _vit_ours(variant, quick):
 def workloads(quick: bool):
   """name -> (unit, items per step, our runner factory, peer runner factory)."""
   px = 32 if quick else 224
-  vit_peer = dict(patch_size=8, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2,
-                  num_classes=10) if quick else {}
+  vit_peer = (
+      dict(patch_size=8, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2, num_classes=10)
+      if quick
+      else {}
+  )
   gpt = GPT_QUICK if quick else GPT
   seq, batch = (16, 2) if quick else (256, 16)
-  bert = dict(width=32, depth=1, heads=2, vocab=64, seq=16, batch=2, masked=3) if quick else dict(
-      width=256, depth=4, heads=4, vocab=30522, seq=128, batch=32, masked=20)
-  bert_ours = {"name": "bert_mlm", "variant": "base", "width": bert["width"],
-               "depth": bert["depth"], "num_heads": bert["heads"], "mlp_dim": 4 * bert["width"],
-               "vocab_size": bert["vocab"], "max_len": max(bert["seq"], 32),
-               "dropout_rate": 0.1, "attention_dropout_rate": 0.1}
-  gpt2 = dict(GPT_QUICK) if quick else dict(width=768, depth=12, heads=12, vocab=50257,
-                                            max_len=1024)
+  bert = (
+      dict(width=32, depth=1, heads=2, vocab=64, seq=16, batch=2, masked=3)
+      if quick
+      else dict(width=256, depth=4, heads=4, vocab=30522, seq=128, batch=32, masked=20)
+  )
+  bert_ours = {
+      "name": "bert_mlm",
+      "variant": "base",
+      "width": bert["width"],
+      "depth": bert["depth"],
+      "num_heads": bert["heads"],
+      "mlp_dim": 4 * bert["width"],
+      "vocab_size": bert["vocab"],
+      "max_len": max(bert["seq"], 32),
+      "dropout_rate": 0.1,
+      "attention_dropout_rate": 0.1,
+  }
+  gpt2 = (
+      dict(GPT_QUICK) if quick else dict(width=768, depth=12, heads=12, vocab=50257, max_len=1024)
+  )
   prompt, new = (4, 8) if quick else (32, 128)
   vit_batch = 2 if quick else 32
   table = {
-      "vit_ti16_train": ("img/s", vit_batch,
-                         lambda: ours.vit_train(_vit_ours("Ti/16", quick), vit_batch, px),
-                         lambda: peers.vit_train("vit_tiny_patch16_224", vit_batch, px,
-                                                 **vit_peer)),
-      "vit_s16_train": ("img/s", vit_batch,
-                        lambda: ours.vit_train(_vit_ours("S/16", quick), vit_batch, px),
-                        lambda: peers.vit_train("vit_small_patch16_224", vit_batch, px,
-                                                **vit_peer)),
-      "gpt_train": ("tok/s", batch * seq, lambda: ours.gpt_train(_gpt_ours(gpt), batch, seq),
-                    lambda: peers.gpt_train(peers.gpt_config(**gpt), batch, seq)),
-      "bert_mlm_train": ("tok/s", bert["batch"] * bert["seq"],
-                         lambda: ours.bert_mlm_train(bert_ours, bert["batch"], bert["seq"],
-                                                     bert["masked"]),
-                         lambda: peers.bert_mlm_train(bert["width"], bert["depth"], bert["heads"],
-                                                      bert["vocab"], bert["batch"], bert["seq"],
-                                                      bert["masked"])),
-      "gpt2_124m_train": ("tok/s", 2 * (16 if quick else 512),
-                          lambda: ours.gpt_train(_gpt_ours(gpt2), 2, 16 if quick else 512),
-                          lambda: peers.gpt_train(peers.gpt_config(**gpt2), 2,
-                                                  16 if quick else 512)),
-      "matmul_fp32": ("GFLOP/s", 2 * (256 if quick else 4096)**3 / 1e9,
-                      lambda: ours.matmul(256 if quick else 4096),
-                      lambda: peers.matmul(256 if quick else 4096)),
+      "vit_ti16_train": (
+          "img/s",
+          vit_batch,
+          lambda: ours.vit_train(_vit_ours("Ti/16", quick), vit_batch, px),
+          lambda: peers.vit_train("vit_tiny_patch16_224", vit_batch, px, **vit_peer),
+      ),
+      "vit_s16_train": (
+          "img/s",
+          vit_batch,
+          lambda: ours.vit_train(_vit_ours("S/16", quick), vit_batch, px),
+          lambda: peers.vit_train("vit_small_patch16_224", vit_batch, px, **vit_peer),
+      ),
+      "gpt_train": (
+          "tok/s",
+          batch * seq,
+          lambda: ours.gpt_train(_gpt_ours(gpt), batch, seq),
+          lambda: peers.gpt_train(peers.gpt_config(**gpt), batch, seq),
+      ),
+      "bert_mlm_train": (
+          "tok/s",
+          bert["batch"] * bert["seq"],
+          lambda: ours.bert_mlm_train(bert_ours, bert["batch"], bert["seq"], bert["masked"]),
+          lambda: peers.bert_mlm_train(
+              bert["width"],
+              bert["depth"],
+              bert["heads"],
+              bert["vocab"],
+              bert["batch"],
+              bert["seq"],
+              bert["masked"],
+          ),
+      ),
+      "gpt2_124m_train": (
+          "tok/s",
+          2 * (16 if quick else 512),
+          lambda: ours.gpt_train(_gpt_ours(gpt2), 2, 16 if quick else 512),
+          lambda: peers.gpt_train(peers.gpt_config(**gpt2), 2, 16 if quick else 512),
+      ),
+      "matmul_fp32": (
+          "GFLOP/s",
+          2 * (256 if quick else 4096) ** 3 / 1e9,
+          lambda: ours.matmul(256 if quick else 4096),
+          lambda: peers.matmul(256 if quick else 4096),
+      ),
   }
   for b in (1, 8):
-    table[f"gpt_decode_b{b}"] = ("tok/s", b * new,
-                                 lambda b=b: ours.gpt_decode(_gpt_ours(gpt), b, prompt, new),
-                                 lambda b=b: peers.gpt_decode(peers.gpt_config(**gpt), b, prompt,
-                                                              new))
+    table[f"gpt_decode_b{b}"] = (
+        "tok/s",
+        b * new,
+        lambda b=b: ours.gpt_decode(_gpt_ours(gpt), b, prompt, new),
+        lambda b=b: peers.gpt_decode(peers.gpt_config(**gpt), b, prompt, new),
+    )
   return table
 
 
@@ -122,28 +167,55 @@ def main():
     if args.only and name not in args.only:
       continue
     few = name.startswith(("gpt2", "gpt_decode"))  # slow units: fewer of them
-    seconds = measure(make_ours, make_peer, warmup=1 if args.quick else 2, rounds=rounds,
-                      steps=1 if (args.quick or few) else 3)
-    row = {"workload": name, "unit": unit, "ours": items / seconds["ours"],
-           "peer": items / seconds["peer"]}
+    seconds = measure(
+        make_ours,
+        make_peer,
+        warmup=1 if args.quick else 2,
+        rounds=rounds,
+        steps=1 if (args.quick or few) else 3,
+    )
+    row = {
+        "workload": name,
+        "unit": unit,
+        "ours": items / seconds["ours"],
+        "peer": items / seconds["peer"],
+    }
     results.append(row)
-    print(f"{name:<18} {unit:<8} {row['ours']:>10.1f} {row['peer']:>10.1f} "
-          f"{row['ours'] / row['peer']:>6.2f}x", flush=True)
+    print(
+        f"{name:<18} {unit:<8} {row['ours']:>10.1f} {row['peer']:>10.1f} "
+        f"{row['ours'] / row['peer']:>6.2f}x",
+        flush=True,
+    )
   vit = next((r for r in results if r["workload"] == "vit_ti16_train"), None)
   if vit is not None and (not args.only or "input_pipeline" in args.only):
     with tempfile.TemporaryDirectory() as data_dir:
       input_pipeline.prepare(data_dir, 16 if args.quick else 256)
-      rate = input_pipeline.images_per_sec(data_dir, batch_size=8 if args.quick else 32,
-                                           batches=2 if args.quick else 20,
-                                           warmup=1 if args.quick else 3)
-    row = {"workload": "input_pipeline", "unit": "img/s", "ours": rate, "peer": vit["ours"],
-           "per_core": rate / input_pipeline.cores()}
+      rate = input_pipeline.images_per_sec(
+          data_dir,
+          batch_size=8 if args.quick else 32,
+          batches=2 if args.quick else 20,
+          warmup=1 if args.quick else 3,
+      )
+    row = {
+        "workload": "input_pipeline",
+        "unit": "img/s",
+        "ours": rate,
+        "peer": vit["ours"],
+        "per_core": rate / input_pipeline.cores(),
+    }
     results.append(row)
-    print(f"{'input_pipeline':<18} {'img/s':<8} {rate:>10.1f} {vit['ours']:>10.1f} "
-          f"{rate / vit['ours']:>6.2f}x  (peer column: our ViT-Ti step's consumption; "
-          f"{row['per_core']:.1f} img/s/core)", flush=True)
-  info = {"device": jax.devices()[0].device_kind, "cores": input_pipeline.cores(),
-          "quick": args.quick, "results": results}
+    print(
+        f"{'input_pipeline':<18} {'img/s':<8} {rate:>10.1f} {vit['ours']:>10.1f} "
+        f"{rate / vit['ours']:>6.2f}x  (peer column: our ViT-Ti step's consumption; "
+        f"{row['per_core']:.1f} img/s/core)",
+        flush=True,
+    )
+  info = {
+      "device": jax.devices()[0].device_kind,
+      "cores": input_pipeline.cores(),
+      "quick": args.quick,
+      "results": results,
+  }
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:
       json.dump(info, f, indent=2)

@@ -24,8 +24,10 @@ def _train_step(model, loss_fn, params):
     new_params = optax.apply_updates(state["params"], updates)
     finite = jnp.isfinite(loss) & jnp.isfinite(optax.global_norm(grads))
     keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
-    return {"params": keep(new_params, state["params"]),
-            "opt_state": keep(opt_state, state["opt_state"])}, loss
+    return {
+        "params": keep(new_params, state["params"]),
+        "opt_state": keep(opt_state, state["opt_state"]),
+    }, loss
 
   return jax.jit(step, donate_argnums=(0,)), state
 
@@ -36,6 +38,7 @@ def _runner(step, state, batch):
   def run():
     holder["state"], loss = step(holder["state"], batch)
     loss.block_until_ready()
+
   return run
 
 
@@ -46,9 +49,12 @@ def _init(model, *inputs):
 def vit_train(config, batch_size, image_size):
   model = build_model(config)
   rng = np.random.default_rng(0)
-  batch = {"image": jnp.asarray(rng.standard_normal((batch_size, image_size, image_size, 3)),
-                                jnp.float32),
-           "label": jnp.asarray(rng.integers(0, config["num_classes"], batch_size), jnp.int32)}
+  batch = {
+      "image": jnp.asarray(
+          rng.standard_normal((batch_size, image_size, image_size, 3)), jnp.float32
+      ),
+      "label": jnp.asarray(rng.integers(0, config["num_classes"], batch_size), jnp.int32),
+  }
 
   def loss_fn(model, params, batch):
     logits_BxC = model.apply({"params": params}, batch["image"], train=True)
@@ -59,8 +65,10 @@ def vit_train(config, batch_size, image_size):
 
 def gpt_train(config, batch_size, seq_len):
   model = build_model(config)
-  tokens_BxT = jnp.asarray(np.random.default_rng(0).integers(
-      0, config["vocab_size"], (batch_size, seq_len + 1)), jnp.int32)
+  tokens_BxT = jnp.asarray(
+      np.random.default_rng(0).integers(0, config["vocab_size"], (batch_size, seq_len + 1)),
+      jnp.int32,
+  )
 
   def loss_fn(model, params, tokens_BxT):
     logits_BxTxV = model.apply({"params": params}, tokens_BxT[:, :-1], train=True)
@@ -72,19 +80,31 @@ def gpt_train(config, batch_size, seq_len):
 def bert_mlm_train(config, batch_size, seq_len, masked):
   model = build_model(config)
   rng = np.random.default_rng(0)
-  batch = {"tokens": rng.integers(0, config["vocab_size"], (batch_size, seq_len)),
-           "positions": np.sort(rng.permuted(np.tile(np.arange(seq_len), (batch_size, 1)),
-                                             axis=1)[:, :masked], axis=1),
-           "targets": rng.integers(0, config["vocab_size"], (batch_size, masked))}
+  batch = {
+      "tokens": rng.integers(0, config["vocab_size"], (batch_size, seq_len)),
+      "positions": np.sort(
+          rng.permuted(np.tile(np.arange(seq_len), (batch_size, 1)), axis=1)[:, :masked], axis=1
+      ),
+      "targets": rng.integers(0, config["vocab_size"], (batch_size, masked)),
+  }
   batch = {k: jnp.asarray(v, jnp.int32) for k, v in batch.items()}
   ones_BxL = jnp.ones((batch_size, seq_len), jnp.int32)
 
   def loss_fn(model, params, batch):
-    out = model.apply({"params": params}, batch["tokens"], jnp.zeros_like(ones_BxL), ones_BxL,
-                      None, None, batch["positions"], train=True,
-                      rngs={"dropout": jax.random.PRNGKey(0)})
-    return optax.softmax_cross_entropy_with_integer_labels(out["mlm_logits"],
-                                                           batch["targets"]).mean()
+    out = model.apply(
+        {"params": params},
+        batch["tokens"],
+        jnp.zeros_like(ones_BxL),
+        ones_BxL,
+        None,
+        None,
+        batch["positions"],
+        train=True,
+        rngs={"dropout": jax.random.PRNGKey(0)},
+    )
+    return optax.softmax_cross_entropy_with_integer_labels(
+        out["mlm_logits"], batch["targets"]
+    ).mean()
 
   params = _init(model, batch["tokens"][:1], None, None, None, None, batch["positions"][:1])
   return _runner(*_train_step(model, loss_fn, params), batch)
@@ -97,6 +117,7 @@ def gpt_decode(config, batch_size, prompt_len, new_tokens):
 
   def run():  # everything a user's call costs, compile excepted (warm-up compiles)
     sampling.generate(config, params, prompts.tolist(), max_new_tokens=new_tokens)
+
   return run
 
 

@@ -21,6 +21,7 @@ def _train(model, forward_loss):
     loss = forward_loss()
     loss.backward()
     optimizer.step()
+
   return run
 
 
@@ -32,9 +33,18 @@ def vit_train(timm_name, batch_size, image_size, **kwargs):
 
 
 def gpt_config(width, depth, heads, vocab, max_len):
-  return transformers.GPT2Config(vocab_size=vocab, n_embd=width, n_layer=depth, n_head=heads,
-                                 n_positions=max_len, resid_pdrop=0.0, embd_pdrop=0.0,
-                                 attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)
+  return transformers.GPT2Config(
+      vocab_size=vocab,
+      n_embd=width,
+      n_layer=depth,
+      n_head=heads,
+      n_positions=max_len,
+      resid_pdrop=0.0,
+      embd_pdrop=0.0,
+      attn_pdrop=0.0,
+      bos_token_id=None,
+      eos_token_id=None,
+  )
 
 
 def gpt_train(config, batch_size, seq_len):
@@ -44,8 +54,13 @@ def gpt_train(config, batch_size, seq_len):
 
 
 def bert_mlm_train(width, depth, heads, vocab, batch_size, seq_len, masked):
-  config = transformers.BertConfig(vocab_size=vocab, hidden_size=width, num_hidden_layers=depth,
-                                   num_attention_heads=heads, intermediate_size=4 * width)
+  config = transformers.BertConfig(
+      vocab_size=vocab,
+      hidden_size=width,
+      num_hidden_layers=depth,
+      num_attention_heads=heads,
+      intermediate_size=4 * width,
+  )
   model = transformers.BertForMaskedLM(config)
   tokens = torch.randint(0, vocab, (batch_size, seq_len))
   labels = torch.full((batch_size, seq_len), -100)
@@ -60,8 +75,15 @@ def gpt_decode(config, batch_size, prompt_len, new_tokens):
 
   def run():
     with torch.no_grad():
-      model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
-                     max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
+      model.generate(
+          prompts,
+          attention_mask=torch.ones_like(prompts),
+          do_sample=False,
+          max_new_tokens=new_tokens,
+          min_new_tokens=new_tokens,
+          pad_token_id=0,
+      )
+
   return run
 
 

@@ -34,11 +34,14 @@ def train_step_temp_bytes(model_config: dict, batch_size: int, image_size: int =
     return {"params": params, "opt_state": tx.init(params), "step": jnp.array(0, jnp.int32)}
 
   state = jax.eval_shape(init_state, jax.random.PRNGKey(0))
-  batch = {"image": jax.ShapeDtypeStruct((batch_size, image_size, image_size, 3), jnp.float32),
-           "label": jax.ShapeDtypeStruct((batch_size,), jnp.int32),
-           "labels": jax.ShapeDtypeStruct((batch_size, num_classes), jnp.float32)}
-  step = train_step.make_train_step(task, model, tx, optax.constant_schedule(1e-3),
-                                    jax.random.PRNGKey(0))
+  batch = {
+      "image": jax.ShapeDtypeStruct((batch_size, image_size, image_size, 3), jnp.float32),
+      "label": jax.ShapeDtypeStruct((batch_size,), jnp.int32),
+      "labels": jax.ShapeDtypeStruct((batch_size, num_classes), jnp.float32),
+  }
+  step = train_step.make_train_step(
+      task, model, tx, optax.constant_schedule(1e-3), jax.random.PRNGKey(0)
+  )
   compiled = jax.jit(step, donate_argnums=(0,)).lower(state, batch).compile()
   return int(compiled.memory_analysis().temp_size_in_bytes)
 
@@ -52,12 +55,20 @@ def main():
   print(f"ViT-{args.variant}, batch {args.batch_size}, 224 px: train-step temporaries")
   for scan in (False, True):
     for policy in transformer.REMAT_POLICIES:
-      config = {"name": "vit", "variant": args.variant, "num_classes": 1000, "remat": policy,
-                "scan_layers": scan}
+      config = {
+          "name": "vit",
+          "variant": args.variant,
+          "num_classes": 1000,
+          "remat": policy,
+          "scan_layers": scan,
+      }
       temp = train_step_temp_bytes(config, args.batch_size)
       base = base or temp
-      print(f"  scan_layers={scan!s:<5} remat={policy:<14} {temp / 2**20:9.1f} MiB"
-            f"   x{temp / base:.2f}", flush=True)
+      print(
+          f"  scan_layers={scan!s:<5} remat={policy:<14} {temp / 2**20:9.1f} MiB"
+          f"   x{temp / base:.2f}",
+          flush=True,
+      )
 
 
 if __name__ == "__main__":

@@ -26,21 +26,30 @@ from vit_jax import config_defaults
 
 
 def get_config(arg=None):
-  args = config_args.parse(arg, dict(dataset="embedded", variant="tiny", nsp=False,
-                                     runlocal=False))
+  args = config_args.parse(arg, dict(dataset="embedded", variant="tiny", nsp=False, runlocal=False))
   c = config_defaults.text_defaults("masked_lm", args["dataset"])
   c.seq_len = 128
   c.nsp = args["nsp"]
   c.masking = ml_collections.ConfigDict(dict(rate=0.15, whole_word=False, span=False))
-  c.model = ml_collections.ConfigDict(dict(
-      name="bert" if args["nsp"] else "bert_mlm", variant=args["variant"],
-      max_len=config_defaults.follows(c, "seq_len"),  # `--config.seq_len=512` reaches the model
-      # No dropout for the short CPU default: it underfits, and attention dropout's random
-      # masks cost more than the matmuls on a CPU. BERT's own value is 0.1.
-      dropout_rate=0.0, attention_dropout_rate=0.0, attention_impl="xla", dtype="float32",
-      remat="none", scan_layers=False,
-      width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int),
-      mlp_dim=placeholder(int)))
+  c.model = ml_collections.ConfigDict(
+      dict(
+          name="bert" if args["nsp"] else "bert_mlm",
+          variant=args["variant"],
+          max_len=config_defaults.follows(c, "seq_len"),  # `--config.seq_len=512` reaches the model
+          # No dropout for the short CPU default: it underfits, and attention dropout's random
+          # masks cost more than the matmuls on a CPU. BERT's own value is 0.1.
+          dropout_rate=0.0,
+          attention_dropout_rate=0.0,
+          attention_impl="xla",
+          dtype="float32",
+          remat="none",
+          scan_layers=False,
+          width=placeholder(int),
+          depth=placeholder(int),
+          num_heads=placeholder(int),
+          mlp_dim=placeholder(int),
+      )
+  )
   c.batch_size = 32
   c.total_steps = 2_500
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=300, schedule="linear")

@@ -26,16 +26,26 @@ EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test"}
 
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="glue/sst2", variant="tiny", runlocal=False))
-  c = config_defaults.text_defaults("text_classification", args["dataset"],
-                                    eval_split=EVAL_SPLIT.get(args["dataset"], "test"))
+  c = config_defaults.text_defaults(
+      "text_classification", args["dataset"], eval_split=EVAL_SPLIT.get(args["dataset"], "test")
+  )
   c.num_classes = NUM_CLASSES.get(args["dataset"], 2)
   c.seq_len = 128
-  c.model = ml_collections.ConfigDict(dict(
-      name="bert_classifier", variant=args["variant"],
-      max_len=config_defaults.follows(c, "seq_len"), dropout_rate=0.1,
-      attention_dropout_rate=0.1, attention_impl="xla", dtype="float32",
-      width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int),
-      mlp_dim=placeholder(int)))
+  c.model = ml_collections.ConfigDict(
+      dict(
+          name="bert_classifier",
+          variant=args["variant"],
+          max_len=config_defaults.follows(c, "seq_len"),
+          dropout_rate=0.1,
+          attention_dropout_rate=0.1,
+          attention_impl="xla",
+          dtype="float32",
+          width=placeholder(int),
+          depth=placeholder(int),
+          num_heads=placeholder(int),
+          mlp_dim=placeholder(int),
+      )
+  )
   c.batch_size = 32
   c.total_steps = 2_000
   c.optimizer.update(lr=5e-5, weight_decay=0.01, warmup_steps=200, schedule="linear")

@@ -28,13 +28,24 @@ def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="embedded", variant="nano", runlocal=False))
   c = config_defaults.text_defaults("causal_lm", args["dataset"])
   c.seq_len = 128
-  c.model = ml_collections.ConfigDict(dict(
-      # max_len follows seq_len: `--config.seq_len=256` sizes the position table too.
-      name="gpt", variant=args["variant"], max_len=config_defaults.follows(c, "seq_len"),
-      posemb="learn",
-      dropout_rate=0.0, attention_dropout_rate=0.0, attention_impl="xla", dtype="float32",
-      remat="none", scan_layers=False,
-      width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int)))
+  c.model = ml_collections.ConfigDict(
+      dict(
+          # max_len follows seq_len: `--config.seq_len=256` sizes the position table too.
+          name="gpt",
+          variant=args["variant"],
+          max_len=config_defaults.follows(c, "seq_len"),
+          posemb="learn",
+          dropout_rate=0.0,
+          attention_dropout_rate=0.0,
+          attention_impl="xla",
+          dtype="float32",
+          remat="none",
+          scan_layers=False,
+          width=placeholder(int),
+          depth=placeholder(int),
+          num_heads=placeholder(int),
+      )
+  )
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
   c.total_steps = 3_000
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)

@@ -32,10 +32,24 @@ def get_config(arg=None):
   # The position table covers the longer side and decoding past target_len; it follows the
   # lengths, so `--config.input_len=...` reaches the model.
   max_len = config_defaults.follows(c, "input_len") + config_defaults.follows(c, "target_len")
-  c.model = ml_collections.ConfigDict(dict(
-      name="seq2seq", width=128, num_layers=2, num_decoder_layers=placeholder(int), num_heads=4,
-      mlp_dim=256, max_len=max_len, posemb="sincos1d", pre_ln=True, activation="relu",
-      dropout_rate=0.0, attention_impl="xla", remat="none", dtype="float32"))
+  c.model = ml_collections.ConfigDict(
+      dict(
+          name="seq2seq",
+          width=128,
+          num_layers=2,
+          num_decoder_layers=placeholder(int),
+          num_heads=4,
+          mlp_dim=256,
+          max_len=max_len,
+          posemb="sincos1d",
+          pre_ln=True,
+          activation="relu",
+          dropout_rate=0.0,
+          attention_impl="xla",
+          remat="none",
+          dtype="float32",
+      )
+  )
   c.batch_size = 64
   c.total_steps = 2_000
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=200)

@@ -32,37 +32,56 @@ from ml_collections.config_dict import placeholder
 from vit_jax import config_args
 from vit_jax import config_defaults
 
-DEFAULT_VARIANT = {"sklearn_digits": "Ti/4", "cifar10": "S/4", "cifar100": "S/4",
-                   "imagenet2012": "S/16"}
+DEFAULT_VARIANT = {
+    "sklearn_digits": "Ti/4",
+    "cifar10": "S/4",
+    "cifar100": "S/4",
+    "imagenet2012": "S/16",
+}
 
 
 def get_config(arg=None):
-  args = config_args.parse(arg, dict(dataset="sklearn_digits", variant="", finetune=False,
-                                     runlocal=False))
+  args = config_args.parse(
+      arg, dict(dataset="sklearn_digits", variant="", finetune=False, runlocal=False)
+  )
   c = config_defaults.dataset_defaults("image_classification", args["dataset"], eval_split="test")
   c.download = False  # let TFDS download and prepare the dataset if it is missing
   c.bad_images = "skip"  # folder: datasets: "skip" undecodable files (warned, counted) or "error"
   c.num_classes = placeholder(int)  # None: read from the dataset
   c.image_size = 224
-  c.model = ml_collections.ConfigDict(dict(
-      name="vit",
-      variant=args["variant"] or DEFAULT_VARIANT.get(args["dataset"], "B/16"),
-      # None keeps the variant's published shape.
-      width=placeholder(int), depth=placeholder(int), num_heads=placeholder(int),
-      mlp_dim=placeholder(int),
-      classifier="token",
-      posemb="learn",
-      representation_size=placeholder(int),
-      dropout_rate=0.0,
-      attention_dropout_rate=0.0,
-      droppath_rate=0.0,
-      head_bias_init=0.0,
-      attention_impl="xla", remat="none", scan_layers=False,
-      dtype="float32",
-  ))
-  c.augment = ml_collections.ConfigDict(dict(
-      inception_crop=True, flip=True, randaugment_layers=0, randaugment_magnitude=10,
-      mixup_alpha=0.0, cutmix_alpha=0.0, label_smoothing=0.0))
+  c.model = ml_collections.ConfigDict(
+      dict(
+          name="vit",
+          variant=args["variant"] or DEFAULT_VARIANT.get(args["dataset"], "B/16"),
+          # None keeps the variant's published shape.
+          width=placeholder(int),
+          depth=placeholder(int),
+          num_heads=placeholder(int),
+          mlp_dim=placeholder(int),
+          classifier="token",
+          posemb="learn",
+          representation_size=placeholder(int),
+          dropout_rate=0.0,
+          attention_dropout_rate=0.0,
+          droppath_rate=0.0,
+          head_bias_init=0.0,
+          attention_impl="xla",
+          remat="none",
+          scan_layers=False,
+          dtype="float32",
+      )
+  )
+  c.augment = ml_collections.ConfigDict(
+      dict(
+          inception_crop=True,
+          flip=True,
+          randaugment_layers=0,
+          randaugment_magnitude=10,
+          mixup_alpha=0.0,
+          cutmix_alpha=0.0,
+          label_smoothing=0.0,
+      )
+  )
 
   if args["finetune"]:
     _finetune(c)
@@ -84,8 +103,14 @@ def _digits(c):
   c.image_size = 16
   c.model.update(width=96, depth=4, num_heads=4, mlp_dim=192, dropout_rate=0.1)
   # 1.4k training images overfit quickly: mild RandAugment, mixup and smoothing add ~1.5 points.
-  c.augment.update(inception_crop=False, flip=False, randaugment_layers=2, randaugment_magnitude=5,
-                   mixup_alpha=0.2, label_smoothing=0.1)
+  c.augment.update(
+      inception_crop=False,
+      flip=False,
+      randaugment_layers=2,
+      randaugment_magnitude=5,
+      mixup_alpha=0.2,
+      label_smoothing=0.1,
+  )
   c.batch_size = 128
   c.total_steps = 1500
   c.optimizer.update(lr=2e-3, weight_decay=0.05, warmup_steps=100)
@@ -110,12 +135,24 @@ def _imagenet(c):
   c.eval_split = "validation"
   c.image_size = 224
   c.model.update(classifier="gap", posemb="sincos2d")
-  c.augment.update(inception_crop=True, flip=True, randaugment_layers=2, randaugment_magnitude=10,
-                   mixup_alpha=0.2)
+  c.augment.update(
+      inception_crop=True,
+      flip=True,
+      randaugment_layers=2,
+      randaugment_magnitude=10,
+      mixup_alpha=0.2,
+  )
   c.batch_size = 1024
   c.total_steps = 90 * 1_281_167 // 1024  # 90 epochs
-  c.optimizer.update(name="adamw", lr=1e-3, b2=0.999, weight_decay=1e-4,
-                     decoupled_weight_decay=True, warmup_steps=10_000, schedule="cosine")
+  c.optimizer.update(
+      name="adamw",
+      lr=1e-3,
+      b2=0.999,
+      weight_decay=1e-4,
+      decoupled_weight_decay=True,
+      warmup_steps=10_000,
+      schedule="cosine",
+  )
   c.log_every = 100
   c.eval_every = 5_000
   c.checkpoint_every = 2_000
@@ -129,8 +166,15 @@ def _finetune(c):
   c.augment.update(inception_crop=True, flip=True)
   c.batch_size = 512
   c.total_steps = 20_000 if c.dataset == "imagenet2012" else 2_500
-  c.optimizer.update(name="sgd", lr=0.01, momentum=0.9, weight_decay=0.0, grad_clip_norm=1.0,
-                     warmup_steps=500, schedule="cosine")
+  c.optimizer.update(
+      name="sgd",
+      lr=0.01,
+      momentum=0.9,
+      weight_decay=0.0,
+      grad_clip_norm=1.0,
+      warmup_steps=500,
+      schedule="cosine",
+  )
   c.eval_every = 1_000
   c.checkpoint_every = 1_000
 
@@ -139,4 +183,3 @@ def _runlocal(c):
   """A few steps at the real image size with a small model: checks the wiring, not accuracy."""
   c.model.update(depth=2)
   config_defaults.shrink_for_runlocal(c)
-

@@ -37,20 +37,28 @@ def main():
   address = f"127.0.0.1:{free_port()}"
   procs = []
   for i in range(args.num_processes):
-    env = dict(os.environ, JAX_COORDINATOR_ADDRESS=address,
-               JAX_NUM_PROCESSES=str(args.num_processes), JAX_PROCESS_ID=str(i),
-               JAX_PLATFORMS="cpu",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={args.devices_per_process}")
+    env = dict(
+        os.environ,
+        JAX_COORDINATOR_ADDRESS=address,
+        JAX_NUM_PROCESSES=str(args.num_processes),
+        JAX_PROCESS_ID=str(i),
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={args.devices_per_process}",
+    )
     out = None if i == 0 else open(os.path.join(args.log_dir, f"process_{i}.log"), "w")
-    procs.append(subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT if out
-                                  else None))
+    procs.append(
+        subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT if out else None)
+    )
   code = 0
   while any(p.poll() is None for p in procs):
     failed = [p for p in procs if p.poll() not in (None, 0)]
     if failed:
       code = failed[0].returncode
-      print(f"launch_local: process {procs.index(failed[0])} exited with code {code}; "
-            "stopping the others.", file=sys.stderr)
+      print(
+          f"launch_local: process {procs.index(failed[0])} exited with code {code}; "
+          "stopping the others.",
+          file=sys.stderr,
+      )
       for p in procs:
         if p.poll() is None:
           p.kill()  # not SIGTERM: a preemption save would wait for the dead peer

@@ -27,20 +27,39 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTEST = ["-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-W", "ignore"]
-MODEL_TESTS = ["tests/models/test_families.py", "tests/models/test_properties.py",
-               "tests/models/test_param_counts.py", "tests/models/test_kv_cache.py"]
-TASK_TESTS = ["tests/training/test_eval_sums.py",
-              "tests/training/test_step_math.py::test_two_microbatches_give_the_full_batch_step"]
-LOSS_SCOPE = ("totals", "loss", "eval_sums", "eval_summary", "_sums", "_nsp_sums",
-              "weighted_cross_entropy")
+MODEL_TESTS = [
+    "tests/models/test_families.py",
+    "tests/models/test_properties.py",
+    "tests/models/test_param_counts.py",
+    "tests/models/test_kv_cache.py",
+]
+TASK_TESTS = [
+    "tests/training/test_eval_sums.py",
+    "tests/training/test_step_math.py::test_two_microbatches_give_the_full_batch_step",
+]
+LOSS_SCOPE = (
+    "totals",
+    "loss",
+    "eval_sums",
+    "eval_summary",
+    "_sums",
+    "_nsp_sums",
+    "weighted_cross_entropy",
+)
 # module -> (targeted tests, functions to mutate (None: the whole module))
 TARGETS = {
-    "vit_jax/models/attention.py": (["tests/models/test_attention.py",
-                                     "tests/models/test_kv_cache.py"], None),
-    "vit_jax/models/masks.py": (["tests/models/test_attention.py",
-                                 "tests/language/test_generation.py"], None),
-    "vit_jax/models/position.py": (["tests/models/test_families.py",
-                                    "tests/models/test_properties.py"], None),
+    "vit_jax/models/attention.py": (
+        ["tests/models/test_attention.py", "tests/models/test_kv_cache.py"],
+        None,
+    ),
+    "vit_jax/models/masks.py": (
+        ["tests/models/test_attention.py", "tests/language/test_generation.py"],
+        None,
+    ),
+    "vit_jax/models/position.py": (
+        ["tests/models/test_families.py", "tests/models/test_properties.py"],
+        None,
+    ),
     "vit_jax/models/layers.py": (MODEL_TESTS, None),
     "vit_jax/models/transformer.py": (MODEL_TESTS, None),
     "vit_jax/models/vit.py": (MODEL_TESTS, None),
@@ -58,17 +77,39 @@ TARGETS = {
     "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
-    "vit_jax/train_step.py": (["tests/training/test_step_math.py",
-                               "tests/training/test_train_step.py",
-                               "tests/training/test_learning.py"], None),
+    "vit_jax/train_step.py": (
+        [
+            "tests/training/test_step_math.py",
+            "tests/training/test_train_step.py",
+            "tests/training/test_learning.py",
+        ],
+        None,
+    ),
 }
 
-SWAP_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
-              ast.FloorDiv: ast.Mult, ast.Pow: ast.Mult, ast.Mod: ast.FloorDiv,
-              ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd}
-SWAP_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
-                ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
-                ast.In: ast.NotIn, ast.NotIn: ast.In}
+SWAP_BINOP = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Pow: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+}
+SWAP_COMPARE = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
 
 
 class Mutator(ast.NodeTransformer):
@@ -118,7 +159,8 @@ class Mutator(ast.NodeTransformer):
   def visit_UnaryOp(self, node):
     self.generic_visit(node)
     if isinstance(node.op, (ast.Not, ast.USub, ast.Invert)) and self._site(
-        node, f"drop unary {type(node.op).__name__}"):
+        node, f"drop unary {type(node.op).__name__}"
+    ):
       return node.operand
     return node
 
@@ -132,8 +174,11 @@ class Mutator(ast.NodeTransformer):
   def visit_Call(self, node):
     self.generic_visit(node)
     positional = [a for a in node.args if not isinstance(a, ast.Starred)]
-    if len(positional) >= 2 and len(positional) == len(node.args) and self._site(
-        node, f"swap the first two arguments of {ast.unparse(node.func)}"):
+    if (
+        len(positional) >= 2
+        and len(positional) == len(node.args)
+        and self._site(node, f"swap the first two arguments of {ast.unparse(node.func)}")
+    ):
       node.args = [node.args[1], node.args[0]] + node.args[2:]
     return node
 
@@ -176,9 +221,14 @@ def run_tests(copy_dir: str, tests, timeout: float, fork: bool) -> str:
   if not fork:
     env = dict(os.environ, PYTHONPATH=copy_dir, TF_CPP_MIN_LOG_LEVEL="3")
     try:
-      code = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=copy_dir, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            timeout=timeout).returncode
+      code = subprocess.run(
+          [sys.executable, "-m", "pytest", *args],
+          cwd=copy_dir,
+          env=env,
+          stdout=subprocess.DEVNULL,
+          stderr=subprocess.DEVNULL,
+          timeout=timeout,
+      ).returncode
     except subprocess.TimeoutExpired:
       return "timeout"
     return "pass" if code == 0 else "fail"
@@ -190,6 +240,7 @@ def run_tests(copy_dir: str, tests, timeout: float, fork: bool) -> str:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     import pytest  # pylint: disable=g-import-not-at-top
+
     os._exit(int(pytest.main(args)))
   deadline = time.time() + timeout
   while time.time() < deadline:
@@ -206,21 +257,26 @@ def preload() -> None:
   """Imports the heavy libraries once, in the parent, so forked children start warm."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   # pylint: disable=g-import-not-at-top,unused-import
-  import torchvision  # before TF, as tests/conftest.py does
-  import tensorflow
-  import tensorflow_datasets
-  import jax
+  # ruff: noqa: F401
   import flax.linen
+  import jax
   import optax
   import orbax.checkpoint
   import pytest
+  import tensorflow
+  import tensorflow_datasets
+  import torchvision  # before TF, as tests/conftest.py does
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--module", action="append", help="only these modules (repeatable)")
-  parser.add_argument("--max_per_module", type=int, default=12,
-                      help="mutants sampled per module (seeded); 0 runs them all")
+  parser.add_argument(
+      "--max_per_module",
+      type=int,
+      default=12,
+      help="mutants sampled per module (seeded); 0 runs them all",
+  )
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--list", action="store_true", help="count the mutants and stop")
   parser.add_argument("--no_fork", action="store_true", help="a fresh interpreter per mutant")
@@ -264,8 +320,10 @@ def main(argv=None) -> int:
           f.write(mutated)
         outcome = run_tests(copy_dir, tests, timeout, fork)
         outcomes.append((line, description, outcome))
-        print(f"  {module}:{line} {description}: {'SURVIVED' if outcome == 'pass' else outcome}",
-              flush=True)
+        print(
+            f"  {module}:{line} {description}: {'SURVIVED' if outcome == 'pass' else outcome}",
+            flush=True,
+        )
       with open(path, "w", encoding="utf-8") as f:
         f.write(source)
       results[module] = outcomes

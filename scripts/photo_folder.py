@@ -22,6 +22,7 @@ def photos() -> dict:
   """{name: uint8 HxWx3} of every bundled colour photograph."""
   from skimage import data as sk_data  # pylint: disable=g-import-not-at-top
   from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+
   out = {name: getattr(sk_data, name)() for name in SKIMAGE_PHOTOS}
   sample = sk_datasets.load_sample_images()
   for filename, image in zip(sample.filenames, sample.images):
@@ -33,7 +34,7 @@ def random_view(image_HxWx3, rng, size: int) -> Image.Image:
   height, width = image_HxWx3.shape[:2]
   side = int(min(height, width) * rng.uniform(0.35, 0.8))
   top, left = rng.integers(0, height - side + 1), rng.integers(0, width - side + 1)
-  crop = Image.fromarray(image_HxWx3[top:top + side, left:left + side])
+  crop = Image.fromarray(image_HxWx3[top : top + side, left : left + side])
   return crop.resize((size, size), Image.BILINEAR)
 
 
@@ -53,8 +54,7 @@ def main():
       directory = os.path.join(args.root, split, name)
       os.makedirs(directory)
       for i in range(count):
-        random_view(image, rng, args.size).save(os.path.join(directory, f"{i:03d}.jpg"),
-                                                quality=92)
+        random_view(image, rng, args.size).save(os.path.join(directory, f"{i:03d}.jpg"), quality=92)
   print(f"Wrote {args.root}: {len(images)} classes.")
 
 

@@ -42,7 +42,7 @@ def imported_modules(module: str, path: str, modules) -> set[str]:
     elif isinstance(node, ast.ImportFrom):
       base = node.module or ""
       if node.level:  # relative: from a package, level 1 is the package itself
-        anchor = module.split(".")[:len(module.split(".")) - node.level + is_package]
+        anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
         base = ".".join(anchor + ([base] if base else []))
       for alias in node.names:
         found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
@@ -119,11 +119,14 @@ def test_cycles_finds_each_circle_with_a_path():
 
 def test_no_import_cycles_beyond_the_known_ones():
   found = cycles(import_graph())
-  described = "\n".join(f"{' -> '.join(path)}  (cycle among {', '.join(sorted(members))})"
-                        for members, path in found.items())
+  described = "\n".join(
+      f"{' -> '.join(path)}  (cycle among {', '.join(sorted(members))})"
+      for members, path in found.items()
+  )
   assert set(found) == KNOWN_CYCLES, (
       f"import cycles (new ones must be broken; removed ones deleted from KNOWN_CYCLES):\n"
-      f"{described}")
+      f"{described}"
+  )
 
 
 def test_no_file_over_max_lines():

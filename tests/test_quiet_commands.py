@@ -15,17 +15,32 @@ NOISE = re.compile(
     r"oneDNN|absl::InitializeLog|Metadata file does not exist|cpu_feature_guard"
     r"|^[IWEF]\d{4} \d\d:\d\d:\d\d"  # glog-style lines: TF/XLA C++ and absl's Python handler
     r"|^(WARNING|INFO):(absl|tensorflow):",  # absl/TF Python logging before absl is set up
-    re.MULTILINE)
-TINY_VIT = ["--config.model.width=16", "--config.model.depth=1", "--config.model.num_heads=2",
-            "--config.model.mlp_dim=16", "--config.batch_size=16", "--config.total_steps=2",
-            "--config.eval_max_batches=1", "--config.progress=lines"]
+    re.MULTILINE,
+)
+TINY_VIT = [
+    "--config.model.width=16",
+    "--config.model.depth=1",
+    "--config.model.num_heads=2",
+    "--config.model.mlp_dim=16",
+    "--config.batch_size=16",
+    "--config.total_steps=2",
+    "--config.eval_max_batches=1",
+    "--config.progress=lines",
+]
 
 
 def run(args, **env):
-  base = {k: v for k, v in os.environ.items()
-          if k not in ("TF_CPP_MIN_LOG_LEVEL", "VIT_JAX_VERBOSE")}
-  return subprocess.run([sys.executable, *args], env=dict(base, PYTHONPATH=ROOT, **env),
-                        capture_output=True, text=True, timeout=600, cwd=ROOT)
+  base = {
+      k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "VIT_JAX_VERBOSE")
+  }
+  return subprocess.run(
+      [sys.executable, *args],
+      env=dict(base, PYTHONPATH=ROOT, **env),
+      capture_output=True,
+      text=True,
+      timeout=600,
+      cwd=ROOT,
+  )
 
 
 def assert_quiet(result):
@@ -33,8 +48,10 @@ def assert_quiet(result):
   assert not noise, f"noise {noise} in:\n{result.stdout}\n{result.stderr}"
 
 
-LOG_BOTH = ("from vit_jax import runtime; runtime.quiet_startup(); from absl import logging; "
-            "logging.warning('library warning'); logging.error('library error')")
+LOG_BOTH = (
+    "from vit_jax import runtime; runtime.quiet_startup(); from absl import logging; "
+    "logging.warning('library warning'); logging.error('library error')"
+)
 
 
 def test_quiet_startup_keeps_errors_and_hides_warnings():
@@ -57,8 +74,16 @@ def test_bad_flag_is_one_clear_error():
 @pytest.mark.slow
 def test_train_convert_generate_print_only_our_lines(tmp_path, digits_dir):
   workdir = str(tmp_path / "w")
-  train = run(["-m", "vit_jax.main", f"--config={ROOT}/configs/vit.py:runlocal",
-               f"--workdir={workdir}", f"--config.data_dir={digits_dir}", *TINY_VIT])
+  train = run(
+      [
+          "-m",
+          "vit_jax.main",
+          f"--config={ROOT}/configs/vit.py:runlocal",
+          f"--workdir={workdir}",
+          f"--config.data_dir={digits_dir}",
+          *TINY_VIT,
+      ]
+  )
   assert train.returncode == 0, train.stderr[-3000:]
   assert "Final eval accuracy:" in train.stdout
   assert_quiet(train)

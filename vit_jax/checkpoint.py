@@ -14,17 +14,21 @@ import orbax.checkpoint as ocp
 from vit_jax import errors
 
 
-
 class CheckpointMismatchError(errors.UserError, ValueError):
   """The workdir holds a checkpoint of a different model than the config asks for."""
 
 
 def model_record(model_config: dict, params, task_record: dict | None = None) -> dict:
   """What identifies a model: its config, parameter shapes and task assets (e.g. tokenizer)."""
-  shapes = {jax.tree_util.keystr(path): list(leaf.shape)
-            for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
-  return {"model": json.loads(json.dumps(model_config, default=str)), "param_shapes": shapes,
-          "task": dict(task_record or {})}
+  shapes = {
+      jax.tree_util.keystr(path): list(leaf.shape)
+      for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
+  }
+  return {
+      "model": json.loads(json.dumps(model_config, default=str)),
+      "param_shapes": shapes,
+      "task": dict(task_record or {}),
+  }
 
 
 def describe_mismatch(saved: dict, current: dict) -> str:
@@ -57,9 +61,11 @@ def latest_record(workdir: str):
   directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
   if not os.path.isdir(directory):
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
-  manager = ocp.CheckpointManager(directory, item_names=("state", "model"),
-                                  options=ocp.CheckpointManagerOptions(read_only=True, create=False,
-                                                                      save_interval_steps=0))
+  manager = ocp.CheckpointManager(
+      directory,
+      item_names=("state", "model"),
+      options=ocp.CheckpointManagerOptions(read_only=True, create=False, save_interval_steps=0),
+  )
   step = manager.latest_step()
   if step is None:
     raise errors.MissingFileError(f"No finished checkpoint in {directory}.")
@@ -112,8 +118,12 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
     for bad, e in failed:
       reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
       where = f"; moved to {set_aside(bad)}" if move_damaged else ""
-      print(f"warning: checkpoint {bad} is unreadable ({type(e).__name__}: {reason}); using step "
-            f"{os.path.basename(step_dir)}{where}.", file=sys.stderr, flush=True)
+      print(
+          f"warning: checkpoint {bad} is unreadable ({type(e).__name__}: {reason}); using step "
+          f"{os.path.basename(step_dir)}{where}.",
+          file=sys.stderr,
+          flush=True,
+      )
     return step_dir, value
   if failed:
     raise failed[0][1]
@@ -123,15 +133,21 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
 class Checkpointer:
   """Thin wrapper over `ocp.CheckpointManager` with a model-identity check on restore."""
 
-  def __init__(self, workdir: str, save_every: int, keep: int, record: dict,
-               async_save: bool = False):
+  def __init__(
+      self, workdir: str, save_every: int, keep: int, record: dict, async_save: bool = False
+  ):
     self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
     self.record = record
     self.save_every = save_every
-    options = ocp.CheckpointManagerOptions(save_interval_steps=save_every, max_to_keep=keep,
-                                           create=True, enable_async_checkpointing=async_save)
-    self.manager = ocp.CheckpointManager(self.directory, options=options,
-                                         item_names=("state", "model"))
+    options = ocp.CheckpointManagerOptions(
+        save_interval_steps=save_every,
+        max_to_keep=keep,
+        create=True,
+        enable_async_checkpointing=async_save,
+    )
+    self.manager = ocp.CheckpointManager(
+        self.directory, options=options, item_names=("state", "model")
+    )
 
   def latest_step(self):
     return self.manager.latest_step()
@@ -143,7 +159,8 @@ class Checkpointer:
       raise CheckpointMismatchError(
           f"The workdir's checkpoint {self.directory} (step {step}) is of a different model than "
           f"this config:\n{problems}\nUse a new --workdir, or the config that wrote it. "
-          "Nothing in the workdir was changed.")
+          "Nothing in the workdir was changed."
+      )
 
   def restore_latest_intact(self, abstract_state):
     """(step, state) of the newest readable checkpoint, damaged newer ones moved aside; (None,
@@ -158,7 +175,8 @@ class Checkpointer:
   def restore(self, step: int, abstract_state):
     self.check_model(step)
     restored = self.manager.restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
+    )
     return restored["state"]
 
   def should_save(self, step: int) -> bool:
@@ -168,8 +186,13 @@ class Checkpointer:
   def save(self, step: int, state, force: bool = False) -> bool:
     if not (force or self.should_save(step)):
       return False
-    return self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), model=ocp.args.JsonSave(self.record)), force=True)
+    return self.manager.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), model=ocp.args.JsonSave(self.record)
+        ),
+        force=True,
+    )
 
   def close(self):
     self.manager.wait_until_finished()

@@ -21,8 +21,9 @@ def parse(arg: str | None, defaults: dict) -> dict:
     if not sep:  # a bare word switches a boolean on, e.g. ":runlocal"
       raw = "True"
     if key not in defaults:
-      raise errors.ConfigError(f"Unknown config argument {key!r} in {arg!r}; valid arguments are "
-                               f"{sorted(defaults)}.")
+      raise errors.ConfigError(
+          f"Unknown config argument {key!r} in {arg!r}; valid arguments are " f"{sorted(defaults)}."
+      )
     values[key] = _convert(raw.strip(), defaults[key], key)
   return values
 
@@ -39,6 +40,6 @@ def _convert(raw: str, default, key: str):
       return type(default)(ast.literal_eval(raw))
     except (ValueError, SyntaxError) as e:
       raise errors.ConfigError(
-          f"Config argument {key}={raw!r} must be a {type(default).__name__}.") from e
+          f"Config argument {key}={raw!r} must be a {type(default).__name__}."
+      ) from e
   return raw
-

@@ -25,21 +25,25 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.batch_size = 64
   c.total_steps = 1000
   c.grad_accum_steps = 1  # microbatches per step; the batch is split, gradients averaged
-  c.optimizer = ml_collections.ConfigDict(dict(
-      name="adamw",  # "adamw" or "sgd"
-      lr=1e-3,
-      b1=0.9,
-      b2=0.999,
-      momentum=0.9,  # sgd only
-      weight_decay=1e-4,
-      # True: decay scaled by the schedule only, not by the peak lr (big_vision's "decoupled").
-      decoupled_weight_decay=False,
-      grad_clip_norm=1.0,  # 0 disables clipping
-      schedule="cosine",  # "cosine", "linear" or "constant" after warmup
-      warmup_steps=100,
-      end_lr_ratio=0.0,
-      mu_dtype=placeholder(str),  # optimizer-state dtype of the first moment; None: params' dtype
-  ))
+  c.optimizer = ml_collections.ConfigDict(
+      dict(
+          name="adamw",  # "adamw" or "sgd"
+          lr=1e-3,
+          b1=0.9,
+          b2=0.999,
+          momentum=0.9,  # sgd only
+          weight_decay=1e-4,
+          # True: decay scaled by the schedule only, not by the peak lr (big_vision's "decoupled").
+          decoupled_weight_decay=False,
+          grad_clip_norm=1.0,  # 0 disables clipping
+          schedule="cosine",  # "cosine", "linear" or "constant" after warmup
+          warmup_steps=100,
+          end_lr_ratio=0.0,
+          mu_dtype=placeholder(
+              str
+          ),  # optimizer-state dtype of the first moment; None: params' dtype
+      )
+  )
   c.log_every = 50
   c.eval_every = 500
   c.eval_max_batches = placeholder(int)  # None: the whole eval split
@@ -69,22 +73,25 @@ def dataset_defaults(task: str, dataset: str, eval_split: str) -> ml_collections
   return c
 
 
-def text_defaults(task: str, dataset: str,
-                  eval_split: str = "validation") -> ml_collections.ConfigDict:
+def text_defaults(
+    task: str, dataset: str, eval_split: str = "validation"
+) -> ml_collections.ConfigDict:
   """A text task's config: `dataset_defaults`, a tokenizer, and the text configs' cadence.
 
   Every text config defaults to the same character tokenizer, so a fine-tuning config resumes
   with the tokenizer its pretraining workdir saved (a checkpoint never changes vocabulary).
   """
   c = dataset_defaults(task, dataset, eval_split)
-  c.tokenizer = ml_collections.ConfigDict(dict(
-      # Characters: the offline defaults learn within minutes on a CPU. Real runs use
-      # spm_unigram / byte_bpe with a vocab_size (see the configs' accelerator commands).
-      kind="char",  # char, spm_unigram, spm_bpe or byte_bpe (trained on the training split)
-      vocab_size=placeholder(int),  # None: every character (char kind only)
-      path=placeholder(str),  # an existing SentencePiece .model or tokenizer.json instead
-      max_train_texts=20_000,  # documents the tokenizer is trained on
-  ))
+  c.tokenizer = ml_collections.ConfigDict(
+      dict(
+          # Characters: the offline defaults learn within minutes on a CPU. Real runs use
+          # spm_unigram / byte_bpe with a vocab_size (see the configs' accelerator commands).
+          kind="char",  # char, spm_unigram, spm_bpe or byte_bpe (trained on the training split)
+          vocab_size=placeholder(int),  # None: every character (char kind only)
+          path=placeholder(str),  # an existing SentencePiece .model or tokenizer.json instead
+          max_train_texts=20_000,  # documents the tokenizer is trained on
+      )
+  )
   c.log_every = 100
   c.eval_every = 1_000
   c.checkpoint_every = 1_000

@@ -32,8 +32,9 @@ import sys
 
 from vit_jax import errors
 from vit_jax import runtime
-from vit_jax.interop import FORMATS, LAYOUTS, Checkpoint, ConversionError  # pylint: disable=unused-import
-from vit_jax.interop import convert, from_tree, load, save  # pylint: disable=unused-import
+from vit_jax.interop import convert
+from vit_jax.interop import FORMATS
+from vit_jax.interop import LAYOUTS
 
 
 def _model_arg(text: str | None) -> dict | None:
@@ -46,25 +47,37 @@ def _model_arg(text: str | None) -> dict | None:
     value = json.loads(text)
   except json.JSONDecodeError as e:
     raise errors.ConfigError(
-        f"--model must be JSON (or a JSON file), e.g. '{{\"num_classes\": 10}}': "
-        f"{e}") from e
+        f"--model must be JSON (or a JSON file), e.g. '{{\"num_classes\": 10}}': " f"{e}"
+    ) from e
   if not isinstance(value, dict):
     raise errors.ConfigError("--model must be a JSON object of model config keys.")
   return value
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(prog="python -m vit_jax.convert", description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = argparse.ArgumentParser(
+      prog="python -m vit_jax.convert",
+      description=__doc__,
+      formatter_class=argparse.RawDescriptionHelpFormatter,
+  )
   parser.add_argument("src", help="our workdir/checkpoint, an .npz, or a Hugging Face directory")
   parser.add_argument("dst", help="the file or directory to write")
   parser.add_argument("--to", choices=FORMATS, required=True, help="format to write")
   parser.add_argument("--from", dest="fmt", choices=FORMATS, help="format of SRC (detected)")
-  parser.add_argument("--layout", choices=LAYOUTS, default="vit",
-                      help=".npz layout for a ViT: original ViT names or big_vision's")
-  parser.add_argument("--model", help="JSON model config or overrides, e.g. '{\"num_classes\": 10}'")
-  parser.add_argument("--reinit-head", action="store_true",
-                      help="re-initialize a task head that does not fit (e.g. another class count)")
+  parser.add_argument(
+      "--layout",
+      choices=LAYOUTS,
+      default="vit",
+      help=".npz layout for a ViT: original ViT names or big_vision's",
+  )
+  parser.add_argument(
+      "--model", help="JSON model config or overrides, e.g. '{\"num_classes\": 10}'"
+  )
+  parser.add_argument(
+      "--reinit-head",
+      action="store_true",
+      help="re-initialize a task head that does not fit (e.g. another class count)",
+  )
   parser.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
   return parser.parse_args(argv)
 
@@ -73,12 +86,21 @@ def main(argv=None) -> int:
   runtime.quiet_startup()  # orbax warns on every checkpoint read
   args = parse_args(argv)
   # pylint: disable-next=g-import-not-at-top
-  from vit_jax import errors, workdir_safety
+  from vit_jax import errors
+  from vit_jax import workdir_safety
+
   try:
     workdir_safety.check_convert_paths(args.src, args.dst)  # before anything is read or written
-    ckpt = convert(args.src, args.dst, args.to, model=_model_arg(args.model),
-                   reinit_head=args.reinit_head, layout=args.layout, fmt=args.fmt,
-                   overwrite=args.overwrite)
+    ckpt = convert(
+        args.src,
+        args.dst,
+        args.to,
+        model=_model_arg(args.model),
+        reinit_head=args.reinit_head,
+        layout=args.layout,
+        fmt=args.fmt,
+        overwrite=args.overwrite,
+    )
   except (errors.UserError, FileExistsError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

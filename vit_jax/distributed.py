@@ -19,8 +19,12 @@ def _auto_detectable() -> bool:
   return slurm or tpu_pod
 
 
-def initialize(coordinator_address=None, num_processes=None, process_id=None,
-               heartbeat_timeout_seconds: int = 60) -> None:
+def initialize(
+    coordinator_address=None,
+    num_processes=None,
+    process_id=None,
+    heartbeat_timeout_seconds: int = 60,
+) -> None:
   """Joins the job's processes; a peer that stops answering fails this one within the timeout."""
   env = os.environ
   coordinator_address = coordinator_address or env.get("JAX_COORDINATOR_ADDRESS")
@@ -33,6 +37,9 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
   if jax.config.jax_platforms in (None, "", "cpu") or env.get("JAX_PLATFORMS") == "cpu":
     # CPU devices of different processes talk through gloo.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(coordinator_address=coordinator_address,
-                             num_processes=num_processes, process_id=process_id,
-                             heartbeat_timeout_seconds=heartbeat_timeout_seconds)
+  jax.distributed.initialize(
+      coordinator_address=coordinator_address,
+      num_processes=num_processes,
+      process_id=process_id,
+      heartbeat_timeout_seconds=heartbeat_timeout_seconds,
+  )

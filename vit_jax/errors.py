@@ -46,4 +46,3 @@ def without_traceback(message: str) -> str:
     return message
   last = [line for line in message.splitlines() if line.strip()][-1]
   return re.sub(r"^[\w.]+(Error|Exception): ", "", last.strip())
-

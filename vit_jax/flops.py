@@ -75,6 +75,7 @@ def forward_flops_per_example(model: nn.Module, init_inputs) -> float:
 def train_flops_per_example(model_config, init_inputs) -> float:
   """Training FLOPs per example: 3x the forward pass (PaLM's 6N + 12LHQT per token)."""
   from vit_jax.models import build_model  # pylint: disable=g-import-not-at-top
+
   config = dict(model_config)
   if config.get("scan_layers"):  # a scanned stack traces one layer: count the unrolled one
     config["scan_layers"] = False

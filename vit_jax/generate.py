@@ -25,8 +25,12 @@ flags.DEFINE_float("top_p", 1.0, "Sample only from the smallest set with this pr
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.DEFINE_integer("beam_size", 1, "Beam width for seq2seq (1: greedy).")
 flags.DEFINE_bool("cache", True, "Use the KV cache (off: recompute everything per token).")
-flags.DEFINE_bool("print_ids", False, "Also print the new token ids (to compare with another "
-                  "implementation, e.g. Hugging Face's generate on an imported model).")
+flags.DEFINE_bool(
+    "print_ids",
+    False,
+    "Also print the new token ids (to compare with another "
+    "implementation, e.g. Hugging Face's generate on an imported model).",
+)
 
 
 def load_workdir(workdir: str):
@@ -38,6 +42,7 @@ def load_workdir(workdir: str):
   from vit_jax.data import tokenizers
   from vit_jax.data.tokenizers import base
   from vit_jax.interop import orbax_format
+
   step_dirs = checkpoint.step_dirs(workdir)
   if not step_dirs:
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
@@ -55,11 +60,14 @@ def load_workdir(workdir: str):
 def encode_prompt(tokenizer, text: str) -> list[int]:
   """Token ids of `text`; characters a char tokenizer never saw are an error, not silent UNKs."""
   from vit_jax import errors  # pylint: disable=g-import-not-at-top
+
   ids = tokenizer.encode(text)
   if tokenizer.kind == "char" and tokenizer.unk_id in ids:
     unknown = sorted({c for c in text if tokenizer.encode(c) == [tokenizer.unk_id]})
-    raise errors.ConfigError(f"--prompt has characters the workdir's tokenizer never saw: "
-                             f"{''.join(unknown)!r}; leave them out of the prompt.")
+    raise errors.ConfigError(
+        f"--prompt has characters the workdir's tokenizer never saw: "
+        f"{''.join(unknown)!r}; leave them out of the prompt."
+    )
   return ids
 
 
@@ -81,20 +89,34 @@ def main(argv):
     sys.exit(2)
   # pylint: disable=g-import-not-at-top
   import numpy as np
+
   from vit_jax import errors
   from vit_jax import sampling
   from vit_jax import validation
+
   try:
     validation.validate_generation(
-        max_new_tokens=FLAGS.max_new_tokens, temperature=FLAGS.temperature, top_k=FLAGS.top_k,
-        top_p=FLAGS.top_p, beam_size=FLAGS.beam_size)
+        max_new_tokens=FLAGS.max_new_tokens,
+        temperature=FLAGS.temperature,
+        top_k=FLAGS.top_k,
+        top_p=FLAGS.top_p,
+        beam_size=FLAGS.beam_size,
+    )
     model_config, params, tokenizer, task = load_workdir(FLAGS.workdir)
     prompts = [encode_prompt(tokenizer, p) for p in FLAGS.prompt]
     if task == "causal_lm":
       outputs = sampling.generate(
-          model_config, params, prompts, max_new_tokens=FLAGS.max_new_tokens,
-          temperature=FLAGS.temperature, top_k=FLAGS.top_k, top_p=FLAGS.top_p,
-          eos_id=tokenizer.eos_id, seed=FLAGS.seed, use_cache=FLAGS.cache)
+          model_config,
+          params,
+          prompts,
+          max_new_tokens=FLAGS.max_new_tokens,
+          temperature=FLAGS.temperature,
+          top_k=FLAGS.top_k,
+          top_p=FLAGS.top_p,
+          eos_id=tokenizer.eos_id,
+          seed=FLAGS.seed,
+          use_cache=FLAGS.cache,
+      )
       for prompt, new in zip(FLAGS.prompt, outputs):
         print(prompt + tokenizer.decode(new))
         if FLAGS.print_ids:
@@ -106,17 +128,24 @@ def main(argv):
       mask = np.zeros_like(inputs)
       for i, p in enumerate(prompts):
         ids = p + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])
-        inputs[i, :len(ids)], mask[i, :len(ids)] = ids, 1
+        inputs[i, : len(ids)], mask[i, : len(ids)] = ids, 1
       start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.pad_id
       outputs = sampling.seq2seq_decode(
-          model_config, params, inputs, mask, max_new_tokens=FLAGS.max_new_tokens,
-          start_id=start, eos_id=tokenizer.eos_id, beam_size=FLAGS.beam_size)
+          model_config,
+          params,
+          inputs,
+          mask,
+          max_new_tokens=FLAGS.max_new_tokens,
+          start_id=start,
+          eos_id=tokenizer.eos_id,
+          beam_size=FLAGS.beam_size,
+      )
       for prompt, out in zip(FLAGS.prompt, outputs):
         print(f"{prompt} -> {tokenizer.decode(out)}")
     else:
       raise errors.ConfigError(
-          f"The workdir trained a {task!r} model; generation needs causal_lm or "
-          "seq2seq.")
+          f"The workdir trained a {task!r} model; generation needs causal_lm or " "seq2seq."
+      )
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)

@@ -11,8 +11,8 @@ import queue
 import threading
 
 import jax
-import numpy as np
 from jax.experimental import multihost_utils
+import numpy as np
 
 from vit_jax import errors
 from vit_jax import sharding
@@ -23,8 +23,8 @@ def shards_of_process(input_shards: int | None) -> tuple[list[int], int]:
   count = input_shards or jax.process_count()
   if count % jax.process_count():
     raise errors.ConfigError(
-        f"input_shards={count} must be a multiple of the {jax.process_count()} "
-        "processes.")
+        f"input_shards={count} must be a multiple of the {jax.process_count()} " "processes."
+    )
   per_process = count // jax.process_count()
   first = jax.process_index() * per_process
   return list(range(first, first + per_process)), count
@@ -47,8 +47,9 @@ def train_batches(make_iterator, input_shards: int | None):
     yield stack(list(parts))
 
 
-def eval_batches(make_iterator, input_shards: int | None, max_batches: int | None,
-                 read_ahead_size: int = 2):
+def eval_batches(
+    make_iterator, input_shards: int | None, max_batches: int | None, read_ahead_size: int = 2
+):
   """One eval pass, streamed, with every process running the same number of steps.
 
   Shards or processes that run out early feed all-zero batches, which every task's eval sums
@@ -71,8 +72,10 @@ def eval_batches(make_iterator, input_shards: int | None, max_batches: int | Non
       template = template or next(p for p in parts if p is not None)
       yield stack([p if p is not None else empty_like(template) for p in parts])
     elif template is None:
-      raise errors.DataError("This process has no eval data at all; use fewer processes or "
-                             "input_shards than eval examples.")
+      raise errors.DataError(
+          "This process has no eval data at all; use fewer processes or "
+          "input_shards than eval examples."
+      )
     else:
       yield empty_like(stack([template] * len(shards)))
 

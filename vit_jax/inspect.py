@@ -1,4 +1,7 @@
-"""Looks inside a trained model: `python -m vit_jax.inspect --checkpoint=PATH --image=... --output_dir=D`.
+"""Looks inside a trained model:
+
+  python -m vit_jax.inspect --checkpoint=PATH --image=... --output_dir=D
+
 
 PATH is one of our workdirs, an original ViT / big_vision `.npz` or a Hugging Face directory.
 For a ViT and image files (or folders) it writes, into a new directory D:
@@ -27,11 +30,19 @@ flags.DEFINE_string("text", None, "Text to run through a BERT or GPT model.")
 flags.DEFINE_string("output_dir", None, "New (or empty) directory for the PNGs and summary.json.")
 flags.DEFINE_list("layers", None, "Layers for the attention maps (default: first and last).")
 flags.DEFINE_list("heads", None, "Heads for the attention maps (default: all).")
-flags.DEFINE_enum("query", None, ["cls", "mean"],
-                  "Whose attention the image maps show: the cls token or the mean patch query "
-                  "(default: cls if the model has one).")
-flags.DEFINE_integer("image_size", None, "Input resolution (default: what the model was trained "
-                     "at; needed for imported sin-cos models that are not 224 px).")
+flags.DEFINE_enum(
+    "query",
+    None,
+    ["cls", "mean"],
+    "Whose attention the image maps show: the cls token or the mean patch query "
+    "(default: cls if the model has one).",
+)
+flags.DEFINE_integer(
+    "image_size",
+    None,
+    "Input resolution (default: what the model was trained "
+    "at; needed for imported sin-cos models that are not 224 px).",
+)
 flags.DEFINE_integer("components", 28, "Principal components of the filters to draw.")
 
 
@@ -41,23 +52,33 @@ def _indices(values, what):
   try:
     return [int(v) for v in values]
   except ValueError:
-    raise errors.ConfigError(f"--{what} must be comma-separated integers, got {','.join(values)!r}.") \
-        from None
+    raise errors.ConfigError(
+        f"--{what} must be comma-separated integers, got {','.join(values)!r}."
+    ) from None
 
 
 def run() -> list:
   # pylint: disable=g-import-not-at-top
   from vit_jax.analysis import loading
   from vit_jax.analysis import report
+
   if not FLAGS.checkpoint or not FLAGS.output_dir or bool(FLAGS.image) == bool(FLAGS.text):
-    raise errors.ConfigError("pass --checkpoint, --output_dir and either --image (one or more) or --text.")
+    raise errors.ConfigError(
+        "pass --checkpoint, --output_dir and either --image (one or more) or --text."
+    )
   report.check_output_dir(FLAGS.output_dir)
   layers, heads = _indices(FLAGS.layers, "layers"), _indices(FLAGS.heads, "heads")
   loaded = loading.load(FLAGS.checkpoint)
   if FLAGS.image:
     summary, writers = report.inspect_images(
-        loaded, FLAGS.image, layers=layers, heads=heads, query=FLAGS.query,
-        image_size=FLAGS.image_size, components=FLAGS.components)
+        loaded,
+        FLAGS.image,
+        layers=layers,
+        heads=heads,
+        query=FLAGS.query,
+        image_size=FLAGS.image_size,
+        components=FLAGS.components,
+    )
   else:
     summary, writers = report.inspect_text(loaded, FLAGS.text, layers=layers, heads=heads)
   return report.write(FLAGS.output_dir, summary, writers)

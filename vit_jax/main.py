@@ -18,31 +18,39 @@ from vit_jax import xla_flags
 xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
 
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file("config", None, "Config file, optionally with :ARGS.",
-                                lock_config=True)
+config_flags.DEFINE_config_file(
+    "config", None, "Config file, optionally with :ARGS.", lock_config=True
+)
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs and metrics.")
 flags.DEFINE_string("coordinator_address", None, "Multi-process: HOST:PORT of process 0.")
 flags.DEFINE_integer("num_processes", None, "Multi-process: number of processes.")
 flags.DEFINE_integer("process_id", None, "Multi-process: this process's index.")
-flags.DEFINE_integer("heartbeat_timeout", 60,
-                     "Multi-process: seconds after which a silent peer fails the job.")
+flags.DEFINE_integer(
+    "heartbeat_timeout", 60, "Multi-process: seconds after which a silent peer fails the job."
+)
 
 
 def parse_flags(argv):
   """absl parsing, but a bad flag or config key is one clear line and exit code 2."""
   for arg in argv[1:]:  # config_flags only reports a missing file later, with a traceback
-    if arg.startswith("--config=") and not os.path.isfile(arg[len("--config="):].split(":")[0]):
-      print(f"error: config file {arg[len('--config='):].split(':')[0]!r} does not exist; pass "
-            "one of configs/*.py, e.g. --config=configs/vit.py.", file=sys.stderr)
+    if arg.startswith("--config=") and not os.path.isfile(arg[len("--config=") :].split(":")[0]):
+      print(
+          f"error: config file {arg[len('--config='):].split(':')[0]!r} does not exist; pass "
+          "one of configs/*.py, e.g. --config=configs/vit.py.",
+          file=sys.stderr,
+      )
       sys.exit(2)
   try:
     return FLAGS(argv)
   except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
     # pylint: disable-next=g-import-not-at-top
     from vit_jax import errors
+
     print(f"error: {errors.without_traceback(str(e))}", file=sys.stderr)
-    print("Check the --config.* key names against the config file (they are case-sensitive).",
-          file=sys.stderr)
+    print(
+        "Check the --config.* key names against the config file (they are case-sensitive).",
+        file=sys.stderr,
+    )
     sys.exit(2)
 
 
@@ -51,17 +59,23 @@ def main(argv):
   runtime.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if FLAGS.config is None or FLAGS.workdir is None:
-    print("error: both --config and --workdir are required, e.g.\n  python -m vit_jax.main "
-          "--config=configs/vit.py --workdir=workdirs/digits", file=sys.stderr)
+    print(
+        "error: both --config and --workdir are required, e.g.\n  python -m vit_jax.main "
+        "--config=configs/vit.py --workdir=workdirs/digits",
+        file=sys.stderr,
+    )
     sys.exit(2)
   # pylint: disable=g-import-not-at-top
   import jax
+
   from vit_jax import distributed
   from vit_jax import errors
   from vit_jax import train
+
   jax.config.update("jax_threefry_partitionable", True)
-  distributed.initialize(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
-                         FLAGS.heartbeat_timeout)
+  distributed.initialize(
+      FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id, FLAGS.heartbeat_timeout
+  )
   try:
     result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   except errors.USER_ERRORS as e:
@@ -75,6 +89,7 @@ def main(argv):
     print("Final eval: " + "  ".join(f"{k}={v:.4g}" for k, v in metrics.items()), flush=True)
     if "eval_accuracy" in metrics:
       print(f"Final eval accuracy: {100 * metrics['eval_accuracy']:.2f}%", flush=True)
+
 
 if __name__ == "__main__":
   app.run(main, flags_parser=parse_flags)

@@ -23,11 +23,13 @@ class MetricsLog:
       return
     self.jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+
     self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
     use_bar = progress == "bar" or (progress == "auto" and sys.stderr.isatty())
     self.bar = None
     if use_bar:
       import tqdm  # pylint: disable=g-import-not-at-top
+
       self.bar = tqdm.tqdm(total=total_steps, initial=start_step, dynamic_ncols=True, unit="step")
 
   def eta_seconds(self, step: int) -> float:

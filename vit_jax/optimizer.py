@@ -22,7 +22,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     decay = optax.constant_schedule(lr)
   else:
     raise errors.ConfigError(
-        f"Unknown schedule {opt_cfg.schedule!r}; choose cosine, linear or constant.")
+        f"Unknown schedule {opt_cfg.schedule!r}; choose cosine, linear or constant."
+    )
   if warmup <= 0:
     return decay
   return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup), decay], [warmup])
@@ -51,7 +52,11 @@ def build_optimizer(opt_cfg, total_steps: int):
     raise errors.ConfigError(f"Unknown optimizer {opt_cfg.name!r}; choose adamw or sgd.")
   if opt_cfg.weight_decay:
     # Coupled: decay * lr_t. Decoupled: decay * lr_t / lr, i.e. follows only the schedule's shape.
-    rate = opt_cfg.weight_decay / opt_cfg.lr if opt_cfg.decoupled_weight_decay else opt_cfg.weight_decay
+    rate = (
+        opt_cfg.weight_decay / opt_cfg.lr
+        if opt_cfg.decoupled_weight_decay
+        else opt_cfg.weight_decay
+    )
     parts.append(optax.add_decayed_weights(rate, mask=decay_mask))
   parts.append(optax.scale_by_learning_rate(schedule))
   return optax.chain(*parts), schedule

@@ -11,8 +11,9 @@ with the parameter's path).
 import re
 
 import jax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 # (path regex, logical axis per dimension). First match wins; no match means replicated.
 RULES = (
@@ -28,9 +29,14 @@ RULES = (
     (r"(^|/)(embedding|stem)/kernel$", (None, None, None, "embed")),  # patch conv, HWIO
     (r"(head|classifier|pre_logits|pooler|transform)/kernel$", ("embed", None)),
 )
-LOGICAL_TO_MESH = {"embed": "fsdp", "heads": "model", "mlp": "model", "vocab": "model",
-                   "head_dim": None}
-MIN_SHARDED_SIZE = 2 ** 12  # smaller tensors are cheaper replicated than gathered
+LOGICAL_TO_MESH = {
+    "embed": "fsdp",
+    "heads": "model",
+    "mlp": "model",
+    "vocab": "model",
+    "head_dim": None,
+}
+MIN_SHARDED_SIZE = 2**12  # smaller tensors are cheaper replicated than gathered
 
 
 def path_string(path) -> str:
@@ -69,6 +75,8 @@ def spec_for(path: str, shape, mesh) -> P:
 
 def tree_shardings(tree, mesh):
   """NamedSharding for every leaf of a (possibly abstract) params or train-state tree."""
+
   def one(path, leaf):
     return NamedSharding(mesh, spec_for(path_string(path), np.shape(leaf), mesh))
+
   return jax.tree_util.tree_map_with_path(one, tree)

@@ -36,17 +36,25 @@ def run():
   # pylint: disable=g-import-not-at-top
   from vit_jax.analysis import loading
   from vit_jax.analysis import predicting
+
   if not FLAGS.checkpoint or bool(FLAGS.image) == bool(FLAGS.text):
     raise errors.ConfigError("pass --checkpoint and either --image (files or folders) or --text.")
   if FLAGS.top_k < 1:
     raise errors.ConfigError(f"--top_k must be at least 1, got {FLAGS.top_k}.")
   if FLAGS.output and os.path.exists(FLAGS.output):
-    raise errors.ConfigError(f"--output {FLAGS.output} exists; choose a new file (nothing was written).")
+    raise errors.ConfigError(
+        f"--output {FLAGS.output} exists; choose a new file (nothing was written)."
+    )
   loaded = loading.load(FLAGS.checkpoint)
   if FLAGS.image:
-    results = predicting.classify_images(loaded, FLAGS.image, top_k=FLAGS.top_k,
-                                         batch_size=FLAGS.batch_size,
-                                         image_size=FLAGS.image_size, labels_file=FLAGS.labels)
+    results = predicting.classify_images(
+        loaded,
+        FLAGS.image,
+        top_k=FLAGS.top_k,
+        batch_size=FLAGS.batch_size,
+        image_size=FLAGS.image_size,
+        labels_file=FLAGS.labels,
+    )
     lines = [predicting.describe_image(r) for r in results]
   else:
     loading.require_text_model(loaded)

@@ -8,8 +8,8 @@ import signal
 import threading
 
 import jax
-import numpy as np
 from jax.experimental import multihost_utils
+import numpy as np
 
 
 class PreemptionWatcher:

@@ -40,39 +40,71 @@ def fit_prompts(prompts: Sequence[Sequence[int]], max_new_tokens: int, max_len: 
   """Keeps the last tokens of prompts that would not fit the context, saying so."""
   room = max_len - max_new_tokens
   if room < 1:
-    raise errors.ConfigError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
-                             f"model's context of {max_len} tokens; ask for fewer new tokens.")
+    raise errors.ConfigError(
+        f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
+        f"model's context of {max_len} tokens; ask for fewer new tokens."
+    )
   if any(len(p) == 0 for p in prompts):
     raise errors.ConfigError("Empty prompt: give at least one token (or a BOS token).")
   fitted = []
   for i, prompt in enumerate(prompts):
     if len(prompt) > room:
-      print(f"Prompt {i} has {len(prompt)} tokens; with {max_new_tokens} new tokens the context "
-            f"of {max_len} holds only {room}: keeping its last {room} tokens.", flush=True)
+      print(
+          f"Prompt {i} has {len(prompt)} tokens; with {max_new_tokens} new tokens the context "
+          f"of {max_len} holds only {room}: keeping its last {room} tokens.",
+          flush=True,
+      )
       prompt = prompt[-room:]
     fitted.append(list(prompt))
   return fitted
 
 
-def generate(model_config: dict, params, prompts: Sequence[Sequence[int]], *,
-             max_new_tokens: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-             eos_id: Optional[int] = None, seed: int = 0, use_cache: bool = True):
+def generate(
+    model_config: dict,
+    params,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    eos_id: Optional[int] = None,
+    seed: int = 0,
+    use_cache: bool = True,
+):
   """Continues each prompt of token ids; returns the new tokens per prompt (stopping at EOS)."""
   prompts = fit_prompts(prompts, max_new_tokens, model_config["max_len"])
   lengths_B = np.array([len(p) for p in prompts], np.int32)
   total = int(lengths_B.max()) + max_new_tokens
   tokens_BxN = np.zeros((len(prompts), total), np.int32)
   for i, p in enumerate(prompts):
-    tokens_BxN[i, :len(p)] = p
+    tokens_BxN[i, : len(p)] = p
   if not use_cache:
-    return _generate_uncached(model_config, params, tokens_BxN, lengths_B, max_new_tokens,
-                              temperature, top_k, top_p, eos_id, seed)
-  decode = _compiled_decoder(model_config, tokens_BxN.shape, int(lengths_B.min()), temperature,
-                             top_k, top_p)
-  out_BxN, count_B = decode(params, tokens_BxN, lengths_B, np.int32(max_new_tokens),
-                            np.int32(-1 if eos_id is None else eos_id), jax.random.PRNGKey(seed))
+    return _generate_uncached(
+        model_config,
+        params,
+        tokens_BxN,
+        lengths_B,
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        eos_id,
+        seed,
+    )
+  decode = _compiled_decoder(
+      model_config, tokens_BxN.shape, int(lengths_B.min()), temperature, top_k, top_p
+  )
+  out_BxN, count_B = decode(
+      params,
+      tokens_BxN,
+      lengths_B,
+      np.int32(max_new_tokens),
+      np.int32(-1 if eos_id is None else eos_id),
+      jax.random.PRNGKey(seed),
+  )
   out_BxN, count_B = np.asarray(out_BxN), np.asarray(count_B)  # the one host sync
-  return [out_BxN[i, n:n + c].tolist() for i, (n, c) in enumerate(zip(lengths_B, count_B))]
+  return [out_BxN[i, n : n + c].tolist() for i, (n, c) in enumerate(zip(lengths_B, count_B))]
 
 
 # One jitted decoder per (model config, batch and lengths, sampling settings), kept for the
@@ -103,8 +135,9 @@ def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, 
   cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
 
   def feed(cache, tokens_BxT):
-    logits_BxTxV, state = model.apply({"params": params, "cache": cache}, tokens_BxT,
-                                      mutable=["cache"])
+    logits_BxTxV, state = model.apply(
+        {"params": params, "cache": cache}, tokens_BxT, mutable=["cache"]
+    )
     return logits_BxTxV[:, -1], state["cache"]
 
   def running(state):
@@ -126,14 +159,31 @@ def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, 
     return t + 1, cache, tokens_BxN, logits_BxV, done_B, count_B, rng
 
   logits_BxV, cache = feed(cache, tokens_BxN[:, :prefill_len])
-  state = (jnp.int32(prefill_len - 1), cache, tokens_BxN, logits_BxV, jnp.zeros(batch, bool),
-           jnp.zeros(batch, jnp.int32), rng)
+  state = (
+      jnp.int32(prefill_len - 1),
+      cache,
+      tokens_BxN,
+      logits_BxV,
+      jnp.zeros(batch, bool),
+      jnp.zeros(batch, jnp.int32),
+      rng,
+  )
   state = jax.lax.while_loop(running, step, state)
   return state[2], state[5]
 
 
-def _generate_uncached(model_config, params, tokens_BxN, lengths_B, max_new_tokens, temperature,
-                       top_k, top_p, eos_id, seed):
+def _generate_uncached(
+    model_config,
+    params,
+    tokens_BxN,
+    lengths_B,
+    max_new_tokens,
+    temperature,
+    top_k,
+    top_p,
+    eos_id,
+    seed,
+):
   """Reference path: recomputes the whole sequence for every token, sampling on the host side."""
   model = build_model(model_config)
   full_fn = jax.jit(lambda toks: model.apply({"params": params}, toks))
@@ -156,9 +206,18 @@ def _generate_uncached(model_config, params, tokens_BxN, lengths_B, max_new_toke
   return new_tokens
 
 
-def seq2seq_decode(model_config: dict, params, inputs_BxS, input_mask_BxS, *, max_new_tokens: int,
-                   start_id: int, eos_id: Optional[int], beam_size: int = 1,
-                   length_penalty: float = 0.6):
+def seq2seq_decode(
+    model_config: dict,
+    params,
+    inputs_BxS,
+    input_mask_BxS,
+    *,
+    max_new_tokens: int,
+    start_id: int,
+    eos_id: Optional[int],
+    beam_size: int = 1,
+    length_penalty: float = 0.6,
+):
   """Greedy (beam_size 1) or beam search decoding; returns the best tokens per input row."""
   model = build_model(model_config)
   inputs_BxS, input_mask_BxS = jnp.asarray(inputs_BxS), jnp.asarray(input_mask_BxS)
@@ -168,11 +227,22 @@ def seq2seq_decode(model_config: dict, params, inputs_BxS, input_mask_BxS, *, ma
   encoded = jnp.repeat(encoded_BxSxD, beams, axis=0)
   input_mask = jnp.repeat(input_mask_BxS, beams, axis=0)
   decoder = build_model(model_config, decode=True)
-  cache = decoder.init(jax.random.PRNGKey(0), jnp.zeros((batch * beams, max_new_tokens), jnp.int32),
-                       encoded, method=decoder.decode_logits)["cache"]
-  step_fn = jax.jit(lambda cache, tok: decoder.apply(
-      {"params": params, "cache": cache}, tok, encoded, input_mask, method=decoder.decode_logits,
-      mutable=["cache"]))
+  cache = decoder.init(
+      jax.random.PRNGKey(0),
+      jnp.zeros((batch * beams, max_new_tokens), jnp.int32),
+      encoded,
+      method=decoder.decode_logits,
+  )["cache"]
+  step_fn = jax.jit(
+      lambda cache, tok: decoder.apply(
+          {"params": params, "cache": cache},
+          tok,
+          encoded,
+          input_mask,
+          method=decoder.decode_logits,
+          mutable=["cache"],
+      )
+  )
 
   tokens = np.full((batch, beams, 1), start_id, np.int32)
   scores = np.zeros((batch, beams))
@@ -189,10 +259,12 @@ def seq2seq_decode(model_config: dict, params, inputs_BxS, input_mask_BxS, *, ma
     best = np.argsort(-candidates, axis=-1)[:, :beams]
     beam_index, token = best // vocab, best % vocab
     scores = np.take_along_axis(candidates, best, axis=-1)
-    tokens = np.concatenate([np.take_along_axis(tokens, beam_index[:, :, None], axis=1),
-                             token[:, :, None]], axis=-1)
+    tokens = np.concatenate(
+        [np.take_along_axis(tokens, beam_index[:, :, None], axis=1), token[:, :, None]], axis=-1
+    )
     finished = np.take_along_axis(finished, beam_index, axis=1) | (
-        (token == eos_id) if eos_id is not None else False)
+        (token == eos_id) if eos_id is not None else False
+    )
     flat_index = (np.arange(batch)[:, None] * beams + beam_index).reshape(-1)
     cache = jax.tree.map(lambda x: x[flat_index] if x.ndim > 0 else x, state["cache"])
     if finished.all():
@@ -210,4 +282,4 @@ def _length(row, eos_id):
 
 
 def _strip(row, eos_id):
-  return [int(t) for t in row[:_length(row, eos_id)] if t != eos_id]
+  return [int(t) for t in row[: _length(row, eos_id)] if t != eos_id]

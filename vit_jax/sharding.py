@@ -4,9 +4,11 @@ One code path from a single CPU to a multi-host pod: arrays are global `jax.Arra
 the mesh, and `jax.jit` partitions the step (no pmap).
 """
 
-import numpy as np
 import jax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+import numpy as np
 
 from vit_jax import errors
 
@@ -25,7 +27,8 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
       sizes[axis] = int(size)
     except ValueError as e:
       raise errors.ConfigError(
-          f"Mesh axis size {size!r} in mesh={spec!r} is not an integer.") from e
+          f"Mesh axis size {size!r} in mesh={spec!r} is not an integer."
+      ) from e
   rest = [a for a, s in sizes.items() if s == -1]
   if len(rest) > 1:
     raise errors.ConfigError(f"Only one mesh axis may be -1 in mesh={spec!r}.")
@@ -37,7 +40,8 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
   if int(np.prod(list(sizes.values()))) != num_devices:
     raise errors.ConfigError(
         f"mesh={spec!r} has {int(np.prod(list(sizes.values())))} slots but there are "
-        f"{num_devices} devices; make the sizes multiply to the device count.")
+        f"{num_devices} devices; make the sizes multiply to the device count."
+    )
   return sizes
 
 
@@ -63,5 +67,7 @@ def batch_divisor(mesh: Mesh) -> int:
 def global_batch(local_batch: dict, mesh: Mesh) -> dict:
   """Assembles each process's numpy rows into global arrays sharded over the batch axes."""
   sharding = batch_sharding(mesh)
-  return {k: jax.make_array_from_process_local_data(sharding, np.asarray(v))
-          for k, v in local_batch.items()}
+  return {
+      k: jax.make_array_from_process_local_data(sharding, np.asarray(v))
+      for k, v in local_batch.items()
+  }

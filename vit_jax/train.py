@@ -53,7 +53,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
   if config.batch_size % divisor:
     raise errors.ConfigError(
         f"batch_size={config.batch_size} must be divisible by the batch shards times "
-        f"grad_accum_steps ({divisor}).")
+        f"grad_accum_steps ({divisor})."
+    )
   replicated = sharding.replicated(mesh)
   batch_sharding = sharding.batch_sharding(mesh)
 
@@ -68,20 +69,27 @@ def train_and_evaluate(config, workdir: str) -> dict:
   init_rng, step_rng = jax.random.split(rng)
   abstract_state = jax.eval_shape(init_state, init_rng)
   state_shardings = partitioning.tree_shardings(abstract_state, mesh)
-  ckpt = checkpoint.Checkpointer(workdir, config.checkpoint_every, config.keep_checkpoints,
-                                 checkpoint.model_record(model_config, abstract_state["params"],
-                                                         task.record()),
-                                 async_save=config.async_checkpoints)
-  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                          abstract_state, state_shardings)
+  ckpt = checkpoint.Checkpointer(
+      workdir,
+      config.checkpoint_every,
+      config.keep_checkpoints,
+      checkpoint.model_record(model_config, abstract_state["params"], task.record()),
+      async_save=config.async_checkpoints,
+  )
+  abstract = jax.tree.map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+      abstract_state,
+      state_shardings,
+  )
   latest, state = ckpt.restore_latest_intact(abstract)  # damaged newer steps are moved aside
   if latest is not None:
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
   else:
     state = jax.jit(init_state, out_shardings=state_shardings)(init_rng)
     if config.init_from:
-      params, notes = interop.finetune_params(state["params"], config.init_from,
-                                              **task.init_from_rules())
+      params, notes = interop.finetune_params(
+          state["params"], config.init_from, **task.init_from_rules()
+      )
       for note in notes:
         print(f"init_from: {note}", flush=True)
       params = jax.device_put(params, state_shardings["params"])
@@ -95,18 +103,30 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
   # ---- Update step and evaluation (vit_jax/train_step.py) -----------------------------------
   train_step = jax.jit(
-      train_step_lib.make_train_step(task, model, tx, schedule, step_rng, grad_accum_steps=accum,
-                                     nan_at_step=config.debug_nan_at_step),
-      in_shardings=(state_shardings, batch_sharding), out_shardings=(state_shardings, replicated),
-      donate_argnums=(0,))
-  eval_step = jax.jit(train_step_lib.make_eval_step(task, model),
-                      in_shardings=(state_shardings["params"], batch_sharding),
-                      out_shardings=replicated)
+      train_step_lib.make_train_step(
+          task,
+          model,
+          tx,
+          schedule,
+          step_rng,
+          grad_accum_steps=accum,
+          nan_at_step=config.debug_nan_at_step,
+      ),
+      in_shardings=(state_shardings, batch_sharding),
+      out_shardings=(state_shardings, replicated),
+      donate_argnums=(0,),
+  )
+  eval_step = jax.jit(
+      train_step_lib.make_eval_step(task, model),
+      in_shardings=(state_shardings["params"], batch_sharding),
+      out_shardings=replicated,
+  )
 
   def evaluate(params) -> dict:
     sums = None
-    batches = host_input.eval_batches(task.eval_batches, config.input_shards,
-                                      config.eval_max_batches, config.prefetch_batches)
+    batches = host_input.eval_batches(
+        task.eval_batches, config.input_shards, config.eval_max_batches, config.prefetch_batches
+    )
     for batch in batches:
       out = eval_step(params, sharding.global_batch(batch, mesh))
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
@@ -118,7 +138,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
   if data_notes:  # e.g. corrupt images skipped
     log.write(start_step, data_notes)
   train_batches = host_input.train_batches(
-      lambda shard, count: task.train_batches(start_step, shard, count), config.input_shards)
+      lambda shard, count: task.train_batches(start_step, shard, count), config.input_shards
+  )
   batches = host_input.prefetch_to_mesh(train_batches, mesh, config.prefetch_batches)
   watcher = preemption.PreemptionWatcher()
   pending, last_step = [], start_step
@@ -133,7 +154,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
       raise NonFiniteError(
           f"Non-finite loss or gradients at step {bad[0]}; that update was not applied and "
           f"nothing after it was saved: the last good checkpoint in {ckpt.directory} is kept. "
-          "Lower the learning rate, or set --config.nonfinite=skip to skip such steps.")
+          "Lower the learning rate, or set --config.nonfinite=skip to skip such steps."
+      )
     return len(bad)
 
   try:
@@ -163,14 +185,17 @@ def train_and_evaluate(config, workdir: str) -> dict:
       ckpt.save(done, state, force=is_last or preempted)
       log.advance(done)
       if preempted:
-        print(f"SIGTERM: saved a checkpoint at step {done}; rerun the same command to resume.",
-              flush=True)
+        print(
+            f"SIGTERM: saved a checkpoint at step {done}; rerun the same command to resume.",
+            flush=True,
+        )
         break
     if start_step >= config.total_steps:  # nothing left to train: report the saved model
       if latest is None:  # total_steps=0: save the fresh (or init_from) model, e.g. to export it
         ckpt.save(0, state, force=True)
-        print(f"total_steps=0: saved the initialized model as step 0 in {ckpt.directory}.",
-              flush=True)
+        print(
+            f"total_steps=0: saved the initialized model as step 0 in {ckpt.directory}.", flush=True
+        )
       eval_metrics = evaluate(state["params"])
       log.write(start_step, eval_metrics)
   finally:
@@ -178,4 +203,3 @@ def train_and_evaluate(config, workdir: str) -> dict:
     ckpt.close()
     log.close()
   return {**eval_metrics, "final_params": state["params"]}
-

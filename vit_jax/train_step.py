@@ -10,8 +10,16 @@ import jax.numpy as jnp
 import optax
 
 
-def make_train_step(task, model, tx, schedule, step_rng, *, grad_accum_steps: int = 1,
-                    nan_at_step: int | None = None):
+def make_train_step(
+    task,
+    model,
+    tx,
+    schedule,
+    step_rng,
+    *,
+    grad_accum_steps: int = 1,
+    nan_at_step: int | None = None,
+):
   """`train_step(state, batch) -> (state, metrics)`, not yet jitted (callers pick shardings).
 
   `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
@@ -34,8 +42,8 @@ def make_train_step(task, model, tx, schedule, step_rng, *, grad_accum_steps: in
     if grad_accum_steps == 1:
       return grads_of(params, batch, totals, rng_of(0))
     micro = jax.tree.map(
-        lambda x: x.reshape((grad_accum_steps, x.shape[0] // grad_accum_steps) + x.shape[1:]),
-        batch)
+        lambda x: x.reshape((grad_accum_steps, x.shape[0] // grad_accum_steps) + x.shape[1:]), batch
+    )
     first = grads_of(params, jax.tree.map(lambda x: x[0], micro), totals, rng_of(0))
 
     def add(total, inputs):  # microbatches one after another
@@ -58,10 +66,18 @@ def make_train_step(task, model, tx, schedule, step_rng, *, grad_accum_steps: in
     # A non-finite step changes nothing: params and optimizer state stay at the last good values.
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
-    new_state = {"params": keep(new_params, params),
-                 "opt_state": keep(opt_state, state["opt_state"]), "step": step + 1}
-    metrics = {"train_loss": loss, "grad_norm": grad_norm, "learning_rate": schedule(step),
-               "finite": finite.astype(jnp.float32), **task_metrics}
+    new_state = {
+        "params": keep(new_params, params),
+        "opt_state": keep(opt_state, state["opt_state"]),
+        "step": step + 1,
+    }
+    metrics = {
+        "train_loss": loss,
+        "grad_norm": grad_norm,
+        "learning_rate": schedule(step),
+        "finite": finite.astype(jnp.float32),
+        **task_metrics,
+    }
     return new_state, metrics
 
   return train_step

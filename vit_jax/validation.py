@@ -23,13 +23,24 @@ CHOICES = {
 }
 # key -> (lowest allowed value, whether None is allowed)
 AT_LEAST = {
-    "batch_size": (1, False), "total_steps": (0, False), "grad_accum_steps": (1, False),
-    "log_every": (1, False), "eval_every": (1, False), "checkpoint_every": (1, False),
-    "keep_checkpoints": (1, False), "eval_max_batches": (1, True), "prefetch_batches": (0, False),
-    "input_shards": (1, True), "seq_len": (1, False), "image_size": (1, False),
-    "optimizer.lr": (0, False), "optimizer.warmup_steps": (0, False),
-    "optimizer.weight_decay": (0, False), "optimizer.grad_clip_norm": (0, False),
-    "optimizer.end_lr_ratio": (0, False), "tokenizer.vocab_size": (1, True),
+    "batch_size": (1, False),
+    "total_steps": (0, False),
+    "grad_accum_steps": (1, False),
+    "log_every": (1, False),
+    "eval_every": (1, False),
+    "checkpoint_every": (1, False),
+    "keep_checkpoints": (1, False),
+    "eval_max_batches": (1, True),
+    "prefetch_batches": (0, False),
+    "input_shards": (1, True),
+    "seq_len": (1, False),
+    "image_size": (1, False),
+    "optimizer.lr": (0, False),
+    "optimizer.warmup_steps": (0, False),
+    "optimizer.weight_decay": (0, False),
+    "optimizer.grad_clip_norm": (0, False),
+    "optimizer.end_lr_ratio": (0, False),
+    "tokenizer.vocab_size": (1, True),
     "tokenizer.max_train_texts": (1, False),
 }
 BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
@@ -67,20 +78,25 @@ def config_problems(config) -> list[str]:
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")
   from vit_jax import tasks  # pylint: disable=g-import-not-at-top
+
   if get(config, "task") not in tasks.TASKS:
-    problems.append(f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}")
+    problems.append(
+        f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
+    )
   batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
   if not problems and batch is not _MISSING and accum is not _MISSING and batch % accum:
-    problems.append(f"--config.batch_size={batch} must be divisible by "
-                    f"--config.grad_accum_steps={accum}")
+    problems.append(
+        f"--config.batch_size={batch} must be divisible by " f"--config.grad_accum_steps={accum}"
+    )
   return problems
 
 
 def validate_config(config) -> None:
   problems = config_problems(config)
   if problems:
-    raise errors.ConfigError("; ".join(problems) + ". Fix the value(s) and rerun; nothing was "
-                             "written.")
+    raise errors.ConfigError(
+        "; ".join(problems) + ". Fix the value(s) and rerun; nothing was " "written."
+    )
 
 
 def validate_training(config, workdir: str) -> dict:
@@ -95,8 +111,9 @@ def validate_training(config, workdir: str) -> dict:
   return {}
 
 
-def validate_generation(*, max_new_tokens: int, temperature: float, top_k: int, top_p: float,
-                        beam_size: int) -> None:
+def validate_generation(
+    *, max_new_tokens: int, temperature: float, top_k: int, top_p: float, beam_size: int
+) -> None:
   problems = []
   if max_new_tokens < 1:
     problems.append(f"--max_new_tokens={max_new_tokens} must be >= 1")
@@ -117,13 +134,16 @@ def _check_text_data(config) -> None:
   # pylint: disable=g-import-not-at-top
   from vit_jax.data.text import corpus
   from vit_jax.data.text import datasets
+
   name = config.dataset
   if not name.startswith(datasets.FILE_PREFIXES) and name != "embedded":
     return  # TFDS text: the dataset reader reports a missing or unprepared split up front
   for key in ("train_split", "eval_split"):
     if config[key] not in TEXT_SPLITS:
-      raise errors.DataError(f"--config.{key}={config[key]!r} is not a split of {name!r}; use "
-                             f"one of {', '.join(TEXT_SPLITS)}.")
+      raise errors.DataError(
+          f"--config.{key}={config[key]!r} is not a split of {name!r}; use "
+          f"one of {', '.join(TEXT_SPLITS)}."
+      )
   if name == "embedded":
     return
   for path in text_files(name):
@@ -134,7 +154,8 @@ def _check_text_data(config) -> None:
     raise errors.DataError(
         f"dataset {name!r} has {count('all')} documents, too few for a non-empty train and "
         f"validation split (every {every}th document is held out, so at least {every} are "
-        "needed): add files, or use paragraphs:PATTERN to split files at blank lines.")
+        "needed): add files, or use paragraphs:PATTERN to split files at blank lines."
+    )
 
 
 def text_files(name: str) -> list[str]:
@@ -145,8 +166,10 @@ def text_files(name: str) -> list[str]:
     raise errors.DataError(f"dataset {name!r}: no files match {pattern!r}; check the path.")
   for path in paths:
     if not os.path.isfile(path):
-      raise errors.DataError(f"dataset {name!r}: {path} is not a regular file (a folder?); "
-                             "name files, e.g. files:/data/*.txt.")
+      raise errors.DataError(
+          f"dataset {name!r}: {path} is not a regular file (a folder?); "
+          "name files, e.g. files:/data/*.txt."
+      )
     if not os.access(path, os.R_OK):
       raise errors.DataError(f"dataset {name!r}: {path} is not readable; fix its permissions.")
   return paths
@@ -164,11 +187,14 @@ def check_text_file(path: str) -> None:
   except UnicodeDecodeError as e:
     raise errors.DataError(
         f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert "
-        "it, e.g. iconv -f latin1 -t utf-8, or leave it out of the pattern.") from None
+        "it, e.g. iconv -f latin1 -t utf-8, or leave it out of the pattern."
+    ) from None
   bad = _CONTROL.search(text)
   if bad:
-    raise errors.DataError(f"{path} looks binary (control character {bad.group()!r} at "
-                           f"character {bad.start()}); leave it out of the pattern.")
+    raise errors.DataError(
+        f"{path} looks binary (control character {bad.group()!r} at "
+        f"character {bad.start()}); leave it out of the pattern."
+    )
 
 
 # ---- Image data -------------------------------------------------------------------------------
@@ -176,6 +202,7 @@ def _check_image_data(config) -> dict:
   # pylint: disable=g-import-not-at-top
   from vit_jax.data.image import folder
   from vit_jax.data.image import sources
+
   source = sources.open_source(config.dataset, data_dir=config.data_dir, download=config.download)
   for key in ("train_split", "eval_split"):
     split = config[key] or getattr(source, key)
@@ -184,14 +211,18 @@ def _check_image_data(config) -> dict:
     except errors.UserError:
       raise
     except (ValueError, KeyError) as e:  # TFDS's way of saying the split does not exist
-      raise errors.DataError(f"--config.{key}={split!r} is not a split of {config.dataset!r} "
-                             f"({str(e).splitlines()[0][:200]}); choose an existing split.") from e
+      raise errors.DataError(
+          f"--config.{key}={split!r} is not a split of {config.dataset!r} "
+          f"({str(e).splitlines()[0][:200]}); choose an existing split."
+      ) from e
     if int(ds.cardinality()) == 0:
       raise errors.DataError(f"--config.{key}={split!r} of {config.dataset!r} is empty.")
   if not config.dataset.startswith(sources.FOLDER_PREFIX):
     return {}
-  bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX):])
+  bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX) :])
   if bad and get(config, "bad_images") == "error":
-    raise errors.DataError(f"{bad[0]} is not a decodable image ({len(bad)} such file(s) in the "
-                           "folder); remove or re-encode it, or set --config.bad_images=skip.")
+    raise errors.DataError(
+        f"{bad[0]} is not a decodable image ({len(bad)} such file(s) in the "
+        "folder); remove or re-encode it, or set --config.bad_images=skip."
+    )
   return {"skipped_images": len(bad)} if bad else {}

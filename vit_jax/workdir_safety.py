@@ -22,17 +22,21 @@ def check_workdir(workdir: str) -> None:
   """Raises WorkdirError unless `workdir` is (or can be created as) a writable directory."""
   path = os.path.abspath(workdir)
   if os.path.exists(path) and not os.path.isdir(path):
-    raise errors.WorkdirError(f"--workdir={workdir} is a file, not a directory; pass a new "
-                              "directory path.")
+    raise errors.WorkdirError(
+        f"--workdir={workdir} is a file, not a directory; pass a new " "directory path."
+    )
   existing = path
   while not os.path.exists(existing):
     existing = os.path.dirname(existing)
   if not os.path.isdir(existing):
-    raise errors.WorkdirError(f"--workdir={workdir} lies under {existing}, which is a file; pass "
-                              "a path under a directory.")
+    raise errors.WorkdirError(
+        f"--workdir={workdir} lies under {existing}, which is a file; pass "
+        "a path under a directory."
+    )
   if not os.access(existing, os.W_OK | os.X_OK):
-    raise errors.WorkdirError(f"--workdir={workdir}: {existing} is not writable; pass a directory "
-                              "you can write to.")
+    raise errors.WorkdirError(
+        f"--workdir={workdir}: {existing} is not writable; pass a directory " "you can write to."
+    )
 
 
 def _flat(config: dict, prefix: str = "") -> dict:
@@ -54,8 +58,9 @@ def saved_config(workdir: str) -> dict | None:
     with open(path, encoding="utf-8") as f:
       return _flat(json.load(f))
   except (OSError, ValueError) as e:
-    raise errors.WorkdirError(f"{path} is unreadable ({e}); restore it, or use a new "
-                              "--workdir.") from e
+    raise errors.WorkdirError(
+        f"{path} is unreadable ({e}); restore it, or use a new " "--workdir."
+    ) from e
 
 
 def check_resume(config, workdir: str) -> None:
@@ -68,11 +73,16 @@ def check_resume(config, workdir: str) -> None:
   differ = [k for k in keys if (k in saved or k in now) and saved.get(k) != now.get(k)]
   if differ:
     listing = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in differ)
-    allow = (" (or --config.allow_data_change=true to continue on new data)"
-             if set(differ) <= set(DATA_KEYS) else "")
-    raise errors.WorkdirError(f"--workdir={workdir} was trained with other data/tokenizer "
-                              f"settings ({listing}); use a new --workdir{allow}. Nothing in "
-                              "the workdir was changed.")
+    allow = (
+        " (or --config.allow_data_change=true to continue on new data)"
+        if set(differ) <= set(DATA_KEYS)
+        else ""
+    )
+    raise errors.WorkdirError(
+        f"--workdir={workdir} was trained with other data/tokenizer "
+        f"settings ({listing}); use a new --workdir{allow}. Nothing in "
+        "the workdir was changed."
+    )
 
 
 def check_convert_paths(src: str, dst: str) -> None:
@@ -80,5 +90,7 @@ def check_convert_paths(src: str, dst: str) -> None:
   src_real, dst_real = os.path.realpath(src), os.path.realpath(dst)
   inside = lambda a, b: os.path.commonpath([a, b]) == b  # a is b or lies inside b
   if inside(dst_real, src_real) or inside(src_real, dst_real):
-    raise errors.WorkdirError(f"destination {dst} is, contains or lies inside the source {src}; "
-                              "write to a path outside it. Nothing was changed.")
+    raise errors.WorkdirError(
+        f"destination {dst} is, contains or lies inside the source {src}; "
+        "write to a path outside it. Nothing was changed."
+    )

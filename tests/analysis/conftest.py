@@ -4,9 +4,9 @@ import importlib.util
 import os
 
 import numpy as np
+from PIL import Image
 import pytest
 import tensorflow_datasets as tfds
-from PIL import Image
 
 from vit_jax import train
 from vit_jax.data.image import pipeline
@@ -15,13 +15,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def digits_config(data_dir: str):
-  spec = importlib.util.spec_from_file_location("vit_config", os.path.join(ROOT, "configs",
-                                                                          "vit.py"))
+  spec = importlib.util.spec_from_file_location(
+      "vit_config", os.path.join(ROOT, "configs", "vit.py")
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   config = module.get_config("runlocal")
-  config.update(data_dir=data_dir, progress="lines", total_steps=60, batch_size=64,
-                eval_every=60, checkpoint_every=60, eval_max_batches=None)
+  config.update(
+      data_dir=data_dir,
+      progress="lines",
+      total_steps=60,
+      batch_size=64,
+      eval_every=60,
+      checkpoint_every=60,
+      eval_max_batches=None,
+  )
   # Plain inputs learn fastest: a few dozen steps get well above chance.
   config.augment.update(randaugment_layers=0, mixup_alpha=0.0, label_smoothing=0.0)
   config.model.dropout_rate = 0.0

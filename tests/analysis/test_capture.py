@@ -22,8 +22,9 @@ def test_vit_weights_are_the_ones_vit_itself_returns():
   logits, weights = attention.attention_weights(module, params, images)
   assert len(weights) == 3 and weights[0].shape == (2, 2, 17, 17)
   np.testing.assert_allclose(np.sum(weights[2], -1), 1.0, atol=1e-5)
-  _, state = module.apply({"params": params}, images, return_attention=True,
-                          mutable=["intermediates"])
+  _, state = module.apply(
+      {"params": params}, images, return_attention=True, mutable=["intermediates"]
+  )
   own = state["intermediates"]["Transformer"]
   for i, w in enumerate(weights):
     np.testing.assert_allclose(w, own[f"encoderblock_{i}"]["attention_weights"][0], atol=1e-6)
@@ -37,7 +38,6 @@ def test_gpt_weights_are_causal_and_bert_weights_are_not():
   assert len(weights) == 2
   for w in weights:
     np.testing.assert_array_equal(np.triu(w[0, 0], k=1), 0.0)
-  bert, bert_params = _init(dict(name="bert_mlm", vocab_size=12, variant="tiny", max_len=8),
-                            tokens)
+  bert, bert_params = _init(dict(name="bert_mlm", vocab_size=12, variant="tiny", max_len=8), tokens)
   _, weights = attention.attention_weights(bert, bert_params, tokens)
   assert len(weights) == 2 and np.all(np.triu(weights[0][0, 0], k=1).sum() > 0.1)

@@ -9,8 +9,9 @@ from vit_jax.models import position
 
 def test_rollout_of_identity_attention_is_identity():
   eye_BxHxTxT = np.broadcast_to(np.eye(5), (2, 3, 5, 5))
-  np.testing.assert_allclose(attention.rollout([eye_BxHxTxT] * 4), np.broadcast_to(np.eye(5),
-                                                                                   (2, 5, 5)))
+  np.testing.assert_allclose(
+      attention.rollout([eye_BxHxTxT] * 4), np.broadcast_to(np.eye(5), (2, 5, 5))
+  )
 
 
 def test_rollout_adds_the_residual_and_multiplies_layers():
@@ -32,8 +33,9 @@ def test_mean_attention_distance_of_a_hand_built_matrix():
   weights_1x2x4x4[0, 1, 1, [1, 3]] = 0.5
   weights_1x2x4x4[0, 1, 2, 1] = 1.0
   weights_1x2x4x4[0, 1, 3, [0, 2, 3]] = [0.4, 0.4, 0.2]
-  distances = attention.mean_attention_distance(weights_1x2x4x4, grid=(1, 3), patch=(4, 4),
-                                                prefix_tokens=1)
+  distances = attention.mean_attention_distance(
+      weights_1x2x4x4, grid=(1, 3), patch=(4, 4), prefix_tokens=1
+  )
   expected_head1 = np.mean([0.5 * 8, 4.0, 2 / 3 * 4])
   np.testing.assert_allclose(distances, [0.0, expected_head1])
 
@@ -53,7 +55,7 @@ def test_sincos_position_similarity_decreases_with_grid_distance():
     assert np.all(np.diff(ring_means) < 0), ring_means
     # Along a row, each of the first steps away is less similar (far off, sin-cos oscillates).
     same_row = similarity_NxN[centre][y_N == y_N[centre]]
-    nearby = same_row[x_N[centre]:x_N[centre] + 4]
+    nearby = same_row[x_N[centre] : x_N[centre] + 4]
     assert np.all(np.diff(nearby) < 0), nearby
 
 
@@ -69,5 +71,5 @@ def test_filter_pca_recovers_known_components():
   recovered_KxF = components_KxPxQxC.reshape(3, -1)
   cosines_K = np.abs(np.sum(recovered_KxF * basis_FxK.T, axis=1))
   np.testing.assert_allclose(cosines_K, 1.0, atol=1e-3)
-  np.testing.assert_allclose(ratios_K, scales_K ** 2 / np.sum(scales_K ** 2), atol=0.05)
+  np.testing.assert_allclose(ratios_K, scales_K**2 / np.sum(scales_K**2), atol=0.05)
   assert np.all(np.diff(ratios_K) < 0)

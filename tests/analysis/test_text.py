@@ -21,8 +21,15 @@ def _loaded(tmp_path, config, task):
   config = dict(config, vocab_size=tokenizer.vocab_size, max_len=32)
   module = registry.build_model(config)
   params = module.init(jax.random.PRNGKey(0), np.zeros((1, 4), np.int32))["params"]
-  return loading.Loaded(path=str(workdir), model=config, module=module, params=params, flat={},
-                        workdir_config={"task": task}, notes=[])
+  return loading.Loaded(
+      path=str(workdir),
+      model=config,
+      module=module,
+      params=params,
+      flat={},
+      workdir_config={"task": task},
+      notes=[],
+  )
 
 
 def test_gpt_text_attention_is_lower_triangular_and_written(tmp_path):

@@ -87,8 +87,11 @@ def test_randaugment_op_keeps_shape_and_dtype(op):
 
 @pytest.mark.parametrize(
     "op",
-    [op for op in image_randaugment.OPS
-     if op not in (image_randaugment.autocontrast, image_randaugment.equalize)],
+    [
+        op
+        for op in image_randaugment.OPS
+        if op not in (image_randaugment.autocontrast, image_randaugment.equalize)
+    ],
     ids=lambda op: op.__name__,
 )
 def test_randaugment_op_at_zero_magnitude_is_identity(op):
@@ -97,10 +100,11 @@ def test_randaugment_op_at_zero_magnitude_is_identity(op):
   np.testing.assert_array_equal(out, image)
 
 
-
 @pytest.mark.parametrize(
-    "op", [op for op in image_randaugment.OPS if op is not image_randaugment.identity],
-    ids=lambda op: op.__name__)
+    "op",
+    [op for op in image_randaugment.OPS if op is not image_randaugment.identity],
+    ids=lambda op: op.__name__,
+)
 def test_randaugment_op_changes_the_image_at_nonzero_magnitude(op):
   # Values away from 0 and 255, so autocontrast and equalize have something to stretch.
   image = tf.constant(np.clip(_image(24, 32), 30, 220))
@@ -166,7 +170,6 @@ def test_mixing_keeps_labels_distributions_and_is_seeded(mixup_alpha, cutmix_alp
     assert -1.0 <= mixed.numpy().min() and mixed.numpy().max() <= 1.0
 
 
-
 @pytest.mark.parametrize("mixup_alpha,cutmix_alpha", [(0.4, 0.0), (0.0, 1.0)])
 def test_image_weight_equals_label_weight(mixup_alpha, cutmix_alpha):
   """Image i holds the value v_i and has the one-hot label i: a mixed image's mean value is
@@ -176,10 +179,12 @@ def test_image_weight_equals_label_weight(mixup_alpha, cutmix_alpha):
   images = tf.broadcast_to(tf.constant(values_B)[:, None, None, None], [b, 12, 12, 3])
   ratios = set()
   for s in range(6):
-    mixed, labels = image_mix.mix_batch(images, tf.one_hot(tf.range(b), b), _seed(s, 1),
-                                        mixup_alpha, cutmix_alpha)
-    np.testing.assert_allclose(mixed.numpy().mean(axis=(1, 2, 3)), labels.numpy() @ values_B,
-                               rtol=1e-5, atol=1e-5)
+    mixed, labels = image_mix.mix_batch(
+        images, tf.one_hot(tf.range(b), b), _seed(s, 1), mixup_alpha, cutmix_alpha
+    )
+    np.testing.assert_allclose(
+        mixed.numpy().mean(axis=(1, 2, 3)), labels.numpy() @ values_B, rtol=1e-5, atol=1e-5
+    )
     ratios.add(round(float(labels.numpy()[0, 0]), 4))
   assert len(ratios - {1.0}) > 2  # the batches were really mixed, by varying amounts
 

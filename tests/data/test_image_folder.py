@@ -50,13 +50,19 @@ def test_folder_through_train_and_eval(folder):
   dataset = "folder:" + folder
   info = pipeline.dataset_info(dataset)
   assert (info.num_classes, info.train_split, info.eval_split) == (3, "train", "test")
-  batch = next(pipeline.train_iterator(dataset, global_batch_size=4, image_size=8, seed=0,
-                                     process_index=0, process_count=1))
+  batch = next(
+      pipeline.train_iterator(
+          dataset, global_batch_size=4, image_size=8, seed=0, process_index=0, process_count=1
+      )
+  )
   assert batch["image"].shape == (4, 8, 8, 3) and batch["labels"].shape == (4, 3)
-  evals = list(pipeline.eval_iterator(dataset, global_batch_size=4, image_size=8,
-                                    process_index=0, process_count=1))
+  evals = list(
+      pipeline.eval_iterator(
+          dataset, global_batch_size=4, image_size=8, process_index=0, process_count=1
+      )
+  )
   assert len(evals) == 2 and sum(b["mask"].sum() for b in evals) == 5
-  assert sorted(l for b in evals for l, m in zip(b["label"], b["mask"]) if m) == [0, 0, 1, 1, 1]
+  assert sorted(lab for b in evals for lab, m in zip(b["label"], b["mask"]) if m) == [0, 0, 1, 1, 1]
 
 
 def test_missing_folder_is_a_clear_error(tmp_path):

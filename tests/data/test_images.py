@@ -14,8 +14,15 @@ _AUG = pipeline.Augment(randaugment=(2, 9), mixup_alpha=0.2, cutmix_alpha=1.0, l
 
 def _train(digits_dir, **kwargs):
   args = dict(
-      dataset="sklearn_digits", split="train[:40]", global_batch_size=16, image_size=16,
-      seed=3, data_dir=digits_dir, augment=_AUG, process_index=0, process_count=1,
+      dataset="sklearn_digits",
+      split="train[:40]",
+      global_batch_size=16,
+      image_size=16,
+      seed=3,
+      data_dir=digits_dir,
+      augment=_AUG,
+      process_index=0,
+      process_count=1,
   )
   return pipeline.train_iterator(**{**args, **kwargs})
 
@@ -60,7 +67,7 @@ def test_train_epochs_cover_share_and_reshuffle(digits_dir):
   plain = pipeline.Augment(inception_crop=False, flip=False)
   batches = _take(_train(digits_dir, global_batch_size=8, augment=plain), 10)
   # No augmentation: 5 batches = one epoch of the 40 examples, each exactly once.
-  epochs = [np.concatenate([b["image"] for b in batches[i:i + 5]]) for i in (0, 5)]
+  epochs = [np.concatenate([b["image"] for b in batches[i : i + 5]]) for i in (0, 5)]
   rows = [sorted(row.tobytes() for row in epoch) for epoch in epochs]
   assert rows[0] == rows[1] and len(set(rows[0])) > 30
   assert not np.array_equal(epochs[0], epochs[1])  # Epoch order differs.
@@ -69,8 +76,10 @@ def test_train_epochs_cover_share_and_reshuffle(digits_dir):
 def test_two_processes_get_different_halves(digits_dir):
   plain = pipeline.Augment(inception_crop=False, flip=False)
   per_process = [
-      _take(_train(digits_dir, augment=plain, global_batch_size=8,
-                   process_index=p, process_count=2), 5)
+      _take(
+          _train(digits_dir, augment=plain, global_batch_size=8, process_index=p, process_count=2),
+          5,
+      )
       for p in (0, 1)
   ]
   for batches in per_process:
@@ -84,8 +93,13 @@ def test_eval_covers_split_exactly_once_across_two_processes(digits_dir):
   # 355 test examples -> shares of 178 and 177 -> 6 batches of 32 on both.
   per_process = [
       pipeline.eval_iterator(
-          "sklearn_digits", global_batch_size=64, image_size=32, data_dir=digits_dir,
-          crop_fraction=1.0, process_index=p, process_count=2,
+          "sklearn_digits",
+          global_batch_size=64,
+          image_size=32,
+          data_dir=digits_dir,
+          crop_fraction=1.0,
+          process_index=p,
+          process_count=2,
       )
       for p in (0, 1)
   ]
@@ -113,8 +127,13 @@ def test_eval_pads_short_and_empty_shares(digits_dir):
   masks = []
   for p in range(4):
     it = pipeline.eval_iterator(
-        "sklearn_digits", "test[:3]", global_batch_size=8, image_size=8, data_dir=digits_dir,
-        process_index=p, process_count=4,
+        "sklearn_digits",
+        "test[:3]",
+        global_batch_size=8,
+        image_size=8,
+        data_dir=digits_dir,
+        process_index=p,
+        process_count=4,
     )
     assert it.num_examples == 3 and len(it) == 1
     masks += [b["mask"] for b in it]
@@ -124,23 +143,40 @@ def test_eval_pads_short_and_empty_shares(digits_dir):
 @pytest.mark.parametrize("dataset,size,classes", [("imagenet2012", 224, 1000), ("cifar10", 32, 10)])
 def test_mocked_tfds_pipelines(dataset, size, classes):
   with tfds.testing.mock_data(num_examples=6):
-    (batch,) = _take(pipeline.train_iterator(
-        dataset, global_batch_size=4, image_size=size, seed=0, augment=_AUG,
-        process_index=0, process_count=1,
-    ), 1)
+    (batch,) = _take(
+        pipeline.train_iterator(
+            dataset,
+            global_batch_size=4,
+            image_size=size,
+            seed=0,
+            augment=_AUG,
+            process_index=0,
+            process_count=1,
+        ),
+        1,
+    )
     assert batch["image"].shape == (4, size, size, 3)
     assert batch["labels"].shape == (4, classes)
-    evals = list(pipeline.eval_iterator(
-        dataset, global_batch_size=4, image_size=size, process_index=0, process_count=1
-    ))
+    evals = list(
+        pipeline.eval_iterator(
+            dataset, global_batch_size=4, image_size=size, process_index=0, process_count=1
+        )
+    )
   assert len(evals) == 2 and evals[0]["image"].shape == (4, size, size, 3)
   assert sum(b["mask"].sum() for b in evals) == 6
 
 
 def test_not_prepared_dataset_says_how_to_build(tmp_path):
   with pytest.raises(pipeline.DatasetNotPreparedError, match="tfds build cifar10") as e:
-    pipeline.train_iterator("cifar10", global_batch_size=4, image_size=32, seed=0,
-                          data_dir=str(tmp_path), process_index=0, process_count=1)
+    pipeline.train_iterator(
+        "cifar10",
+        global_batch_size=4,
+        image_size=32,
+        seed=0,
+        data_dir=str(tmp_path),
+        process_index=0,
+        process_count=1,
+    )
   assert str(tmp_path) in str(e.value) and "download=True" in str(e.value)
 
 

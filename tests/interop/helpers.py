@@ -11,6 +11,7 @@ TOL = 1e-4  # max abs difference of fp32 logits
 def perturb_torch(model, seed: int = 0, scale: float = 0.05):
   """Adds noise to every weight (LayerNorm scales, biases), so no mapping hides behind 1s and 0s."""
   import torch  # pylint: disable=g-import-not-at-top
+
   gen = torch.Generator().manual_seed(seed)
   with torch.no_grad():
     for _, p in model.named_parameters():
@@ -21,8 +22,9 @@ def perturb_torch(model, seed: int = 0, scale: float = 0.05):
 def perturb_jax(params, seed: int = 0, scale: float = 0.05):
   leaves, treedef = jax.tree.flatten(params)
   rng = np.random.default_rng(seed)
-  return jax.tree.unflatten(treedef, [np.asarray(x) + rng.normal(0, scale, x.shape).astype(x.dtype)
-                                      for x in leaves])
+  return jax.tree.unflatten(
+      treedef, [np.asarray(x) + rng.normal(0, scale, x.shape).astype(x.dtype) for x in leaves]
+  )
 
 
 def init_ours(config: dict, *inputs, seed: int = 0):

@@ -1,4 +1,4 @@
-"""BERT <-> Hugging Face: same logits both ways (pretraining, masked-LM, classification, encoder)."""
+"""BERT <-> Hugging Face: same logits both ways (pretraining, MLM, classification, encoder)."""
 
 import numpy as np
 import pytest
@@ -10,13 +10,30 @@ from vit_jax import interop
 torch = peers.require("torch")
 transformers = peers.require("transformers")
 
-SIZE = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=64, max_position_embeddings=24, type_vocab_size=2)
-OURS = dict(vocab_size=99, variant="tiny", width=32, depth=2, num_heads=4, mlp_dim=64, max_len=24,
-            dropout_rate=0.0, attention_dropout_rate=0.0)
+SIZE = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=24,
+    type_vocab_size=2,
+)
+OURS = dict(
+    vocab_size=99,
+    variant="tiny",
+    width=32,
+    depth=2,
+    num_heads=4,
+    mlp_dim=64,
+    max_len=24,
+    dropout_rate=0.0,
+    attention_dropout_rate=0.0,
+)
 # Two sequences of two segments each; the second is padded.
-TOKENS = np.array([[2, 17, 33, 45, 3, 60, 71, 8, 9, 3],
-                   [2, 55, 12, 3, 40, 41, 3, 0, 0, 0]], np.int32)
+TOKENS = np.array(
+    [[2, 17, 33, 45, 3, 60, 71, 8, 9, 3], [2, 55, 12, 3, 40, 41, 3, 0, 0, 0]], np.int32
+)
 SEGMENTS = np.array([[0] * 5 + [1] * 5, [0] * 4 + [1] * 3 + [0] * 3], np.int32)
 MASK = (TOKENS != 0).astype(np.int32)
 VALID = MASK.astype(bool)  # positions whose outputs mean something
@@ -24,9 +41,11 @@ VALID = MASK.astype(bool)  # positions whose outputs mean something
 
 def hf_outputs(model):
   with torch.no_grad():
-    return model(input_ids=torch.tensor(TOKENS, dtype=torch.long),
-                 attention_mask=torch.tensor(MASK, dtype=torch.long),
-                 token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long))
+    return model(
+        input_ids=torch.tensor(TOKENS, dtype=torch.long),
+        attention_mask=torch.tensor(MASK, dtype=torch.long),
+        token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long),
+    )
 
 
 def our_outputs(ckpt):
@@ -35,8 +54,13 @@ def our_outputs(ckpt):
 
 def save_hf(cls, tmp_path, hidden_act="gelu", **extra):
   torch.manual_seed(0)
-  config = transformers.BertConfig(**SIZE, hidden_act=hidden_act, hidden_dropout_prob=0.0,
-                                   attention_probs_dropout_prob=0.0, **extra)
+  config = transformers.BertConfig(
+      **SIZE,
+      hidden_act=hidden_act,
+      hidden_dropout_prob=0.0,
+      attention_probs_dropout_prob=0.0,
+      **extra,
+  )
   model = helpers.perturb_torch(cls(config))
   model.save_pretrained(tmp_path / "hf")
   return model, str(tmp_path / "hf")
@@ -49,16 +73,22 @@ def test_import_pretraining(tmp_path, hidden_act):
   assert ckpt.model["name"] == "bert" and ckpt.model["norm_eps"] == 1e-12
   assert ckpt.model["activation"] == {"gelu": "gelu", "gelu_new": "gelu_tanh"}[hidden_act]
   ref, ours = hf_outputs(hf), our_outputs(ckpt)
-  assert helpers.max_diff(ours["mlm_logits"][VALID], ref.prediction_logits.numpy()[VALID]) <= helpers.TOL
+  assert (
+      helpers.max_diff(ours["mlm_logits"][VALID], ref.prediction_logits.numpy()[VALID])
+      <= helpers.TOL
+  )
   assert helpers.max_diff(ours["nsp_logits"], ref.seq_relationship_logits.numpy()) <= helpers.TOL
   # The encoder alone is our `Bert`: same sequence output as HF's BertModel inside.
   from vit_jax.models import Bert  # pylint: disable=g-import-not-at-top
+
   bert = Bert(**{k: v for k, v in ckpt.model.items() if k not in ("name", "next_sentence")})
   seq, pooled = bert.apply({"params": ckpt.tree()["bert"]}, TOKENS, SEGMENTS, MASK)
   with torch.no_grad():
-    base = hf.bert(input_ids=torch.tensor(TOKENS, dtype=torch.long),
-                   attention_mask=torch.tensor(MASK, dtype=torch.long),
-                   token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long))
+    base = hf.bert(
+        input_ids=torch.tensor(TOKENS, dtype=torch.long),
+        attention_mask=torch.tensor(MASK, dtype=torch.long),
+        token_type_ids=torch.tensor(SEGMENTS, dtype=torch.long),
+    )
   assert helpers.max_diff(seq[VALID], base.last_hidden_state.numpy()[VALID]) <= helpers.TOL
   assert helpers.max_diff(pooled, base.pooler_output.numpy()) <= helpers.TOL
 
@@ -68,8 +98,10 @@ def test_import_masked_lm_and_classifier(tmp_path):
   ckpt = interop.load(path)
   assert ckpt.model["name"] == "bert_mlm"
   assert any("bert/pooler" in n and "initialized fresh" in n for n in ckpt.notes)  # HF has none
-  assert helpers.max_diff(our_outputs(ckpt)["mlm_logits"][VALID],
-                          hf_outputs(hf).logits.numpy()[VALID]) <= helpers.TOL
+  assert (
+      helpers.max_diff(our_outputs(ckpt)["mlm_logits"][VALID], hf_outputs(hf).logits.numpy()[VALID])
+      <= helpers.TOL
+  )
 
   hf, path = save_hf(transformers.BertForSequenceClassification, tmp_path / "cls", num_labels=3)
   ckpt = interop.load(path)
@@ -88,15 +120,19 @@ EXPORTS = [
 def test_export(tmp_path, config, arch):
   ckpt, _ = helpers.init_ours(config, TOKENS)
   interop.save(ckpt, str(tmp_path / "hf"), to="hf")
-  hf, info = getattr(transformers, arch).from_pretrained(str(tmp_path / "hf"),
-                                                         output_loading_info=True)
+  hf, info = getattr(transformers, arch).from_pretrained(
+      str(tmp_path / "hf"), output_loading_info=True
+  )
   hf.eval()
   assert not info["missing_keys"] and not info["mismatched_keys"], info
   # Our masked-LM model keeps its (unused) pooler; HF's BertForMaskedLM has none and skips it.
   assert all("pooler" in k for k in info["unexpected_keys"]), info
   ref, ours = hf_outputs(hf), our_outputs(ckpt)
   if arch == "BertForPreTraining":
-    assert helpers.max_diff(ours["mlm_logits"][VALID], ref.prediction_logits.numpy()[VALID]) <= helpers.TOL
+    assert (
+        helpers.max_diff(ours["mlm_logits"][VALID], ref.prediction_logits.numpy()[VALID])
+        <= helpers.TOL
+    )
     assert helpers.max_diff(ours["nsp_logits"], ref.seq_relationship_logits.numpy()) <= helpers.TOL
   elif arch == "BertForMaskedLM":
     assert hf.config.hidden_act == "gelu_new"

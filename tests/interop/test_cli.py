@@ -21,10 +21,24 @@ def test_command_line_to_workdir_and_back(tmp_path):
   interop.save(ckpt, str(tmp_path / "vit.npz"), to="npz")
   workdir = str(tmp_path / "workdir")
   run = subprocess.run(
-      [sys.executable, "-m", "vit_jax.convert", str(tmp_path / "vit.npz"), workdir, "--to", "orbax",
-       "--model", json.dumps({"num_classes": 3}), "--reinit-head"],
-      capture_output=True, text=True, cwd=ROOT, timeout=300,
-      env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
+      [
+          sys.executable,
+          "-m",
+          "vit_jax.convert",
+          str(tmp_path / "vit.npz"),
+          workdir,
+          "--to",
+          "orbax",
+          "--model",
+          json.dumps({"num_classes": 3}),
+          "--reinit-head",
+      ],
+      capture_output=True,
+      text=True,
+      cwd=ROOT,
+      timeout=300,
+      env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"),
+  )
   assert run.returncode == 0, run.stderr
   assert "note: head/kernel: checkpoint (32, 5) -> model (32, 3), re-initialized" in run.stdout
   assert f"wrote {workdir} (orbax)" in run.stdout
@@ -32,8 +46,12 @@ def test_command_line_to_workdir_and_back(tmp_path):
 
   # The workdir holds the model config: it converts on without --model, and init_from reads it.
   assert convert.main([workdir, str(tmp_path / "hf"), "--to", "hf"]) == 0
-  assert convert.main([str(tmp_path / "hf"), str(tmp_path / "bv.npz"), "--to", "npz",
-                       "--layout", "big_vision"]) == 0
+  assert (
+      convert.main(
+          [str(tmp_path / "hf"), str(tmp_path / "bv.npz"), "--to", "npz", "--layout", "big_vision"]
+      )
+      == 0
+  )
   final = interop.load(str(tmp_path / "bv.npz"))
   assert final.model["num_classes"] == 3
   from_workdir = interop.load(workdir)

@@ -54,6 +54,7 @@ def test_missing_unexpected_and_misshaped_keys(vit_npz, tmp_path):
     del flat["Transformer/encoderblock_1/LayerNorm_0/scale"]
     flat["Transformer/encoderblock_1/extra/kernel"] = np.zeros((2, 2), np.float32)
     flat["Transformer/encoder_norm/bias"] = np.zeros((33,), np.float32)
+
   path = edit_npz(vit_npz, tmp_path / "bad.npz", edit)
   with pytest.raises(interop.ConversionError) as e:
     interop.load(str(path))
@@ -70,10 +71,14 @@ def test_another_architecture(vit_npz, hf_gpt, tmp_path):
   config_path = os.path.join(hf_gpt, "config.json")
   with open(config_path, encoding="utf-8") as f:
     config = json.load(f)
-  for edit, pattern in [({"model_type": "roberta"}, "Unsupported Hugging Face model_type='roberta'"),
-                        ({"architectures": ["GPT2ForTokenClassification"]},
-                         "Unsupported gpt2 architecture 'GPT2ForTokenClassification'"),
-                        ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse")]:
+  for edit, pattern in [
+      ({"model_type": "roberta"}, "Unsupported Hugging Face model_type='roberta'"),
+      (
+          {"architectures": ["GPT2ForTokenClassification"]},
+          "Unsupported gpt2 architecture 'GPT2ForTokenClassification'",
+      ),
+      ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse"),
+  ]:
     with open(config_path, "w", encoding="utf-8") as f:
       json.dump({**config, **edit}, f)
     with pytest.raises(interop.ConversionError, match=pattern):
@@ -86,6 +91,7 @@ def test_another_architecture(vit_npz, hf_gpt, tmp_path):
 
 def test_hf_tensor_mismatches(hf_gpt):
   from safetensors import numpy as safetensors_np  # pylint: disable=g-import-not-at-top
+
   weights = os.path.join(hf_gpt, "model.safetensors")
   tensors = safetensors_np.load_file(weights)
   del tensors["transformer.h.1.ln_2.bias"]
@@ -99,8 +105,10 @@ def test_hf_tensor_mismatches(hf_gpt):
   with pytest.raises(interop.ConversionError) as e:
     interop.load(hf_gpt)
   assert "missing in Hugging Face GPT-2 checkpoint: transformer.h.1.ln_2.bias" in str(e.value)
-  assert "unexpected in Hugging Face GPT-2 checkpoint: transformer.h.1.attn.rotary.weight (4,)" \
+  assert (
+      "unexpected in Hugging Face GPT-2 checkpoint: transformer.h.1.attn.rotary.weight (4,)"
       in str(e.value)
+  )
 
 
 def test_no_pickle(hf_gpt, tmp_path):

@@ -54,8 +54,9 @@ def test_head_rules(tmp_path):
   np.testing.assert_array_equal(params["head"]["kernel"], init["head"]["kernel"])
   np.testing.assert_array_equal(params["cls"], ckpt.params["cls"])
   with pytest.raises(interop.ConversionError, match="shape mismatch: head/kernel"):
-    interop.finetune_params(init, str(tmp_path / "vit.npz"), reinit_head=False,
-                            droppable_prefixes=("pre_logits/",))
+    interop.finetune_params(
+        init, str(tmp_path / "vit.npz"), reinit_head=False, droppable_prefixes=("pre_logits/",)
+    )
   with pytest.raises(interop.ConversionError, match="unexpected in checkpoint: pre_logits/bias"):
     interop.finetune_params(init, str(tmp_path / "vit.npz"), droppable_prefixes=())
   with pytest.raises(FileNotFoundError, match="does not exist"):
@@ -65,10 +66,14 @@ def test_head_rules(tmp_path):
 def test_workdir_saved_at_step_0_converts(tmp_path):
   """A trainer's checkpoint of the fresh model (params, optimizer state, step 0) exports."""
   params = fresh_params(TINY)
-  state = {"params": params, "opt_state": optax.adamw(1e-3).init(params),
-           "step": np.zeros((), np.int32)}
-  saver = checkpoint.Checkpointer(str(tmp_path / "workdir"), 10, 2,
-                                  checkpoint.model_record(TINY, params))
+  state = {
+      "params": params,
+      "opt_state": optax.adamw(1e-3).init(params),
+      "step": np.zeros((), np.int32),
+  }
+  saver = checkpoint.Checkpointer(
+      str(tmp_path / "workdir"), 10, 2, checkpoint.model_record(TINY, params)
+  )
   saver.save(0, state, force=True)
   saver.close()
   ckpt = interop.convert(str(tmp_path / "workdir"), str(tmp_path / "vit.npz"), to="npz")

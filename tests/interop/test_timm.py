@@ -33,9 +33,18 @@ def test_timm_loads_our_npz(tmp_path, case):
   ckpt, _ = helpers.init_ours(dict(TINY, classifier=classifier), IMAGES)
   path = str(tmp_path / "vit.npz")
   interop.save(ckpt, path, to="npz", layout=layout)
-  model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=5, img_size=32,
-                            patch_size=8, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
-                            **timm_options)
+  model = timm.create_model(
+      "vit_tiny_patch16_224",
+      pretrained=False,
+      num_classes=5,
+      img_size=32,
+      patch_size=8,
+      embed_dim=32,
+      depth=2,
+      num_heads=4,
+      mlp_ratio=2.0,
+      **timm_options,
+  )
   timm.models.load_checkpoint(model, path)  # .npz -> VisionTransformer.load_pretrained
   with torch.no_grad():
     theirs = model.eval()(torch.tensor(IMAGES.transpose(0, 3, 1, 2))).numpy()

@@ -30,8 +30,9 @@ def test_finetune_from_npz_at_another_resolution(tmp_path, capsys):
   train.train_and_evaluate(digits_config(data_dir, 32), str(tmp_path / "pretrain"))
   # Our workdir -> .npz (its latest checkpoint, with the model config it recorded), in the
   # big_vision layout: no cls slot in its position table, which init_from must restore.
-  ckpt = interop.convert(str(tmp_path / "pretrain"), str(tmp_path / "vit.npz"), to="npz",
-                         layout="big_vision")
+  ckpt = interop.convert(
+      str(tmp_path / "pretrain"), str(tmp_path / "vit.npz"), to="npz", layout="big_vision"
+  )
   assert ckpt.model["num_classes"] == 10
   capsys.readouterr()
 
@@ -39,6 +40,8 @@ def test_finetune_from_npz_at_another_resolution(tmp_path, capsys):
   result = train.train_and_evaluate(config, str(tmp_path / "finetune"))
   out = capsys.readouterr().out
   # 32 px / patch 4 = 8x8 patches (+ cls) -> 48 px = 12x12 patches (+ cls).
-  assert "init_from: Transformer/posembed_input/pos_embedding: resampled (1, 65, 96) -> " \
-         "(1, 145, 96)" in out, out
+  assert (
+      "init_from: Transformer/posembed_input/pos_embedding: resampled (1, 65, 96) -> "
+      "(1, 145, 96)" in out
+  ), out
   assert np.isfinite(result["eval_accuracy"])

@@ -15,9 +15,17 @@ IMAGES = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype(np.float32)
 
 def hf_config(**extra):
   # HF's ViT defaults to layer_norm_eps=1e-12; ours (the original ViT's) is 1e-6.
-  return transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=64, image_size=32, patch_size=8,
-                                layer_norm_eps=1e-6, hidden_act="gelu", **extra)
+  return transformers.ViTConfig(
+      hidden_size=32,
+      num_hidden_layers=2,
+      num_attention_heads=4,
+      intermediate_size=64,
+      image_size=32,
+      patch_size=8,
+      layer_norm_eps=1e-6,
+      hidden_act="gelu",
+      **extra,
+  )
 
 
 def hf_run(model):
@@ -48,10 +56,15 @@ def test_import_backbone_with_pooler(tmp_path):
 def test_export_classifier(tmp_path):
   ckpt, _ = helpers.init_ours(TINY, IMAGES)
   interop.save(ckpt, str(tmp_path / "hf"), to="hf")
-  hf, info = transformers.ViTForImageClassification.from_pretrained(str(tmp_path / "hf"),
-                                                                    output_loading_info=True)
+  hf, info = transformers.ViTForImageClassification.from_pretrained(
+      str(tmp_path / "hf"), output_loading_info=True
+  )
   assert not any(info.values()), info
-  assert (hf.config.layer_norm_eps, hf.config.hidden_act, hf.config.image_size) == (1e-6, "gelu", 32)
+  assert (hf.config.layer_norm_eps, hf.config.hidden_act, hf.config.image_size) == (
+      1e-6,
+      "gelu",
+      32,
+  )
   ours = ckpt.module().apply({"params": ckpt.tree()}, IMAGES)
   assert helpers.max_diff(ours, hf_run(hf.eval()).logits.numpy()) <= helpers.TOL
   again = interop.load(str(tmp_path / "hf"))

@@ -1,4 +1,4 @@
-"""ViT .npz: exact round trips in the original ViT and big_vision layouts, and what init_from reads."""
+"""ViT .npz: exact round trips in the original ViT and big_vision layouts; what init_from reads."""
 
 import numpy as np
 import pytest
@@ -14,12 +14,16 @@ def logits(ckpt):
   return np.asarray(ckpt.module().apply({"params": ckpt.tree()}, IMAGES))
 
 
-@pytest.mark.parametrize("model", [
-    TINY,
-    dict(TINY, representation_size=16),
-    dict(TINY, classifier="map"),
-    dict(TINY, classifier="gap", num_classes=0),
-], ids=["token", "pre_logits", "map", "gap_no_head"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        TINY,
+        dict(TINY, representation_size=16),
+        dict(TINY, classifier="map"),
+        dict(TINY, classifier="gap", num_classes=0),
+    ],
+    ids=["token", "pre_logits", "map", "gap_no_head"],
+)
 def test_round_trip_is_bit_identical(tmp_path, model):
   ckpt, _ = helpers.init_ours(model, IMAGES)
   interop.save(ckpt, str(tmp_path / "vit.npz"), to="npz")
@@ -31,7 +35,10 @@ def test_round_trip_is_bit_identical(tmp_path, model):
   inferred = again.module()
   assert inferred.shape() == ckpt.module().shape()
   assert (inferred.classifier, inferred.num_classes, inferred.representation_size) == (
-      model.get("classifier", "token"), model["num_classes"], model.get("representation_size"))
+      model.get("classifier", "token"),
+      model["num_classes"],
+      model.get("representation_size"),
+  )
   np.testing.assert_array_equal(logits(again), logits(ckpt))
 
 
@@ -45,9 +52,13 @@ def test_original_layout_names(tmp_path):
   merged, _ = interop.finetune_params(ckpt.tree(), str(tmp_path / "vit.npz"))
   for key, value in interop.flatten(merged).items():  # init_from reads the very same values
     np.testing.assert_array_equal(value, ckpt.params[key], err_msg=key)
-  assert {"cls", "head/kernel", "Transformer/encoder_norm/scale",
-          "Transformer/encoderblock_1/MultiHeadDotProductAttention_1/query/kernel",
-          "Transformer/encoderblock_1/MlpBlock_3/Dense_1/bias"} <= names
+  assert {
+      "cls",
+      "head/kernel",
+      "Transformer/encoder_norm/scale",
+      "Transformer/encoderblock_1/MultiHeadDotProductAttention_1/query/kernel",
+      "Transformer/encoderblock_1/MlpBlock_3/Dense_1/bias",
+  } <= names
 
 
 @pytest.mark.parametrize("classifier", ["token", "map", "gap"])
@@ -62,7 +73,8 @@ def test_big_vision_layout(tmp_path, classifier):
   assert "params/Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel" in names
   assert "params/Transformer/encoderblock_0/LayerNorm_1/scale" in names
   assert ("params/MAPHead_0/MultiHeadDotProductAttention_0/out/kernel" in names) == (
-      classifier == "map")
+      classifier == "map"
+  )
   again = interop.load(path)
   assert again.model["classifier"] == classifier
   # The cls slot moved into the cls token: other values, the very same outputs.
@@ -70,7 +82,8 @@ def test_big_vision_layout(tmp_path, classifier):
   # init_from (fine-tuning) reads the same file into the same parameters.
   merged, _ = interop.finetune_params(ckpt.tree(), path)
   np.testing.assert_array_equal(
-      np.asarray(ckpt.module().apply({"params": merged}, IMAGES)), logits(ckpt))
+      np.asarray(ckpt.module().apply({"params": merged}, IMAGES)), logits(ckpt)
+  )
 
 
 def test_scanned_big_vision_and_optimizer_prefix(tmp_path):
@@ -81,7 +94,7 @@ def test_scanned_big_vision_and_optimizer_prefix(tmp_path):
   scanned, blocks = {}, {}
   for key, value in flat.items():
     if key.startswith("params/Transformer/encoderblock_"):
-      index, rest = key[len("params/Transformer/encoderblock_"):].split("/", 1)
+      index, rest = key[len("params/Transformer/encoderblock_") :].split("/", 1)
       blocks.setdefault(rest, {})[int(index)] = value
     else:
       scanned[key] = value
@@ -108,8 +121,11 @@ def test_scanned_layers_convert_per_layer(tmp_path):
   # A scanned stack compiles differently from an unrolled one: equal up to fp32 rounding.
   assert helpers.max_diff(logits(per_layer), logits(scanned)) <= helpers.TOL
   # And back into a scanned workdir, whose params are stacked again.
-  interop.save(interop.load(str(tmp_path / "vit.npz"), {"scan_layers": True}),
-               str(tmp_path / "workdir"), to="orbax")
+  interop.save(
+      interop.load(str(tmp_path / "vit.npz"), {"scan_layers": True}),
+      str(tmp_path / "workdir"),
+      to="orbax",
+  )
   stacked = interop.read_params(str(tmp_path / "workdir"))
   assert stacked["Transformer/encoderblock/layers/block/LayerNorm_0/scale"].shape == (2, 32)
   np.testing.assert_array_equal(logits(interop.load(str(tmp_path / "workdir"))), logits(scanned))

@@ -15,17 +15,24 @@ def test_generate_matches_hf_and_reuses_its_compiled_decoder(tmp_path):
   ckpt = interop.load(path)
   prompt_BxT = test_gpt2_hf.TOKENS[:, :5]
   with torch.no_grad():
-    ref_BxN = hf.generate(torch.tensor(prompt_BxT, dtype=torch.long), do_sample=False,
-                          max_new_tokens=16, pad_token_id=0,
-                          attention_mask=torch.ones(prompt_BxT.shape, dtype=torch.long)).numpy()
+    ref_BxN = hf.generate(
+        torch.tensor(prompt_BxT, dtype=torch.long),
+        do_sample=False,
+        max_new_tokens=16,
+        pad_token_id=0,
+        attention_mask=torch.ones(prompt_BxT.shape, dtype=torch.long),
+    ).numpy()
   ours = sampling.generate(ckpt.model, ckpt.tree(), prompt_BxT.tolist(), max_new_tokens=16)
   np.testing.assert_array_equal(np.array(ours), ref_BxN[:, 5:])
   decoders = len(sampling._DECODERS)  # pylint: disable=protected-access
   other = (prompt_BxT[::-1] + 1).tolist()
   sampling.generate(ckpt.model, ckpt.tree(), other, max_new_tokens=16)
   assert len(sampling._DECODERS) == decoders  # pylint: disable=protected-access
-  (decoder,) = [d for k, d in sampling._DECODERS.items()  # pylint: disable=protected-access
-                if k[1] == prompt_BxT.shape[:1] + (21,)]
+  (decoder,) = [
+      d
+      for k, d in sampling._DECODERS.items()  # pylint: disable=protected-access
+      if k[1] == prompt_BxT.shape[:1] + (21,)
+  ]
   assert decoder._cache_size() == 1  # pylint: disable=protected-access
 
 

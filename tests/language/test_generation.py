@@ -67,22 +67,32 @@ def test_prompt_longer_than_context_is_truncated_and_announced(capsys):
 def test_packed_documents_do_not_see_each_other():
   docs = [np.array([3, 4, 5, 6, 7]), np.array([8, 9, 10, 11]), np.array([12, 13, 14])]
   row = next(iter(packing.pack_documents(iter(docs), 12, 0)))
-  tokens, segments, positions = (jnp.asarray(row[k])[None] for k in
-                                 ("tokens", "segment_ids", "positions"))
+  tokens, segments, positions = (
+      jnp.asarray(row[k])[None] for k in ("tokens", "segment_ids", "positions")
+  )
   model = build_model(GPT)
   params = random_gpt()
   out = model.apply({"params": params}, tokens, positions, segments)
   changed = tokens.at[0, 1].set(20)  # a token of the first document
   new = model.apply({"params": params}, changed, positions, segments)
   second_and_third = np.asarray(segments[0]) > 1
-  np.testing.assert_array_equal(np.asarray(new)[0, second_and_third],
-                                np.asarray(out)[0, second_and_third])
+  np.testing.assert_array_equal(
+      np.asarray(new)[0, second_and_third], np.asarray(out)[0, second_and_third]
+  )
   assert not np.allclose(new[0, 1:5], out[0, 1:5])
 
 
 def test_seq2seq_beam_search_finds_at_least_greedy_score():
-  cfg = {"name": "seq2seq", "vocab_size": 12, "width": 32, "num_layers": 1, "num_heads": 2,
-         "mlp_dim": 64, "max_len": 16, "dropout_rate": 0.0}
+  cfg = {
+      "name": "seq2seq",
+      "vocab_size": 12,
+      "width": 32,
+      "num_layers": 1,
+      "num_heads": 2,
+      "mlp_dim": 64,
+      "max_len": 16,
+      "dropout_rate": 0.0,
+  }
   model = build_model(cfg)
   inputs = jnp.array([[3, 4, 5, 2, 0], [6, 7, 2, 0, 0]])
   mask = (inputs > 0).astype(jnp.int32)
@@ -91,26 +101,50 @@ def test_seq2seq_beam_search_finds_at_least_greedy_score():
 
   def score(out_row, b):
     dec_in = jnp.array([[1] + out_row])
-    logits = model.apply({"params": params}, inputs[b:b + 1], dec_in[:, :-1] if out_row else dec_in,
-                         mask[b:b + 1])
+    logits = model.apply(
+        {"params": params},
+        inputs[b : b + 1],
+        dec_in[:, :-1] if out_row else dec_in,
+        mask[b : b + 1],
+    )
     logp = jax.nn.log_softmax(logits[0], -1)
     return float(sum(logp[i, t] for i, t in enumerate(out_row)))
 
-  greedy = sampling.seq2seq_decode(cfg, params, inputs, mask, max_new_tokens=6, start_id=1,
-                                   eos_id=2, beam_size=1)
-  beam = sampling.seq2seq_decode(cfg, params, inputs, mask, max_new_tokens=6, start_id=1,
-                                 eos_id=2, beam_size=4, length_penalty=0.0)
+  greedy = sampling.seq2seq_decode(
+      cfg, params, inputs, mask, max_new_tokens=6, start_id=1, eos_id=2, beam_size=1
+  )
+  beam = sampling.seq2seq_decode(
+      cfg,
+      params,
+      inputs,
+      mask,
+      max_new_tokens=6,
+      start_id=1,
+      eos_id=2,
+      beam_size=4,
+      length_penalty=0.0,
+  )
   for b in range(2):
-    assert score(beam[b] + ([2] if len(beam[b]) < 6 else []), b) >= score(
-        greedy[b] + ([2] if len(greedy[b]) < 6 else []), b) - 1e-5
+    assert (
+        score(beam[b] + ([2] if len(beam[b]) < 6 else []), b)
+        >= score(greedy[b] + ([2] if len(greedy[b]) < 6 else []), b) - 1e-5
+    )
 
 
 def test_beam_search_beats_greedy_where_greedy_is_not_optimal():
   """A decoder (seed 2, found by search) whose greedy path is 1.1 nats worse than the best; every
   sequence of 3 tokens is scored by teacher forcing, so the optimum is known exactly."""
   vocab, steps = 6, 3
-  cfg = {"name": "seq2seq", "vocab_size": vocab, "width": 16, "num_layers": 1, "num_heads": 2,
-         "mlp_dim": 32, "max_len": 8, "dropout_rate": 0.0}
+  cfg = {
+      "name": "seq2seq",
+      "vocab_size": vocab,
+      "width": 16,
+      "num_layers": 1,
+      "num_heads": 2,
+      "mlp_dim": 32,
+      "max_len": 8,
+      "dropout_rate": 0.0,
+  }
   model = build_model(cfg)
   inputs, mask = jnp.array([[3, 4, 5, 2]]), jnp.ones((1, 4), jnp.int32)
   params = model.init(jax.random.PRNGKey(2), inputs, inputs)["params"]
@@ -124,8 +158,16 @@ def test_beam_search_beats_greedy_where_greedy_is_not_optimal():
   score = lambda seq: scores_N[np.ravel_multi_index(seq, (vocab,) * steps)]
 
   decode = lambda beams: sampling.seq2seq_decode(
-      cfg, params, inputs, mask, max_new_tokens=steps, start_id=1, eos_id=None, beam_size=beams,
-      length_penalty=0.0)[0]
+      cfg,
+      params,
+      inputs,
+      mask,
+      max_new_tokens=steps,
+      start_id=1,
+      eos_id=None,
+      beam_size=beams,
+      length_penalty=0.0,
+  )[0]
   greedy, beam = decode(1), decode(3)
   assert score(greedy) < scores_N.max() - 0.5, "greedy is optimal here: the case proves nothing"
   assert score(beam) > score(greedy) + 0.5

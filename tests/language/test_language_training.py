@@ -30,13 +30,16 @@ def small(config):
   return config
 
 
-@pytest.mark.parametrize("config_name,arg,eval_key", [
-    ("gpt", "dataset=c4,variant=pico", "eval_bits_per_char"),
-    ("gpt", "dataset=lm1b,variant=pico", "eval_perplexity"),
-    ("bert_classifier", "dataset=imdb_reviews", "eval_accuracy"),
-    ("seq2seq", "dataset=wmt14_translate/de-en", "eval_exact_match"),
-    ("bert", "dataset=c4,nsp", "eval_nsp_accuracy"),
-])
+@pytest.mark.parametrize(
+    "config_name,arg,eval_key",
+    [
+        ("gpt", "dataset=c4,variant=pico", "eval_bits_per_char"),
+        ("gpt", "dataset=lm1b,variant=pico", "eval_perplexity"),
+        ("bert_classifier", "dataset=imdb_reviews", "eval_accuracy"),
+        ("seq2seq", "dataset=wmt14_translate/de-en", "eval_exact_match"),
+        ("bert", "dataset=c4,nsp", "eval_nsp_accuracy"),
+    ],
+)
 def test_preset_runs_under_mock_data(tmp_path, config_name, arg, eval_key):
   config = small(load_config(config_name, arg + ",runlocal"))
   with tfds.testing.mock_data(num_examples=40):
@@ -49,9 +52,15 @@ def test_preset_runs_under_mock_data(tmp_path, config_name, arg, eval_key):
 
 
 def gpt_command(workdir, *overrides):
-  return [helpers.sys.executable, "-m", "vit_jax.main",
-          f"--config={os.path.join(CONFIGS, 'gpt.py')}:runlocal,variant=pico",
-          f"--workdir={workdir}", "--config.progress=lines", *overrides]
+  return [
+      helpers.sys.executable,
+      "-m",
+      "vit_jax.main",
+      f"--config={os.path.join(CONFIGS, 'gpt.py')}:runlocal,variant=pico",
+      f"--workdir={workdir}",
+      "--config.progress=lines",
+      *overrides,
+  ]
 
 
 @pytest.mark.slow
@@ -60,15 +69,27 @@ def test_tokenizer_mismatch_and_generate(tmp_path):
   first = helpers.run(gpt_command(workdir))
   assert first.returncode == 0, first.stderr[-3000:]
   before = helpers.snapshot(workdir)
-  other = helpers.run(gpt_command(workdir, "--config.tokenizer.kind=spm_unigram",
-                                  "--config.tokenizer.vocab_size=500"))
+  other = helpers.run(
+      gpt_command(
+          workdir, "--config.tokenizer.kind=spm_unigram", "--config.tokenizer.vocab_size=500"
+      )
+  )
   assert other.returncode == 2
   assert "tokenizer" in other.stderr and "differs from the config" in other.stderr
   assert helpers.snapshot(workdir) == before
 
-  generated = helpers.run([helpers.sys.executable, "-m", "vit_jax.generate",
-                           f"--workdir={workdir}", "--prompt=The ", "--prompt=import",
-                           "--max_new_tokens=10", "--temperature=0"])
+  generated = helpers.run(
+      [
+          helpers.sys.executable,
+          "-m",
+          "vit_jax.generate",
+          f"--workdir={workdir}",
+          "--prompt=The ",
+          "--prompt=import",
+          "--max_new_tokens=10",
+          "--temperature=0",
+      ]
+  )
   assert generated.returncode == 0, generated.stderr[-3000:]
   assert generated.stdout.count("-" * 40) == 2 and "The " in generated.stdout
 

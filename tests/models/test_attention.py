@@ -32,8 +32,11 @@ def test_weights_equal_softmax_by_hand_and_rows_sum_to_one():
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "padding"])
 def test_xla_and_einsum_implementations_agree(mask_kind):
   x = jax.random.normal(jax.random.PRNGKey(0), (2, 6, 16))
-  mask = {"none": None, "causal": masks.causal_mask(6, 2),
-          "padding": masks.padding_mask(jnp.array([[1] * 6, [1] * 4 + [0] * 2]))}[mask_kind]
+  mask = {
+      "none": None,
+      "causal": masks.causal_mask(6, 2),
+      "padding": masks.padding_mask(jnp.array([[1] * 6, [1] * 4 + [0] * 2])),
+  }[mask_kind]
   params = make().init(jax.random.PRNGKey(1), x)
   out_xla = make(implementation="xla").apply(params, x, mask=mask)
   out_ref = make(implementation="einsum").apply(params, x, mask=mask)
@@ -101,11 +104,14 @@ def test_each_implementation_matches_a_masked_reference(implementation, mask_kin
   mask_BxTxS = {
       "causal": np.asarray(masks.causal_mask(length, batch))[:, 0],
       # Queries stay valid; only keys are padded, differently per row.
-      "key_padding": np.asarray(masks.padding_mask(np.ones((batch, length)),
-                                                   np.array([[1] * 6, [1] * 3 + [0] * 3])))[:, 0],
-      "segments": np.asarray(masks.segment_mask(np.array([[1, 1, 2, 2, 2, 3],
-                                                          [1, 2, 2, 1, 3, 3]])))[:, 0],
-      "asymmetric": asymmetric_mask(length, batch)}[mask_kind]
+      "key_padding": np.asarray(
+          masks.padding_mask(np.ones((batch, length)), np.array([[1] * 6, [1] * 3 + [0] * 3]))
+      )[:, 0],
+      "segments": np.asarray(
+          masks.segment_mask(np.array([[1, 1, 2, 2, 2, 3], [1, 2, 2, 1, 3, 3]]))
+      )[:, 0],
+      "asymmetric": asymmetric_mask(length, batch),
+  }[mask_kind]
   layer = make(implementation=implementation)
   params = layer.init(jax.random.PRNGKey(1), x)
   out = layer.apply(params, x, mask=jnp.asarray(mask_BxTxS)[:, None])

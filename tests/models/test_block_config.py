@@ -15,20 +15,49 @@ from vit_jax.models import transformer
 IMAGES = jnp.ones((2, 16, 16, 3))
 TOKENS = jnp.arange(16, dtype=jnp.int32).reshape(2, 8) % 13
 FAMILIES = {
-    "vit": ({"name": "vit", "variant": "Ti/8", "width": 32, "depth": 2, "num_heads": 2,
-             "mlp_dim": 64, "num_classes": 3, "classifier": "map"}, (IMAGES,)),
+    "vit": (
+        {
+            "name": "vit",
+            "variant": "Ti/8",
+            "width": 32,
+            "depth": 2,
+            "num_heads": 2,
+            "mlp_dim": 64,
+            "num_classes": 3,
+            "classifier": "map",
+        },
+        (IMAGES,),
+    ),
     "gpt": ({"name": "gpt", "variant": "pico", "vocab_size": 13, "max_len": 8}, (TOKENS,)),
-    "bert": ({"name": "bert_classifier", "variant": "tiny", "vocab_size": 13, "max_len": 8},
-             (TOKENS,)),
-    "seq2seq": ({"name": "seq2seq", "vocab_size": 13, "width": 32, "num_layers": 2,
-                 "num_heads": 2, "mlp_dim": 64, "max_len": 8}, (TOKENS, TOKENS)),
+    "bert": (
+        {"name": "bert_classifier", "variant": "tiny", "vocab_size": 13, "max_len": 8},
+        (TOKENS,),
+    ),
+    "seq2seq": (
+        {
+            "name": "seq2seq",
+            "vocab_size": 13,
+            "width": 32,
+            "num_layers": 2,
+            "num_heads": 2,
+            "mlp_dim": 64,
+            "max_len": 8,
+        },
+        (TOKENS, TOKENS),
+    ),
 }
 # Two valid values of every block option: whatever a family's default, one of them differs.
 VALUES = {
-    "dropout_rate": (0.25, 0.0), "attention_dropout_rate": (0.25, 0.0),
-    "droppath_rate": (0.25, 0.0), "activation": ("relu", "gelu"), "norm_eps": (1e-3, 1e-6),
-    "attention_impl": ("einsum", "xla"), "remat": ("full", "none"), "scan_layers": (True, False),
-    "dtype": ("bfloat16", "float32"), "param_dtype": ("bfloat16", "float32"),
+    "dropout_rate": (0.25, 0.0),
+    "attention_dropout_rate": (0.25, 0.0),
+    "droppath_rate": (0.25, 0.0),
+    "activation": ("relu", "gelu"),
+    "norm_eps": (1e-3, 1e-6),
+    "attention_impl": ("einsum", "xla"),
+    "remat": ("full", "none"),
+    "scan_layers": (True, False),
+    "dtype": ("bfloat16", "float32"),
+    "param_dtype": ("bfloat16", "float32"),
 }
 
 
@@ -55,8 +84,10 @@ def test_every_option_reaches_every_block(family):
   config, inputs = FAMILIES[family]
   defaults = build_model(config)
   defaults = getattr(defaults, "bert", defaults)  # a BERT task model's options are its encoder's
-  options = {name: next(v for v in values if v != getattr(defaults, name))
-             for name, values in VALUES.items()}
+  options = {
+      name: next(v for v in values if v != getattr(defaults, name))
+      for name, values in VALUES.items()
+  }
   seen = block_configs(build_model({**config, **options}), inputs)
   kinds = {kind for kind, _ in seen}
   assert {"Encoder", "EncoderBlock"} <= kinds or {"Encoder", "ScannedBlocks"} <= kinds, kinds
@@ -87,8 +118,11 @@ def test_scanned_layers_compute_the_unrolled_stack():
   expected = jax.eval_shape(lambda: scanned.init(jax.random.PRNGKey(0), *inputs))["params"]
   stacked = stack_layers(params, 2)
   assert jax.tree.structure(stacked) == jax.tree.structure(expected)
-  np.testing.assert_allclose(scanned.apply({"params": stacked}, *inputs),
-                             unrolled.apply({"params": params}, *inputs), atol=1e-5)
+  np.testing.assert_allclose(
+      scanned.apply({"params": stacked}, *inputs),
+      unrolled.apply({"params": params}, *inputs),
+      atol=1e-5,
+  )
 
 
 def test_remat_keeps_loss_and_gradients():
@@ -99,10 +133,11 @@ def test_remat_keeps_loss_and_gradients():
   def loss_and_grads(model_config):
     model = build_model(model_config)
     params = model.init(jax.random.PRNGKey(0), *inputs)["params"]
+
     def loss_fn(p):
-      out = model.apply({"params": p}, *inputs, train=True,
-                        rngs={"dropout": jax.random.PRNGKey(1)})
+      out = model.apply({"params": p}, *inputs, train=True, rngs={"dropout": jax.random.PRNGKey(1)})
       return jnp.mean(jnp.square(out))
+
     return jax.jit(jax.value_and_grad(loss_fn))(params)
 
   loss, grads = loss_and_grads(config)

@@ -13,22 +13,64 @@ TOKENS = jnp.arange(16, dtype=jnp.int32).reshape(2, 8) % 13
 
 CASES = {
     "vit_token": ({"name": "vit", "variant": "Ti/8", "depth": 2, "num_classes": 5}, (IMAGES,)),
-    "vit_gap_sincos": ({"name": "vit", "variant": "Ti/8", "depth": 2, "num_classes": 5,
-                        "classifier": "gap", "posemb": "sincos2d", "droppath_rate": 0.1},
-                       (IMAGES,)),
-    "vit_map_prelogits": ({"name": "vit", "variant": "Ti/8", "depth": 2, "num_classes": 5,
-                           "classifier": "map", "representation_size": 32}, (IMAGES,)),
+    "vit_gap_sincos": (
+        {
+            "name": "vit",
+            "variant": "Ti/8",
+            "depth": 2,
+            "num_classes": 5,
+            "classifier": "gap",
+            "posemb": "sincos2d",
+            "droppath_rate": 0.1,
+        },
+        (IMAGES,),
+    ),
+    "vit_map_prelogits": (
+        {
+            "name": "vit",
+            "variant": "Ti/8",
+            "depth": 2,
+            "num_classes": 5,
+            "classifier": "map",
+            "representation_size": 32,
+        },
+        (IMAGES,),
+    ),
     "mixer": ({"name": "mixer", "variant": "S/8", "num_blocks": 2, "num_classes": 5}, (IMAGES,)),
-    "fnet": ({"name": "fnet", "patch_size": 8, "width": 32, "depth": 2, "mlp_dim": 64,
-              "num_classes": 5}, (IMAGES,)),
-    "gpt_rope": ({"name": "gpt", "variant": "pico", "vocab_size": 13, "max_len": 8,
-                  "posemb": "rope"}, (TOKENS,)),
-    "bert_classifier": ({"name": "bert_classifier", "variant": "tiny", "vocab_size": 13,
-                         "max_len": 8, "num_classes": 3}, (TOKENS,)),
-    "bert_mlm": ({"name": "bert_mlm", "variant": "tiny", "vocab_size": 13, "max_len": 8},
-                 (TOKENS,)),
-    "seq2seq": ({"name": "seq2seq", "vocab_size": 13, "width": 32, "num_layers": 1,
-                 "num_heads": 2, "mlp_dim": 64, "max_len": 8}, (TOKENS, TOKENS)),
+    "fnet": (
+        {"name": "fnet", "patch_size": 8, "width": 32, "depth": 2, "mlp_dim": 64, "num_classes": 5},
+        (IMAGES,),
+    ),
+    "gpt_rope": (
+        {"name": "gpt", "variant": "pico", "vocab_size": 13, "max_len": 8, "posemb": "rope"},
+        (TOKENS,),
+    ),
+    "bert_classifier": (
+        {
+            "name": "bert_classifier",
+            "variant": "tiny",
+            "vocab_size": 13,
+            "max_len": 8,
+            "num_classes": 3,
+        },
+        (TOKENS,),
+    ),
+    "bert_mlm": (
+        {"name": "bert_mlm", "variant": "tiny", "vocab_size": 13, "max_len": 8},
+        (TOKENS,),
+    ),
+    "seq2seq": (
+        {
+            "name": "seq2seq",
+            "vocab_size": 13,
+            "width": 32,
+            "num_layers": 1,
+            "num_heads": 2,
+            "mlp_dim": 64,
+            "max_len": 8,
+        },
+        (TOKENS, TOKENS),
+    ),
 }
 
 
@@ -51,9 +93,9 @@ def test_forward_backward(name, dtype):
   assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(params))
   # Heads start at zero; perturb so gradients reach every layer.
   params = jax.tree.map(lambda p: p + 0.01, params)
-  loss, grads = jax.jit(jax.value_and_grad(
-      lambda p: loss_fn(model, p, inputs, jax.random.PRNGKey(1))))(
-      params)
+  loss, grads = jax.jit(
+      jax.value_and_grad(lambda p: loss_fn(model, p, inputs, jax.random.PRNGKey(1)))
+  )(params)
   assert np.isfinite(float(loss))
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
   assert all(g.dtype == jnp.float32 for g in jax.tree.leaves(grads))
@@ -88,7 +130,8 @@ def test_vit_runs_at_new_resolution_after_resampling():
   params = small.init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)))["params"]
   table = params["Transformer"]["posembed_input"]["pos_embedding"]
   params["Transformer"]["posembed_input"]["pos_embedding"] = position.resample_grid_embedding(
-      table, (6, 6), prefix_tokens=1)
+      table, (6, 6), prefix_tokens=1
+  )
   logits = small.apply({"params": params}, jnp.ones((2, 48, 48, 3)))
   assert logits.shape == (2, 3)
 
@@ -102,5 +145,6 @@ def test_sincos_2d_cells_follow_the_formula():
     omega = 1.0 / 10_000 ** (q / (quarter - 1))
     row = table[r * width + c]
     expected = [np.sin(c * omega), np.cos(c * omega), np.sin(r * omega), np.cos(r * omega)]
-    np.testing.assert_allclose(row[q::quarter], expected, rtol=1e-5, atol=1e-6,
-                               err_msg=f"patch ({r}, {c}), frequency {q}")
+    np.testing.assert_allclose(
+        row[q::quarter], expected, rtol=1e-5, atol=1e-6, err_msg=f"patch ({r}, {c}), frequency {q}"
+    )

@@ -2,7 +2,6 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from vit_jax.models import build_model
@@ -14,8 +13,9 @@ def decode_all(model_cfg, params, tokens, prompt_len):
   logits = []
   chunks = [(0, prompt_len)] + [(t, t + 1) for t in range(prompt_len, tokens.shape[1])]
   for start, end in chunks:
-    out, state = model.apply({"params": params, "cache": cache}, tokens[:, start:end],
-                             mutable=["cache"])
+    out, state = model.apply(
+        {"params": params, "cache": cache}, tokens[:, start:end], mutable=["cache"]
+    )
     cache = state["cache"]
     logits.append(out)
   return jnp.concatenate(logits, axis=1)
@@ -34,8 +34,16 @@ def test_gpt_cache_matches_full_forward(posemb, prompt_len):
 
 
 def test_seq2seq_cache_matches_teacher_forcing():
-  cfg = {"name": "seq2seq", "vocab_size": 40, "width": 32, "num_layers": 2, "num_heads": 4,
-         "mlp_dim": 64, "max_len": 16, "dropout_rate": 0.0}
+  cfg = {
+      "name": "seq2seq",
+      "vocab_size": 40,
+      "width": 32,
+      "num_layers": 2,
+      "num_heads": 4,
+      "mlp_dim": 64,
+      "max_len": 16,
+      "dropout_rate": 0.0,
+  }
   model = build_model(cfg)
   inputs = jax.random.randint(jax.random.PRNGKey(1), (2, 7), 0, 40)
   targets = jax.random.randint(jax.random.PRNGKey(2), (2, 9), 0, 40)
@@ -44,12 +52,19 @@ def test_seq2seq_cache_matches_teacher_forcing():
   full = model.apply({"params": params}, inputs, targets, input_mask)
   encoded = model.apply({"params": params}, inputs, input_mask, method=model.encode)
   decoder = build_model(cfg, decode=True)
-  cache = decoder.init(jax.random.PRNGKey(0), jnp.zeros_like(targets), encoded,
-                       method=decoder.decode_logits)["cache"]
+  cache = decoder.init(
+      jax.random.PRNGKey(0), jnp.zeros_like(targets), encoded, method=decoder.decode_logits
+  )["cache"]
   steps = []
   for t in range(targets.shape[1]):
-    out, state = decoder.apply({"params": params, "cache": cache}, targets[:, t:t + 1], encoded,
-                               input_mask, method=decoder.decode_logits, mutable=["cache"])
+    out, state = decoder.apply(
+        {"params": params, "cache": cache},
+        targets[:, t : t + 1],
+        encoded,
+        input_mask,
+        method=decoder.decode_logits,
+        mutable=["cache"],
+    )
     cache = state["cache"]
     steps.append(out)
   assert float(jnp.abs(jnp.concatenate(steps, axis=1) - full).max()) <= 1e-5

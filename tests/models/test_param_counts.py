@@ -12,11 +12,14 @@ def abstract_params(model, *inputs):
   return jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *inputs))["params"]
 
 
-@pytest.mark.parametrize("variant,expected", [
-    ("B/16", 86_567_656),
-    ("S/16", 22_050_664),
-    ("L/16", 304_326_632),
-])
+@pytest.mark.parametrize(
+    "variant,expected",
+    [
+        ("B/16", 86_567_656),
+        ("S/16", 22_050_664),
+        ("L/16", 304_326_632),
+    ],
+)
 def test_vit_published_counts(variant, expected):
   model = build_model({"name": "vit", "variant": variant, "num_classes": 1000})
   params = abstract_params(model, jnp.zeros((1, 224, 224, 3)))

@@ -27,8 +27,9 @@ def test_position_embedding_breaks_equivariance():
   encoder = transformer.Encoder(CFG, num_layers=1, posemb="sincos1d")
   params = encoder.init(jax.random.PRNGKey(1), x)
   perm = np.roll(np.arange(9), 1)
-  assert not np.allclose(encoder.apply(params, x[:, perm]), encoder.apply(params, x)[:, perm],
-                         atol=1e-3)
+  assert not np.allclose(
+      encoder.apply(params, x[:, perm]), encoder.apply(params, x)[:, perm], atol=1e-3
+  )
 
 
 @pytest.mark.parametrize("pre_ln", [True, False])
@@ -76,13 +77,25 @@ def test_packed_segments_leak_nothing():
 
 
 def test_patch_embedding_equals_explicit_patch_matmul():
-  model = build_model({"name": "vit", "variant": "Ti/4", "num_classes": 0, "depth": 1,
-                       "classifier": "unpooled", "posemb": "none"})
+  model = build_model(
+      {
+          "name": "vit",
+          "variant": "Ti/4",
+          "num_classes": 0,
+          "depth": 1,
+          "classifier": "unpooled",
+          "posemb": "none",
+      }
+  )
   images = jax.random.normal(jax.random.PRNGKey(0), (2, 12, 8, 3))
   params = model.init(jax.random.PRNGKey(1), images)
   embed = params["params"]["embedding"]
-  _, state = model.apply(params, images, capture_intermediates=lambda mdl, _: mdl.name == "embedding",
-                         mutable=["intermediates"])
+  _, state = model.apply(
+      params,
+      images,
+      capture_intermediates=lambda mdl, _: mdl.name == "embedding",
+      mutable=["intermediates"],
+  )
   conv_out = state["intermediates"]["embedding"]["__call__"][0].reshape(2, -1, 192)
   k = 4
   patches = np.asarray(images).reshape(2, 3, k, 2, k, 3).transpose(0, 1, 3, 2, 4, 5)

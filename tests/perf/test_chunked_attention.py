@@ -46,16 +46,18 @@ def test_values_and_gradients_equal_einsum_with_dense_masks(kind):
   q, k, v = qkv()
   assert_close(chunked(q, k, v), reference(q, k, v))
   loss = lambda fn: lambda *x: jnp.sum(fn(*x) * jnp.cos(jnp.arange(K)))
-  for got, want in zip(jax.grad(loss(chunked), (0, 1, 2))(q, k, v),
-                       jax.grad(loss(reference), (0, 1, 2))(q, k, v)):
+  for got, want in zip(
+      jax.grad(loss(chunked), (0, 1, 2))(q, k, v), jax.grad(loss(reference), (0, 1, 2))(q, k, v)
+  ):
     assert_close(got, want)
 
 
 def test_structural_masks_equal_dense_ones():
   q, k, v = qkv(1)
   seg = segments()
-  got = chunked_attention.chunked_attention(q, k, v, causal=True, q_segment_ids_BxT=seg,
-                                            kv_segment_ids_BxS=seg, chunk_size=16)
+  got = chunked_attention.chunked_attention(
+      q, k, v, causal=True, q_segment_ids_BxT=seg, kv_segment_ids_BxS=seg, chunk_size=16
+  )
   mask = masks.combine(dense_mask("causal"), dense_mask("segments"))
   assert_close(got, attention.einsum_attention(q, k, v, mask)[0])
 
@@ -64,14 +66,18 @@ def test_fully_masked_rows_match_the_reference():
   q, k, v = qkv(2)
   mask = jnp.zeros((B, 1, T, T), bool).at[:, :, :10, :].set(True)  # key rows >= 10 see nothing
   mask = mask.transpose(0, 1, 3, 2)
-  assert_close(chunked_attention.chunked_attention(q, k, v, mask, chunk_size=8),
-               attention.einsum_attention(q, k, v, mask)[0])
+  assert_close(
+      chunked_attention.chunked_attention(q, k, v, mask, chunk_size=8),
+      attention.einsum_attention(q, k, v, mask)[0],
+  )
 
 
 def test_gpt_selects_it_from_the_config():
   cfg = {"name": "gpt", "variant": "pico", "vocab_size": 29, "max_len": 32}
   tokens = jnp.arange(24).reshape(2, 12) % 29
   params = build_model(cfg).init(jax.random.PRNGKey(0), tokens)["params"]
-  outputs = [build_model({**cfg, "attention_impl": impl}).apply({"params": params}, tokens)
-             for impl in ("einsum", "chunked")]
+  outputs = [
+      build_model({**cfg, "attention_impl": impl}).apply({"params": params}, tokens)
+      for impl in ("einsum", "chunked")
+  ]
   assert_close(outputs[1], outputs[0])

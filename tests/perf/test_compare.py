@@ -15,10 +15,25 @@ pytest.importorskip("transformers")
 @pytest.mark.slow
 def test_quick_compare_prints_table_and_json(tmp_path):
   out = tmp_path / "results.json"
-  done = subprocess.run([sys.executable, "-m", "benchmarks.compare", "--quick", "--only",
-                         "vit_ti16_train", "gpt_decode_b1", "input_pipeline", "--json", str(out)],
-                        env=helpers.env(), cwd=helpers.ROOT, capture_output=True, text=True,
-                        timeout=900)
+  done = subprocess.run(
+      [
+          sys.executable,
+          "-m",
+          "benchmarks.compare",
+          "--quick",
+          "--only",
+          "vit_ti16_train",
+          "gpt_decode_b1",
+          "input_pipeline",
+          "--json",
+          str(out),
+      ],
+      env=helpers.env(),
+      cwd=helpers.ROOT,
+      capture_output=True,
+      text=True,
+      timeout=900,
+  )
   assert done.returncode == 0, done.stderr[-3000:]
   assert "vit_ti16_train" in done.stdout and "input_pipeline" in done.stdout
   rows = {r["workload"]: r for r in json.loads(out.read_text())["results"]}

@@ -40,13 +40,24 @@ print("RESULT" + json.dumps(results))
 
 
 def run(name, arg, meshes, devices, workdir, data_dir="-"):
-  env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
-             TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
-  out = subprocess.run([sys.executable, "-c", SCRIPT, name, arg, str(workdir), data_dir, *meshes],
-                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+  env = dict(
+      os.environ,
+      XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+      TF_CPP_MIN_LOG_LEVEL="3",
+      PYTHONPATH=ROOT,
+      JAX_PLATFORMS="cpu",
+  )
+  out = subprocess.run(
+      [sys.executable, "-c", SCRIPT, name, arg, str(workdir), data_dir, *meshes],
+      env=env,
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=900,
+  )
   assert out.returncode == 0, out.stderr[-4000:]
-  line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT"))
-  return json.loads(line[len("RESULT"):])
+  line = next(row for row in out.stdout.splitlines() if row.startswith("RESULT"))
+  return json.loads(line[len("RESULT") :])
 
 
 MODELS = {
@@ -63,8 +74,11 @@ def test_meshes_match_one_device(tmp_path, model, digits_dir):
   data_dir = digits_dir if name == "vit" else "-"
   reference = run(name, arg, ["data:1"], 1, tmp_path / "one", data_dir)["data:1"]
   assert len(reference["losses"]) == 10
-  expected = {"data:8": ["None", "None"], "data:2,fsdp:4": ["fsdp", "None"],
-              "data:2,fsdp:2,model:2": ["fsdp", "model"]}
+  expected = {
+      "data:8": ["None", "None"],
+      "data:2,fsdp:4": ["fsdp", "None"],
+      "data:2,fsdp:2,model:2": ["fsdp", "model"],
+  }
   results = run(name, arg, list(expected), 8, tmp_path / "eight", data_dir)
   for mesh, expected_spec in expected.items():
     got = results[mesh]

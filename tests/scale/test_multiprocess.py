@@ -18,17 +18,37 @@ FAIL_WITHIN_S = 120
 
 
 def vit_args(workdir, data_dir, total_steps=20):
-  return ["-m", "vit_jax.main", f"--config={helpers.VIT_CONFIG}:runlocal",
-          f"--workdir={workdir}", f"--config.data_dir={data_dir}", "--config.input_shards=2",
-          f"--config.total_steps={total_steps}", "--config.batch_size=16",
-          "--config.checkpoint_every=10", "--config.eval_every=10", "--config.log_every=1",
-          "--config.progress=lines", "--config.optimizer.warmup_steps=2"]
+  return [
+      "-m",
+      "vit_jax.main",
+      f"--config={helpers.VIT_CONFIG}:runlocal",
+      f"--workdir={workdir}",
+      f"--config.data_dir={data_dir}",
+      "--config.input_shards=2",
+      f"--config.total_steps={total_steps}",
+      "--config.batch_size=16",
+      "--config.checkpoint_every=10",
+      "--config.eval_every=10",
+      "--config.log_every=1",
+      "--config.progress=lines",
+      "--config.optimizer.warmup_steps=2",
+  ]
 
 
 def launch(workdir, data_dir, **kw):
-  cmd = [sys.executable, os.path.join(helpers.ROOT, "scripts", "launch_local.py"), "-n", "2",
-         "--devices_per_process", "4", "--log_dir", str(workdir) + "_logs", "--",
-         sys.executable, *vit_args(workdir, data_dir, **kw)]
+  cmd = [
+      sys.executable,
+      os.path.join(helpers.ROOT, "scripts", "launch_local.py"),
+      "-n",
+      "2",
+      "--devices_per_process",
+      "4",
+      "--log_dir",
+      str(workdir) + "_logs",
+      "--",
+      sys.executable,
+      *vit_args(workdir, data_dir, **kw),
+  ]
   return helpers.run(cmd)
 
 
@@ -65,11 +85,23 @@ def test_killing_one_process_fails_the_other_in_bounded_time(tmp_path, digits_di
   procs = []
   for i in range(2):
     env = helpers.env(devices=2)
-    env.update(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
-               JAX_PROCESS_ID=str(i), JAX_PLATFORMS="cpu")
+    env.update(
+        JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+        JAX_NUM_PROCESSES="2",
+        JAX_PROCESS_ID=str(i),
+        JAX_PLATFORMS="cpu",
+    )
     args = vit_args(workdir, digits_dir, total_steps=100_000) + ["--heartbeat_timeout=10"]
-    procs.append(subprocess.Popen([sys.executable, *args], env=env, cwd=helpers.ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    procs.append(
+        subprocess.Popen(
+            [sys.executable, *args],
+            env=env,
+            cwd=helpers.ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
   metrics = workdir / "metrics.jsonl"
   deadline = time.time() + 300
   while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):

@@ -11,23 +11,54 @@ from vit_jax.models import build_model
 
 
 class FakeMesh:
+
   def __init__(self, **shape):
     self.shape = {"data": 1, "fsdp": 1, "model": 1, **shape}
 
 
-@pytest.mark.parametrize("path,shape,fsdp,model,expected", [
-    ("Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel", (384, 6, 64), 4, 2,
-     ("fsdp", "model", None)),
-    ("Transformer/encoderblock_0/MultiHeadDotProductAttention_1/out/kernel", (6, 64, 384), 4, 2,
-     ("model", None, "fsdp")),
-    ("Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel", (384, 1536), 4, 2, ("fsdp", "model")),
-    ("Transformer/encoderblock_0/MlpBlock_3/Dense_1/kernel", (1536, 384), 4, 2, ("model", "fsdp")),
-    ("Transformer/encoderblock_0/LayerNorm_0/scale", (384,), 4, 2, ()),  # small: replicated
-    ("wte/embedding", (50257, 768), 4, 2, (None, "fsdp")),  # 50257 is odd: not split by model
-    # Optimizer state follows its parameter; scanned stacks get a leading unsharded layer axis.
-    ("1/0/mu/Transformer/encoderblock/layers/block/MlpBlock_3/Dense_0/kernel", (12, 384, 1536),
-     4, 2, (None, "fsdp", "model")),
-])
+@pytest.mark.parametrize(
+    "path,shape,fsdp,model,expected",
+    [
+        (
+            "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel",
+            (384, 6, 64),
+            4,
+            2,
+            ("fsdp", "model", None),
+        ),
+        (
+            "Transformer/encoderblock_0/MultiHeadDotProductAttention_1/out/kernel",
+            (6, 64, 384),
+            4,
+            2,
+            ("model", None, "fsdp"),
+        ),
+        (
+            "Transformer/encoderblock_0/MlpBlock_3/Dense_0/kernel",
+            (384, 1536),
+            4,
+            2,
+            ("fsdp", "model"),
+        ),
+        (
+            "Transformer/encoderblock_0/MlpBlock_3/Dense_1/kernel",
+            (1536, 384),
+            4,
+            2,
+            ("model", "fsdp"),
+        ),
+        ("Transformer/encoderblock_0/LayerNorm_0/scale", (384,), 4, 2, ()),  # small: replicated
+        ("wte/embedding", (50257, 768), 4, 2, (None, "fsdp")),  # 50257 is odd: not split by model
+        # Optimizer state follows its parameter; scanned stacks get a leading unsharded layer axis.
+        (
+            "1/0/mu/Transformer/encoderblock/layers/block/MlpBlock_3/Dense_0/kernel",
+            (12, 384, 1536),
+            4,
+            2,
+            (None, "fsdp", "model"),
+        ),
+    ],
+)
 def test_rules(path, shape, fsdp, model, expected):
   spec = partitioning.spec_for(path, shape, FakeMesh(fsdp=fsdp, model=model))
   assert tuple(spec) == expected
@@ -44,10 +75,13 @@ def test_parse_mesh():
 
 def test_every_vit_and_gpt_weight_matrix_has_a_rule():
   """Large 2-D+ weights of the models must shard; a new layer without a rule would not."""
-  for cfg, inputs in [({"name": "vit", "variant": "S/16", "num_classes": 10},
-                       jnp.zeros((1, 32, 32, 3))),
-                      ({"name": "gpt", "variant": "gpt2", "vocab_size": 512, "max_len": 64},
-                       jnp.zeros((1, 8), jnp.int32))]:
+  for cfg, inputs in [
+      ({"name": "vit", "variant": "S/16", "num_classes": 10}, jnp.zeros((1, 32, 32, 3))),
+      (
+          {"name": "gpt", "variant": "gpt2", "vocab_size": 512, "max_len": 64},
+          jnp.zeros((1, 8), jnp.int32),
+      ),
+  ]:
     params = jax.eval_shape(lambda: build_model(cfg).init(jax.random.PRNGKey(0), inputs))
     for path, leaf in jax.tree_util.tree_flatten_with_path(params["params"])[0]:
       name = partitioning.path_string(path)

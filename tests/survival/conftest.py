@@ -9,10 +9,18 @@ import pytest
 from tests.training import helpers
 from vit_jax.data.image import pipeline
 
-TINY = ["--config.total_steps=4", "--config.batch_size=16", "--config.checkpoint_every=2",
-        "--config.keep_checkpoints=3", "--config.eval_every=4", "--config.eval_max_batches=1",
-        "--config.log_every=1", "--config.progress=lines", "--config.model.depth=1",
-        "--config.optimizer.warmup_steps=1"]
+TINY = [
+    "--config.total_steps=4",
+    "--config.batch_size=16",
+    "--config.checkpoint_every=2",
+    "--config.keep_checkpoints=3",
+    "--config.eval_every=4",
+    "--config.eval_max_batches=1",
+    "--config.log_every=1",
+    "--config.progress=lines",
+    "--config.model.depth=1",
+    "--config.optimizer.warmup_steps=1",
+]
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +69,7 @@ def snapshot(path) -> dict:
 def assert_one_line_error(stderr: str, *names):
   """A user error: one `error:` line naming each of `names`, and no traceback."""
   assert "Traceback" not in stderr, stderr[-3000:]
-  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
+  lines = [line for line in stderr.splitlines() if line.startswith("error:")]
   assert len(lines) == 1, stderr[-3000:]
   for name in names:
     assert name in lines[0], (name, lines[0])

@@ -1,8 +1,6 @@
 """Bad inputs through the real command lines: exit code 2, one `error:` line naming the problem,
 and the workdir or file byte-for-byte unchanged."""
 
-import os
-import shutil
 import subprocess
 import sys
 
@@ -19,8 +17,14 @@ from vit_jax.data.image import folder
 
 
 def run_module(module, *args):
-  return subprocess.run([sys.executable, "-m", module, *args], env=helpers.env(),
-                        capture_output=True, text=True, timeout=300, cwd=helpers.ROOT)
+  return subprocess.run(
+      [sys.executable, "-m", module, *args],
+      env=helpers.env(),
+      capture_output=True,
+      text=True,
+      timeout=300,
+      cwd=helpers.ROOT,
+  )
 
 
 def test_missing_config_file_creates_nothing(tmp_path):
@@ -31,8 +35,9 @@ def test_missing_config_file_creates_nothing(tmp_path):
 
 
 def test_unknown_config_argument_has_no_traceback(tmp_path):
-  result = run_module("vit_jax.main", f"--config={helpers.VIT_CONFIG}:foo=1",
-                      f"--workdir={tmp_path / 'w'}")
+  result = run_module(
+      "vit_jax.main", f"--config={helpers.VIT_CONFIG}:foo=1", f"--workdir={tmp_path / 'w'}"
+  )
   assert result.returncode == 2
   conftest.assert_one_line_error(result.stderr, "'foo'")
 
@@ -45,13 +50,15 @@ def test_bad_generate_flag(tmp_path, flag):
   conftest.assert_one_line_error(result.stderr, flag.split("=")[0].lstrip("-"))
 
 
-@pytest.mark.parametrize("override", ["--config.batch_size=-8", "--config.keep_checkpoints=0",
-                                      "--config.eval_split=nope"])
+@pytest.mark.parametrize(
+    "override",
+    ["--config.batch_size=-8", "--config.keep_checkpoints=0", "--config.eval_split=nope"],
+)
 def test_bad_override_on_a_finished_workdir_changes_nothing(trained, digits_dir, override):
   before = conftest.snapshot(trained)
   result = helpers.run(conftest.tiny_command(trained, digits_dir, override))
   assert result.returncode == 2
-  conftest.assert_one_line_error(result.stderr, override.split("=")[0][len("--config."):])
+  conftest.assert_one_line_error(result.stderr, override.split("=")[0][len("--config.") :])
   assert conftest.snapshot(trained) == before
 
 
@@ -74,7 +81,7 @@ def test_convert_damaged_npz(tmp_path, damage, capsys):
   path = make_npz(tmp_path / "p.npz")
   data = bytearray(path.read_bytes())
   if damage == "truncated":
-    data = data[:len(data) // 2]
+    data = data[: len(data) // 2]
   elif damage == "bit_flip":
     data[len(data) // 3] ^= 0xFF
   else:
@@ -88,6 +95,7 @@ def test_convert_damaged_npz(tmp_path, damage, capsys):
 
 def test_convert_truncated_safetensors(tmp_path, capsys):
   from safetensors import numpy as safetensors_np  # pylint: disable=g-import-not-at-top
+
   hf = tmp_path / "hf"
   hf.mkdir()
   (hf / "config.json").write_text('{"model_type": "gpt2"}')
@@ -114,6 +122,7 @@ def image_folder(tmp_path, corrupt: bytes):
 @pytest.mark.parametrize("corrupt", [b"", b"\x89PNG\r\n\x1a\n garbage"])
 def test_corrupt_image_is_skipped_or_refused(tmp_path, corrupt):
   from configs import vit as vit_config  # pylint: disable=g-import-not-at-top
+
   root, bad = image_folder(tmp_path, corrupt)
   scanned = folder.ImageFolder.scan(str(root))
   assert str(bad) not in [p for p, _ in scanned.examples["train"]]

@@ -43,6 +43,7 @@ def test_reader_falls_back_to_the_intact_step(trained_copy, trained, how, capsys
 def test_convert_falls_back_past_a_missing_model_record(trained_copy, tmp_path):
   damage(str(trained_copy / "checkpoints" / "4"), "no_model_record")
   from vit_jax import convert  # pylint: disable=g-import-not-at-top
+
   assert convert.main([str(trained_copy), str(tmp_path / "out.npz"), "--to", "npz"]) == 0
   assert (tmp_path / "out.npz").is_file()
 

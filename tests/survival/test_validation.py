@@ -23,24 +23,27 @@ def config_with(module, arg="", **overrides):
   return c
 
 
-@pytest.mark.parametrize("key,value,named", [
-    ("keep_checkpoints", 0, "keep_checkpoints"),
-    ("batch_size", 0, "batch_size"),
-    ("batch_size", -8, "batch_size"),
-    ("total_steps", -1, "total_steps"),
-    ("checkpoint_every", 0, "checkpoint_every"),
-    ("log_every", 0, "log_every"),
-    ("eval_every", 0, "eval_every"),
-    ("grad_accum_steps", 0, "grad_accum_steps"),
-    ("grad_accum_steps", 3, "grad_accum_steps"),  # 128 is not divisible by 3
-    ("nonfinite", "bogus", "nonfinite"),
-    ("progress", "fancy", "progress"),
-    ("optimizer__lr", -1.0, "optimizer.lr"),
-    ("optimizer__lr", float("nan"), "optimizer.lr"),
-    ("optimizer__name", "adam", "optimizer.name"),
-    ("optimizer__b2", 1.0, "optimizer.b2"),
-    ("bad_images", "ignore", "bad_images"),
-])
+@pytest.mark.parametrize(
+    "key,value,named",
+    [
+        ("keep_checkpoints", 0, "keep_checkpoints"),
+        ("batch_size", 0, "batch_size"),
+        ("batch_size", -8, "batch_size"),
+        ("total_steps", -1, "total_steps"),
+        ("checkpoint_every", 0, "checkpoint_every"),
+        ("log_every", 0, "log_every"),
+        ("eval_every", 0, "eval_every"),
+        ("grad_accum_steps", 0, "grad_accum_steps"),
+        ("grad_accum_steps", 3, "grad_accum_steps"),  # 128 is not divisible by 3
+        ("nonfinite", "bogus", "nonfinite"),
+        ("progress", "fancy", "progress"),
+        ("optimizer__lr", -1.0, "optimizer.lr"),
+        ("optimizer__lr", float("nan"), "optimizer.lr"),
+        ("optimizer__name", "adam", "optimizer.name"),
+        ("optimizer__b2", 1.0, "optimizer.b2"),
+        ("bad_images", "ignore", "bad_images"),
+    ],
+)
 def test_bad_config_value_is_named(key, value, named):
   with pytest.raises(errors.ConfigError, match=named.replace(".", r"\.")):
     validation.validate_config(config_with(vit_config, **{key: value}))
@@ -58,8 +61,16 @@ def test_config_error_is_a_user_error_but_a_bare_value_error_is_not():
   assert not isinstance(KeyError("x"), errors.USER_ERRORS)
 
 
-@pytest.mark.parametrize("flag,value", [("max_new_tokens", -1), ("temperature", -0.5),
-                                        ("beam_size", 0), ("top_k", -1), ("top_p", 0.0)])
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("max_new_tokens", -1),
+        ("temperature", -0.5),
+        ("beam_size", 0),
+        ("top_k", -1),
+        ("top_p", 0.0),
+    ],
+)
 def test_bad_generation_flag_is_named(flag, value):
   args = dict(max_new_tokens=10, temperature=0.8, top_k=0, top_p=1.0, beam_size=1)
   args[flag] = value
@@ -73,8 +84,9 @@ def write(path, data: bytes):
   return path
 
 
-@pytest.mark.parametrize("case", ["folder", "latin1", "binary", "few_documents", "eval_split",
-                                  "no_match"])
+@pytest.mark.parametrize(
+    "case", ["folder", "latin1", "binary", "few_documents", "eval_split", "no_match"]
+)
 def test_bad_text_data_is_named(tmp_path, case):
   texts = tmp_path / "texts"
   for i in range(25):
@@ -128,13 +140,16 @@ def test_resume_with_other_data_lists_the_keys(tmp_path):
   (workdir / "config.json").write_text(saved.to_json_best_effort())
   before = (workdir / "config.json").read_text()
   changed = config_with(gpt_config, dataset="tiny_shakespeare")
-  with pytest.raises(errors.WorkdirError, match="dataset: saved 'embedded', now 'tiny_shakespeare'"):
+  with pytest.raises(
+      errors.WorkdirError, match="dataset: saved 'embedded', now 'tiny_shakespeare'"
+  ):
     workdir_safety.check_resume(changed, str(workdir))
   tokenizer = config_with(gpt_config, tokenizer__kind="byte_bpe", allow_data_change=True)
   with pytest.raises(errors.WorkdirError, match="tokenizer.kind"):
     workdir_safety.check_resume(tokenizer, str(workdir))
-  workdir_safety.check_resume(config_with(gpt_config, dataset="tiny_shakespeare",
-                                          allow_data_change=True), str(workdir))
+  workdir_safety.check_resume(
+      config_with(gpt_config, dataset="tiny_shakespeare", allow_data_change=True), str(workdir)
+  )
   workdir_safety.check_resume(saved, str(workdir))
   assert (workdir / "config.json").read_text() == before
   assert json.loads(before)["dataset"] == "embedded"

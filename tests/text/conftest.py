@@ -2,8 +2,8 @@
 
 import pytest
 
-from vit_jax.data.text import corpus
 from vit_jax.data import tokenizers
+from vit_jax.data.text import corpus
 
 
 @pytest.fixture(scope="session")

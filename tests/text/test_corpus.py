@@ -17,10 +17,13 @@ def test_corpus_is_at_least_one_megabyte_of_documents():
 
 
 def test_corpus_is_deterministic_across_processes():
-  code = ("from vit_jax.data.text import corpus; "
-          "print(corpus.corpus_fingerprint(), len(corpus.documents()))")
-  out = subprocess.run([sys.executable, "-c", code], check=True,
-                       capture_output=True, text=True).stdout.split()
+  code = (
+      "from vit_jax.data.text import corpus; "
+      "print(corpus.corpus_fingerprint(), len(corpus.documents()))"
+  )
+  out = subprocess.run(
+      [sys.executable, "-c", code], check=True, capture_output=True, text=True
+  ).stdout.split()
   assert out == [corpus.corpus_fingerprint(), str(len(corpus.documents()))]
 
 

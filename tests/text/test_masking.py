@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from vit_jax.data.text import masking
 from vit_jax.data.text import batches
+from vit_jax.data.text import masking
 
 SEQ_LEN = 128
 
@@ -12,9 +12,11 @@ SEQ_LEN = 128
 def _unmasked_rows(tokenizer, docs, n=1000):
   """Rows before masking: rebuild them from a pass with masking disabled."""
   config = masking.MaskingConfig(rate=0.0, max_predictions=1)
-  batch = next(batches.mlm_batches(list(docs), tokenizer, batch_size=n,
-                                        seq_len=SEQ_LEN, train=False,
-                                        masking_config=config))
+  batch = next(
+      batches.mlm_batches(
+          list(docs), tokenizer, batch_size=n, seq_len=SEQ_LEN, train=False, masking_config=config
+      )
+  )
   return batch["tokens"]
 
 
@@ -26,8 +28,7 @@ def tokens_BxL(char_tokenizer, train_docs):
 
 
 def _mask(tokenizer, tokens_BxL, config, seed=0):
-  return masking.mask_tokens(tokens_BxL, np.random.default_rng(seed),
-                             tokenizer, config)
+  return masking.mask_tokens(tokens_BxL, np.random.default_rng(seed), tokenizer, config)
 
 
 def _candidates(tokenizer, tokens_BxL):
@@ -62,9 +63,15 @@ def test_fifteen_percent_and_80_10_10(char_tokenizer, tokens_BxL):
   assert not changed.any()
 
 
-@pytest.mark.parametrize("config", [
-    masking.MaskingConfig(), masking.MaskingConfig(whole_word=True),
-    masking.MaskingConfig(span=True)], ids=["token", "whole_word", "span"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        masking.MaskingConfig(),
+        masking.MaskingConfig(whole_word=True),
+        masking.MaskingConfig(span=True),
+    ],
+    ids=["token", "whole_word", "span"],
+)
 def test_special_tokens_are_never_masked(char_tokenizer, tokens_BxL, config):
   out = _mask(char_tokenizer, tokens_BxL, config)
   b, p = np.nonzero(out["masked_weights"])
@@ -73,8 +80,7 @@ def test_special_tokens_are_never_masked(char_tokenizer, tokens_BxL, config):
   special = ~_candidates(char_tokenizer, tokens_BxL)
   assert (out["tokens"][special] == tokens_BxL[special]).all()
   # Padding rows (all special) get no predictions at all.
-  assert (out["masked_weights"][~_candidates(char_tokenizer, tokens_BxL).any(
-      axis=1)] == 0).all()
+  assert (out["masked_weights"][~_candidates(char_tokenizer, tokens_BxL).any(axis=1)] == 0).all()
 
 
 def test_whole_word_masking_takes_whole_words(spm_tokenizer, train_docs):
@@ -91,8 +97,7 @@ def test_whole_word_masking_takes_whole_words(spm_tokenizer, train_docs):
     idx = np.flatnonzero(candidates_BxL[row])
     # BERT adds a word only while it fits the row's token budget.
     assert selected_BxL[row].sum() <= max(1, round(0.15 * len(idx)))
-    word_ids = np.cumsum(starts_BxL[row, idx] |
-                         np.r_[True, np.diff(idx) != 1])
+    word_ids = np.cumsum(starts_BxL[row, idx] | np.r_[True, np.diff(idx) != 1])
     for word in np.unique(word_ids):
       in_word = selected_BxL[row, idx[word_ids == word]]
       assert in_word.all() or not in_word.any()
@@ -107,8 +112,7 @@ def test_span_lengths_follow_clipped_geometric(char_tokenizer, tokens_BxL):
   lengths, selected = [], 0
   for seed in range(4):
     out = _mask(char_tokenizer, tokens_BxL, config, seed)
-    for positions, weights in zip(out["masked_positions"],
-                                  out["masked_weights"]):
+    for positions, weights in zip(out["masked_positions"], out["masked_weights"]):
       chosen = positions[weights > 0]
       selected += len(chosen)
       # Spans never touch, so each run of consecutive positions is a span.
@@ -129,8 +133,8 @@ def test_span_length_pmf():
 
 def test_masking_needs_a_mask_token(train_docs):
   from vit_jax.data import tokenizers  # pylint: disable=import-outside-toplevel
+
   tok = tokenizers.HfTokenizer.train_byte_level_bpe(train_docs[:5], 300)
   no_mask = tokenizers.HfTokenizer(tok._tok, {"mask": None})  # pylint: disable=protected-access
   with pytest.raises(ValueError, match="mask"):
-    masking.mask_tokens(np.zeros((1, 4), np.int32),
-                        np.random.default_rng(0), no_mask)
+    masking.mask_tokens(np.zeros((1, 4), np.int32), np.random.default_rng(0), no_mask)

@@ -19,15 +19,18 @@ def test_rows_hold_the_concatenated_stream():
   positions_RxL = np.stack([r["positions"] for r in rows])
   assert tokens_RxL.shape == (3, 8) and tokens_RxL.dtype == np.int32
   stream = np.concatenate(_docs())
-  assert np.array_equal(tokens_RxL.ravel()[:len(stream)], stream)
-  np.testing.assert_array_equal(segments_RxL, [
-      [1, 1, 1, 1, 1, 2, 2, 2],
-      [1, 1, 1, 1, 1, 1, 1, 1],   # The 9-token document, first 8.
-      [1, 2, 3, 3, 3, 3, 0, 0]])  # Its last token, then 1 and 4; padding.
-  np.testing.assert_array_equal(positions_RxL, [
-      [0, 1, 2, 3, 4, 0, 1, 2],
-      [0, 1, 2, 3, 4, 5, 6, 7],
-      [0, 0, 0, 1, 2, 3, 0, 0]])
+  assert np.array_equal(tokens_RxL.ravel()[: len(stream)], stream)
+  np.testing.assert_array_equal(
+      segments_RxL,
+      [
+          [1, 1, 1, 1, 1, 2, 2, 2],
+          [1, 1, 1, 1, 1, 1, 1, 1],  # The 9-token document, first 8.
+          [1, 2, 3, 3, 3, 3, 0, 0],
+      ],
+  )  # Its last token, then 1 and 4; padding.
+  np.testing.assert_array_equal(
+      positions_RxL, [[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 1, 2, 3, 0, 0]]
+  )
   assert (tokens_RxL[segments_RxL == 0] == 0).all()
 
 
@@ -38,8 +41,7 @@ def test_documents_never_share_a_segment():
     for segment in np.unique(row["segment_ids"][row["segment_ids"] > 0]):
       in_segment = row["segment_ids"] == segment
       assert len(np.unique(row["tokens"][in_segment])) == 1
-      assert np.array_equal(row["positions"][in_segment],
-                            np.arange(in_segment.sum()))
+      assert np.array_equal(row["positions"][in_segment], np.arange(in_segment.sum()))
       assert np.ptp(np.flatnonzero(in_segment)) == in_segment.sum() - 1
 
 
@@ -47,8 +49,7 @@ def test_next_token_targets_stay_in_segment_and_skip_padding():
   rows = list(packing.pack_documents(_docs(), seq_len=8))
   tokens_BxL = np.stack([r["tokens"] for r in rows])
   segments_BxL = np.stack([r["segment_ids"] for r in rows])
-  targets_BxL, weights_BxL = packing.next_token_targets(tokens_BxL,
-                                                        segments_BxL)
+  targets_BxL, weights_BxL = packing.next_token_targets(tokens_BxL, segments_BxL)
   assert weights_BxL.dtype == np.float32 and targets_BxL.dtype == np.int32
   assert (weights_BxL[segments_BxL == 0] == 0).all()
   b, i = np.nonzero(weights_BxL)

@@ -5,15 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from vit_jax.data.text import corpus
 from vit_jax.data import tokenizers
+from vit_jax.data.text import corpus
 
 SAMPLE = "  Indented code:\n\tx = f(a, b)  # ok\n\nUnicode: naïve café ☃ 😀\n"
 
 
 def _build(kind, docs):
-  vocab_size = {"char": None, "spm_unigram": 600, "spm_bpe": 600,
-                "byte_bpe": 600}[kind]
+  vocab_size = {"char": None, "spm_unigram": 600, "spm_bpe": 600, "byte_bpe": 600}[kind]
   return tokenizers.build_tokenizer(kind, docs[:40], vocab_size)
 
 
@@ -75,10 +74,12 @@ def test_fingerprint_mismatch_raises(tmp_path, char_tokenizer, spm_tokenizer):
   # A later command gets the saved tokenizer, not a freshly built one.
   again = tokenizers.load_or_build(workdir, lambda: spm_tokenizer)
   assert again.fingerprint == char_tokenizer.fingerprint
-  with pytest.raises(tokenizers.TokenizerMismatchError,
-                     match="fingerprint.*different|tokenizer saved"):
-    tokenizers.load_or_build(workdir, lambda: spm_tokenizer,
-                             expected_fingerprint=spm_tokenizer.fingerprint)
+  with pytest.raises(
+      tokenizers.TokenizerMismatchError, match="fingerprint.*different|tokenizer saved"
+  ):
+    tokenizers.load_or_build(
+        workdir, lambda: spm_tokenizer, expected_fingerprint=spm_tokenizer.fingerprint
+    )
   with pytest.raises(tokenizers.TokenizerMismatchError, match="mismatch"):
     tokenizers.check_fingerprint(spm_tokenizer, char_tokenizer.fingerprint)
 
@@ -135,23 +136,35 @@ def test_word_starts(spm_tokenizer, char_tokenizer):
         current = ""
       current += tok.decode([i])
     words.append(current)
-    assert [w.strip() for w in words if w.strip()] == ["hello", "world",
-                                                        "again"]
+    assert [w.strip() for w in words if w.strip()] == ["hello", "world", "again"]
 
 
 def test_load_bert_style_wordpiece_json(tmp_path, train_docs):
   """A tokenizer.json of another family: specials found by their names."""
   import tokenizers as hf  # pylint: disable=import-outside-toplevel
+
   wordpiece = hf.Tokenizer(hf.models.WordPiece(unk_token="[UNK]"))
   wordpiece.pre_tokenizer = hf.pre_tokenizers.BertPreTokenizer()
   wordpiece.decoder = hf.decoders.WordPiece()
-  wordpiece.train_from_iterator(train_docs[:20], hf.trainers.WordPieceTrainer(
-      vocab_size=500, show_progress=False,
-      special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+  wordpiece.train_from_iterator(
+      train_docs[:20],
+      hf.trainers.WordPieceTrainer(
+          vocab_size=500,
+          show_progress=False,
+          special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+      ),
+  )
   wordpiece.save(str(tmp_path / "tokenizer.json"))
   tok = tokenizers.load_pretrained(str(tmp_path / "tokenizer.json"))
-  assert tok.special_ids == {"pad": 0, "unk": 1, "cls": 2, "sep": 3,
-                             "mask": 4, "bos": None, "eos": None}
+  assert tok.special_ids == {
+      "pad": 0,
+      "unk": 1,
+      "cls": 2,
+      "sep": 3,
+      "mask": 4,
+      "bos": None,
+      "eos": None,
+  }
   ids = np.array(tok.encode("interpreter interpreter"))
   pieces = [tok.id_to_piece(i) for i in ids]
   assert pieces[1].startswith("##")  # A rare word, split into pieces.

@@ -3,9 +3,9 @@
 import importlib.util
 import os
 
-import orbax.checkpoint as ocp
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 
 from tests.training import helpers
 
@@ -14,7 +14,9 @@ CONFIGS = os.path.join(helpers.ROOT, "configs")
 
 def load(name: str, arg: str = ""):
   """`configs/<name>.py` with `arg`, logging every step as lines and reading input inline."""
-  spec = importlib.util.spec_from_file_location(f"{name}_config", os.path.join(CONFIGS, f"{name}.py"))
+  spec = importlib.util.spec_from_file_location(
+      f"{name}_config", os.path.join(CONFIGS, f"{name}.py")
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   config = module.get_config(arg)
@@ -48,8 +50,15 @@ def tiny_seq2seq(steps: int):
 
 def sgd(config, lr: float = 0.5):
   """Plain SGD: the update is lr * gradient, so any error in the gradient's scale shows."""
-  config.optimizer.update(name="sgd", lr=lr, momentum=0.0, weight_decay=0.0, grad_clip_norm=0.0,
-                          warmup_steps=0, schedule="constant")
+  config.optimizer.update(
+      name="sgd",
+      lr=lr,
+      momentum=0.0,
+      weight_decay=0.0,
+      grad_clip_norm=0.0,
+      warmup_steps=0,
+      schedule="constant",
+  )
   return config
 
 

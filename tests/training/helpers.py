@@ -1,4 +1,4 @@
-"""Runs the real command line in a subprocess, as a user would; loads configs for in-process runs."""
+"""Runs the real command line in a subprocess, as a user would; loads configs in-process."""
 
 import importlib.util
 import json
@@ -12,8 +12,14 @@ VIT_CONFIG = os.path.join(ROOT, "configs", "vit.py")
 
 def main_command(workdir, config_arg="", *overrides):
   config = VIT_CONFIG + (f":{config_arg}" if config_arg else "")
-  return [sys.executable, "-m", "vit_jax.main", f"--config={config}", f"--workdir={workdir}",
-          *overrides]
+  return [
+      sys.executable,
+      "-m",
+      "vit_jax.main",
+      f"--config={config}",
+      f"--workdir={workdir}",
+      *overrides,
+  ]
 
 
 def vit_config(config_arg="runlocal", **overrides):
@@ -35,8 +41,9 @@ def env(devices: int = 1, data_dir=None):
 
 
 def run(cmd, devices=1, data_dir=None, timeout=600):
-  return subprocess.run(cmd, env=env(devices, data_dir), capture_output=True, text=True,
-                        timeout=timeout, cwd=ROOT)
+  return subprocess.run(
+      cmd, env=env(devices, data_dir), capture_output=True, text=True, timeout=timeout, cwd=ROOT
+  )
 
 
 def read_metrics(workdir):

@@ -19,8 +19,9 @@ def test_unknown_config_argument_exits_2(tmp_path):
 
 
 def test_malformed_variant(tmp_path, digits_dir):
-  result = helpers.run(helpers.main_command(tmp_path / "w", "variant=B-16",
-                                            f"--config.data_dir={digits_dir}"))
+  result = helpers.run(
+      helpers.main_command(tmp_path / "w", "variant=B-16", f"--config.data_dir={digits_dir}")
+  )
   assert result.returncode == 2
   assert "Malformed ViT variant 'B-16'" in result.stderr
 
@@ -28,8 +29,9 @@ def test_malformed_variant(tmp_path, digits_dir):
 def test_dataset_not_prepared_says_how_to_prepare(tmp_path):
   empty = tmp_path / "empty_tfds"
   empty.mkdir()
-  result = helpers.run(helpers.main_command(tmp_path / "w", "dataset=cifar10,runlocal",
-                                            f"--config.data_dir={empty}"))
+  result = helpers.run(
+      helpers.main_command(tmp_path / "w", "dataset=cifar10,runlocal", f"--config.data_dir={empty}")
+  )
   assert result.returncode == 2
   assert "cifar10" in result.stderr and "tfds build cifar10" in result.stderr
 
@@ -37,13 +39,19 @@ def test_dataset_not_prepared_says_how_to_prepare(tmp_path):
 @pytest.mark.slow
 def test_workdir_of_another_model_is_refused_untouched(tmp_path, digits_dir):
   workdir = tmp_path / "w"
-  common = [f"--config.data_dir={digits_dir}", "--config.total_steps=2", "--config.batch_size=16",
-            "--config.eval_max_batches=1", "--config.progress=lines"]
+  common = [
+      f"--config.data_dir={digits_dir}",
+      "--config.total_steps=2",
+      "--config.batch_size=16",
+      "--config.eval_max_batches=1",
+      "--config.progress=lines",
+  ]
   first = helpers.run(helpers.main_command(workdir, "", *common))
   assert first.returncode == 0, first.stderr[-3000:]
   before = helpers.snapshot(workdir)
-  other = helpers.run(helpers.main_command(workdir, "variant=S/4", *common,
-                                           "--config.model.depth=1"))
+  other = helpers.run(
+      helpers.main_command(workdir, "variant=S/4", *common, "--config.model.depth=1")
+  )
   assert other.returncode == 2
   assert "different model" in other.stderr and "model.variant" in other.stderr
   assert helpers.snapshot(workdir) == before

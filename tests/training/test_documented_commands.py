@@ -28,14 +28,14 @@ from tests.training import helpers
 from vit_jax import convert
 from vit_jax import main
 from vit_jax import tasks
-from vit_jax.data.tokenizers import base
 from vit_jax.models import build_model
 
 PREFIX = "python -m vit_jax."
 # Commands that cannot be checked offline, and why. Keep this tiny.
 UNCHECKED = {
-    "vit_jax.main --config=configs/vit.py:ARGS --config.key=value --workdir=W":
-        "a template: ARGS and key=value are placeholders",
+    "vit_jax.main --config=configs/vit.py:ARGS --config.key=value --workdir=W": (
+        "a template: ARGS and key=value are placeholders"
+    ),
 }
 # Mock text is far too small to train a 30k-piece vocabulary: the tokenizer is trained with at
 # most this many pieces, and the model is still built with the command's vocabulary size.
@@ -64,9 +64,11 @@ def _split(span: str):
   for i, word in enumerate(words):
     if PREFIX in word and " " in word:  # a command quoted inside another one
       yield from _split(word)
-    elif word == "python" and words[i + 1:i + 2] == ["-m"] and words[i + 2].startswith("vit_jax."):
+    elif (
+        word == "python" and words[i + 1 : i + 2] == ["-m"] and words[i + 2].startswith("vit_jax.")
+    ):
       argv = []
-      for arg in words[i + 3:]:
+      for arg in words[i + 3 :]:
         if arg in ("&&", "||", ";", "|"):
           break
         argv.append(arg)
@@ -100,6 +102,8 @@ DISTINCT = {}
 for _command in TRAINING:
   DISTINCT.setdefault(tuple(a for a in _command.argv if not a.startswith("--workdir=")), _command)
 DISTINCT = list(DISTINCT.values())
+
+
 # Known bug outside the configs (vit_jax/tasks/text_common.py, tokenizer_for): a trained
 # SentencePiece / byte-level BPE tokenizer is saved as kind 'sentencepiece' / 'hf_tokenizers',
 # which never equals the config's 'spm_unigram' / 'spm_bpe' / 'byte_bpe', so rerunning such a
@@ -152,8 +156,10 @@ _IMAGE_BATCHES = {}  # tracing an augmentation pipeline costs seconds: once per 
 def first_batch(task, config):
   if config.task != "image_classification":
     return next(iter(task.train_batches(0, 0, 1)))
-  key = json.dumps([config.dataset, config.train_split, config.image_size,
-                    config.augment.to_dict()], sort_keys=True)
+  key = json.dumps(
+      [config.dataset, config.train_split, config.image_size, config.augment.to_dict()],
+      sort_keys=True,
+  )
   if key not in _IMAGE_BATCHES:
     _IMAGE_BATCHES[key] = next(iter(task.train_batches(0, 0, 1)))
   return _IMAGE_BATCHES[key]
@@ -176,10 +182,12 @@ def build_and_trace(config, workdir: str):
   if vocab_size:
     model_config["vocab_size"] = vocab_size
   model = build_model(model_config)
-  params = jax.eval_shape(lambda rng: model.init(rng, *task.init_inputs())["params"],
-                          jax.random.PRNGKey(0))
-  batch_spec = {k: jax.ShapeDtypeStruct((config.batch_size,) + v.shape[1:], v.dtype)
-                for k, v in batch.items()}
+  params = jax.eval_shape(
+      lambda rng: model.init(rng, *task.init_inputs())["params"], jax.random.PRNGKey(0)
+  )
+  batch_spec = {
+      k: jax.ShapeDtypeStruct((config.batch_size,) + v.shape[1:], v.dtype) for k, v in batch.items()
+  }
 
   def forward_and_loss(params, batch):
     outputs = task.apply(model, params, batch, False)
@@ -197,8 +205,13 @@ def test_commands_are_found():
   assert "vit_jax.main --config=configs/gpt.py --workdir=workdirs/gpt" in texts
   assert any(c.flag("config.seq_len") == "512" for c in TRAINING)  # continued lines
   assert any(c.flag("config.data_dir") == "gs://BUCKET/tfds" for c in TRAINING)  # gcloud quote
-  assert {c.module for c in COMMANDS} == {"vit_jax.main", "vit_jax.generate", "vit_jax.convert",
-                                          "vit_jax.inspect", "vit_jax.predict"}
+  assert {c.module for c in COMMANDS} == {
+      "vit_jax.main",
+      "vit_jax.generate",
+      "vit_jax.convert",
+      "vit_jax.inspect",
+      "vit_jax.predict",
+  }
   assert set(UNCHECKED) <= texts, "an UNCHECKED command is no longer documented: drop it"
 
 
@@ -213,8 +226,10 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   init_from = command.flag("config.init_from")
   source = training_command(init_from) if init_from else None
   if source:  # fine-tuning from a documented run: build that run's workdir first
-    build_and_trace(resolve_config(with_local_paths(source, tmp_path), monkeypatch, capsys),
-                    local_path(init_from, tmp_path))
+    build_and_trace(
+        resolve_config(with_local_paths(source, tmp_path), monkeypatch, capsys),
+        local_path(init_from, tmp_path),
+    )
   params, loss = build_and_trace(config, local_path(command.flag("workdir"), tmp_path))
   assert loss.shape == () and jax.tree.leaves(params)
   for name in ("seq_len", "input_len", "target_len"):  # a derived length follows its source
@@ -222,8 +237,9 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
       assert config.model.max_len >= config[name], (name, config.model.max_len)
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c.module == "vit_jax.convert"],
-                         ids=lambda c: c.text)
+@pytest.mark.parametrize(
+    "command", [c for c in COMMANDS if c.module == "vit_jax.convert"], ids=lambda c: c.text
+)
 def test_convert_command_parses(command):
   args = convert.parse_args(list(command.argv))
   assert args.to in convert.FORMATS and args.src and args.dst
@@ -241,10 +257,15 @@ for argv in json.loads(sys.argv[1]):
 
 def test_generate_commands_parse_and_name_a_generating_run(tmp_path, monkeypatch, capsys):
   commands = [c for c in COMMANDS if c.module == "vit_jax.generate"]
-  result = subprocess.run([sys.executable, "-c", GENERATE_PARSE,
-                           json.dumps([list(c.argv) for c in commands])],
-                          env=helpers.env(), capture_output=True, text=True, cwd=helpers.ROOT,
-                          timeout=300, check=False)
+  result = subprocess.run(
+      [sys.executable, "-c", GENERATE_PARSE, json.dumps([list(c.argv) for c in commands])],
+      env=helpers.env(),
+      capture_output=True,
+      text=True,
+      cwd=helpers.ROOT,
+      timeout=300,
+      check=False,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   monkeypatch.chdir(helpers.ROOT)
   for command, line in zip(commands, result.stdout.splitlines(), strict=True):
@@ -271,9 +292,14 @@ for argv in json.loads(sys.argv[2]):
 def test_inspect_and_predict_commands_parse(module):
   commands = [c for c in COMMANDS if c.module == module]
   assert commands
-  result = subprocess.run([sys.executable, "-c", FLAGS_PARSE, module,
-                           json.dumps([list(c.argv) for c in commands])],
-                          env=helpers.env(), capture_output=True, text=True, cwd=helpers.ROOT,
-                          timeout=300, check=False)
+  result = subprocess.run(
+      [sys.executable, "-c", FLAGS_PARSE, module, json.dumps([list(c.argv) for c in commands])],
+      env=helpers.env(),
+      capture_output=True,
+      text=True,
+      cwd=helpers.ROOT,
+      timeout=300,
+      check=False,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   assert len(result.stdout.split()) == len(commands)

@@ -46,8 +46,12 @@ def mlm_case():
   mlm_logits[0, 0] = confident(0)
   nsp_label = np.array([1, 0])
   nsp_logits = np.array([[1.0, 0.0], [3.0, 0.0]])  # row 0 wrong, padded row 1 right
-  batch = {"masked_targets": targets, "masked_weights": np.array([[1, 1, 0], [0, 0, 0]], np.float32),
-           "input_mask": np.array([[1, 1, 1, 0], [0, 0, 0, 0]]), "nsp_label": nsp_label}
+  batch = {
+      "masked_targets": targets,
+      "masked_weights": np.array([[1, 1, 0], [0, 0, 0]], np.float32),
+      "input_mask": np.array([[1, 1, 1, 0], [0, 0, 0, 0]]),
+      "nsp_label": nsp_label,
+  }
   return {"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, batch
 
 
@@ -69,7 +73,8 @@ CASES = {
     "masked_lm_nsp": (lambda o, b: masked(True).eval_sums(o, b), mlm_case),
     "text_classification": (
         lambda o, b: object.__new__(text_classification.TextClassification).eval_sums(o, b),
-        text_classification_case),
+        text_classification_case,
+    ),
 }
 
 

@@ -1,7 +1,8 @@
 """Tiny models learn: the training loss falls well below its start within a few dozen steps.
 
 A model whose loss, gradient or update is broken (a wrong sign, a dropped residual, a mask that
-hides everything) stays near the starting loss; these margins are about half the measured drop (ViT 2.30 -> 1.95).
+hides everything) stays near the starting loss; these margins are about half the measured drop
+(ViT 2.30 -> 1.95).
 """
 
 import numpy as np
@@ -22,13 +23,15 @@ def fast_adam(config, lr):
 
 
 @pytest.mark.slow  # ~25 s of CPU each
-@pytest.mark.parametrize("family,steps,lr,min_drop", [
-    ("vit", 40, 3e-3, 0.2),
-    ("seq2seq", 40, 3e-3, 0.8),
-])
+@pytest.mark.parametrize(
+    "family,steps,lr,min_drop",
+    [
+        ("vit", 40, 3e-3, 0.2),
+        ("seq2seq", 40, 3e-3, 0.8),
+    ],
+)
 def test_loss_falls_by_a_margin(tmp_path, digits_dir, family, steps, lr, min_drop):
-  config = (configs.tiny_vit(digits_dir, steps) if family == "vit"
-            else configs.tiny_seq2seq(steps))
+  config = configs.tiny_vit(digits_dir, steps) if family == "vit" else configs.tiny_seq2seq(steps)
   config.batch_size = 32
   train.train_and_evaluate(fast_adam(config, lr), str(tmp_path))
   curve = losses(tmp_path)

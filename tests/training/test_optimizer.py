@@ -8,8 +8,9 @@ from vit_jax import optimizer
 
 
 def opt_config(schedule, warmup=10, lr=0.4, end_lr_ratio=0.1):
-  return ml_collections.ConfigDict(dict(lr=lr, warmup_steps=warmup, schedule=schedule,
-                                        end_lr_ratio=end_lr_ratio))
+  return ml_collections.ConfigDict(
+      dict(lr=lr, warmup_steps=warmup, schedule=schedule, end_lr_ratio=end_lr_ratio)
+  )
 
 
 @pytest.mark.parametrize("schedule,end", [("cosine", 0.04), ("linear", 0.04), ("constant", 0.4)])

@@ -17,10 +17,13 @@ def load_config(arg):
   return module.get_config(arg)
 
 
-@pytest.mark.parametrize("dataset,variant,image_size,num_classes", [
-    ("imagenet2012", "Ti/16", 224, 1000),
-    ("cifar10", "Ti/4", 32, 10),
-])
+@pytest.mark.parametrize(
+    "dataset,variant,image_size,num_classes",
+    [
+        ("imagenet2012", "Ti/16", 224, 1000),
+        ("cifar10", "Ti/4", 32, 10),
+    ],
+)
 def test_preset_runs_train_and_eval(tmp_path, dataset, variant, image_size, num_classes):
   config = load_config(f"dataset={dataset},variant={variant},runlocal")
   assert config.image_size == image_size

@@ -13,9 +13,16 @@ from vit_jax import interop
 
 
 def fast_overrides(data_dir, total_steps=40):
-  return [f"--config.data_dir={data_dir}", f"--config.total_steps={total_steps}",
-          "--config.batch_size=32", "--config.checkpoint_every=20", "--config.eval_every=5",
-          "--config.log_every=1", "--config.progress=lines", "--config.optimizer.warmup_steps=5"]
+  return [
+      f"--config.data_dir={data_dir}",
+      f"--config.total_steps={total_steps}",
+      "--config.batch_size=32",
+      "--config.checkpoint_every=20",
+      "--config.eval_every=5",
+      "--config.log_every=1",
+      "--config.progress=lines",
+      "--config.optimizer.warmup_steps=5",
+  ]
 
 
 def final_params(workdir, step):
@@ -29,8 +36,9 @@ def test_sigkill_after_checkpoint_then_resume_equals_straight_run(tmp_path, digi
   assert done.returncode == 0, done.stderr[-3000:]
 
   cmd = helpers.main_command(resumed, "", *fast_overrides(digits_dir))
-  proc = subprocess.Popen(cmd, env=helpers.env(), cwd=helpers.ROOT, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+  proc = subprocess.Popen(
+      cmd, env=helpers.env(), cwd=helpers.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+  )
   checkpoint_20 = resumed / "checkpoints" / "20"
   deadline = time.time() + 300
   while not checkpoint_20.is_dir() and proc.poll() is None and time.time() < deadline:
@@ -54,8 +62,12 @@ def test_eight_devices_give_the_same_first_losses(tmp_path, digits_dir):
   losses = {}
   for devices in (1, 8):
     workdir = tmp_path / f"devices{devices}"
-    result = helpers.run(helpers.main_command(workdir, "", *fast_overrides(digits_dir, 10),
-                                              f"--config.mesh=data:{devices}"), devices=devices)
+    result = helpers.run(
+        helpers.main_command(
+            workdir, "", *fast_overrides(digits_dir, 10), f"--config.mesh=data:{devices}"
+        ),
+        devices=devices,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     losses[devices] = [r["train_loss"] for r in helpers.read_metrics(workdir) if "train_loss" in r]
   assert len(losses[1]) == 10

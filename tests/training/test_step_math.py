@@ -11,8 +11,10 @@ from vit_jax import train
 
 
 def flat(tree) -> dict:
-  return {jax.tree_util.keystr(p): np.asarray(v)
-          for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+  return {
+      jax.tree_util.keystr(p): np.asarray(v)
+      for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]
+  }
 
 
 def halves_totals(config, workdir):
@@ -20,8 +22,10 @@ def halves_totals(config, workdir):
   task = tasks.build_task(config, str(workdir))
   batch = next(iter(task.train_batches(0, 0, 1)))
   half = config.batch_size // 2
-  return [{k: float(v) for k, v in task.totals({k: x[s] for k, x in batch.items()}).items()}
-          for s in (slice(None, half), slice(half, None))]
+  return [
+      {k: float(v) for k, v in task.totals({k: x[s] for k, x in batch.items()}).items()}
+      for s in (slice(None, half), slice(half, None))
+  ]
 
 
 @pytest.mark.slow  # ~30 s of CPU per family (two 1-step trainer runs)
@@ -33,8 +37,11 @@ def test_two_microbatches_give_the_full_batch_step(tmp_path, digits_dir, family)
   the number of microbatches (each divided by its own count) or a mean of microbatch means
   (halves with different token counts) moves the params elsewhere.
   """
-  make = (lambda: configs.tiny_seq2seq(1)) if family == "seq2seq" else (
-      lambda: configs.tiny_vit(digits_dir, 1))
+  make = (
+      (lambda: configs.tiny_seq2seq(1))
+      if family == "seq2seq"
+      else (lambda: configs.tiny_vit(digits_dir, 1))
+  )
   if family == "seq2seq":
     halves = halves_totals(make(), tmp_path / "probe")
     assert halves[0]["tokens"] != halves[1]["tokens"], halves
@@ -42,8 +49,9 @@ def test_two_microbatches_give_the_full_batch_step(tmp_path, digits_dir, family)
   for accum in (1, 2):
     config = configs.sgd(make())
     config.grad_accum_steps = accum
-    params[accum] = flat(train.train_and_evaluate(config, str(tmp_path / f"accum{accum}"))[
-        "final_params"])
+    params[accum] = flat(
+        train.train_and_evaluate(config, str(tmp_path / f"accum{accum}"))["final_params"]
+    )
   for key, whole in params[1].items():
     np.testing.assert_allclose(params[2][key], whole, rtol=0, atol=1e-6, err_msg=key)
 

@@ -20,8 +20,9 @@ def setup(data_dir, **step_options):
   params = model.init(jax.random.PRNGKey(0), *task.init_inputs())["params"]
   state = {"params": params, "opt_state": tx.init(params), "step": np.int32(0)}
   batch = next(iter(task.train_batches(0, 0, 1)))
-  step = train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1),
-                                    **step_options)
+  step = train_step.make_train_step(
+      task, model, tx, schedule, jax.random.PRNGKey(1), **step_options
+  )
   return jax.jit(step), state, batch
 
 

@@ -21,7 +21,7 @@ _RETURN_ATTENTION_ARG = 4  # EncoderBlock(x, mask, deterministic, positions, ret
 def _return_attention(next_fun, args, kwargs, context):
   if isinstance(context.module, transformer.EncoderBlock) and context.method_name == "__call__":
     if len(args) > _RETURN_ATTENTION_ARG:
-      args = args[:_RETURN_ATTENTION_ARG] + (True,) + args[_RETURN_ATTENTION_ARG + 1:]
+      args = args[:_RETURN_ATTENTION_ARG] + (True,) + args[_RETURN_ATTENTION_ARG + 1 :]
     else:
       kwargs = {**kwargs, "return_attention": True}
   return next_fun(*args, **kwargs)
@@ -33,6 +33,7 @@ def attention_weights(module, params, *inputs, **kwargs):
   The module must not scan or rematerialize its layers (build it with scan_layers=False,
   remat="none"; the parameters are the same).
   """
+
   def apply(params, *inputs):
     with nn.intercept_methods(_return_attention):  # active while jit traces
       return module.apply({"params": params}, *inputs, mutable=["intermediates"], **kwargs)
@@ -49,8 +50,10 @@ def attention_weights(module, params, *inputs, **kwargs):
 
   collect(state.get("intermediates", {}), ())
   if not found:
-    raise ValueError(f"{type(module).__name__} sowed no attention weights; inspect needs a model "
-                     "built from transformer encoder blocks (ViT, BERT, GPT).")
+    raise ValueError(
+        f"{type(module).__name__} sowed no attention weights; inspect needs a model "
+        "built from transformer encoder blocks (ViT, BERT, GPT)."
+    )
   found.sort(key=lambda item: [int(n) for n in re.findall(r"\d+", "/".join(item[0]))])
   return outputs, [weights for _, weights in found]
 
@@ -79,7 +82,7 @@ def patch_distances(grid, patch) -> np.ndarray:
   y_N, x_N = [a.reshape(-1).astype(np.float64) for a in np.mgrid[:rows, :cols]]
   dy_NxN = (y_N[:, None] - y_N[None, :]) * ph
   dx_NxN = (x_N[:, None] - x_N[None, :]) * pw
-  return np.sqrt(dy_NxN ** 2 + dx_NxN ** 2)
+  return np.sqrt(dy_NxN**2 + dx_NxN**2)
 
 
 def mean_attention_distance(weights_BxHxTxT, grid, patch, prefix_tokens: int = 0):

@@ -11,11 +11,11 @@ import os
 
 import numpy as np
 
-from vit_jax.data.image import pipeline  # hides accelerators from TF before TF touches them
+from vit_jax import errors
 from vit_jax.data.image import augment
 from vit_jax.data.image import folder as image_folder
+from vit_jax.data.image import pipeline  # hides accelerators from TF before TF touches them
 from vit_jax.data.image import sources
-from vit_jax import errors
 
 # The crop the trainer evaluates with: eval_iterator's default (the tasks never change it).
 CROP_FRACTION = inspect.signature(pipeline.eval_iterator).parameters["crop_fraction"].default
@@ -27,10 +27,16 @@ def expand(paths) -> list:
   files = []
   for path in paths:
     if os.path.isdir(path):
-      found = sorted(os.path.join(root, name) for root, _, names in os.walk(path)
-                     for name in names if name.lower().endswith(_EXTENSIONS))
+      found = sorted(
+          os.path.join(root, name)
+          for root, _, names in os.walk(path)
+          for name in names
+          if name.lower().endswith(_EXTENSIONS)
+      )
       if not found:
-        raise errors.MissingFileError(f"No image files (.jpg/.png/.bmp/.gif) under the folder {path}.")
+        raise errors.MissingFileError(
+            f"No image files (.jpg/.png/.bmp/.gif) under the folder {path}."
+        )
       files.extend(found)
     elif os.path.isfile(path):
       files.append(path)
@@ -42,6 +48,7 @@ def expand(paths) -> list:
 def load_images(paths, size: int):
   """(crops_BxSxSx3 uint8 for display, images_BxSxSx3 float32 in [-1, 1] for the model)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   crops = []
   for path in paths:
     with open(path, "rb") as f:
@@ -49,8 +56,10 @@ def load_images(paths, size: int):
     try:
       crop = augment.eval_crop(tf.constant(data), size, CROP_FRACTION)
     except (tf.errors.InvalidArgumentError, ValueError) as e:
-      raise errors.DataError(f"{path} is not an image that can be decoded (JPEG, PNG, BMP or GIF): "
-                       f"{str(e).splitlines()[0][:120]}") from None
+      raise errors.DataError(
+          f"{path} is not an image that can be decoded (JPEG, PNG, BMP or GIF): "
+          f"{str(e).splitlines()[0][:120]}"
+      ) from None
     crops.append(crop.numpy())
   crops_BxSxSx3 = np.stack(crops)
   return crops_BxSxSx3, np.asarray(augment.normalize(crops_BxSxSx3))
@@ -58,6 +67,7 @@ def load_images(paths, size: int):
 
 def _tfds_names(dataset: str, data_dir=None):
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   label = tfds.builder(dataset, data_dir=data_dir).info.features["label"]
   return list(label.names)
 
@@ -71,14 +81,16 @@ def class_names(loaded, num_classes: int, labels_file: str | None = None) -> lis
   elif loaded.workdir_config:
     dataset = loaded.workdir_config["dataset"]
     if dataset.startswith(sources.FOLDER_PREFIX):
-      names = list(image_folder.ImageFolder.scan(dataset[len(sources.FOLDER_PREFIX):]).class_names)
+      names = list(image_folder.ImageFolder.scan(dataset[len(sources.FOLDER_PREFIX) :]).class_names)
     else:
       names = _tfds_names(dataset, loaded.workdir_config.get("data_dir"))
   else:
     names = _imported_names(loaded.path, num_classes)
   if len(names) != num_classes:
-    raise errors.ConfigError(f"{len(names)} class names for a model with {num_classes} classes; pass a "
-                     "--labels file with one name per line.")
+    raise errors.ConfigError(
+        f"{len(names)} class names for a model with {num_classes} classes; pass a "
+        "--labels file with one name per line."
+    )
   return names
 
 

@@ -16,6 +16,7 @@ DEFAULT_IMAGE_SIZE = 224  # for imported models whose size the params do not tel
 @dataclasses.dataclass
 class Loaded:
   """A model ready to apply: `module.apply({"params": params}, ...)`."""
+
   path: str
   model: dict  # our model config
   module: object
@@ -37,8 +38,11 @@ class Loaded:
     """The workdir's task, or the one an imported model's head implies."""
     if self.workdir_config:
       return self.workdir_config["task"]
-    return {"vit": "image_classification", "gpt": "causal_lm",
-            "bert_classifier": "text_classification"}.get(self.name, "masked_lm")
+    return {
+        "vit": "image_classification",
+        "gpt": "causal_lm",
+        "bert_classifier": "text_classification",
+    }.get(self.name, "masked_lm")
 
 
 def _workdir_config(path: str) -> dict:
@@ -55,28 +59,43 @@ def load(path: str) -> Loaded:
   """Reads `path` with every layer its own module (no scan, no remat: same params, and the
   attention weights can be sown per layer)."""
   if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} does not exist; pass one of our workdirs, an .npz or a "
-                            "Hugging Face model directory.")
+    raise FileNotFoundError(
+        f"{path} does not exist; pass one of our workdirs, an .npz or a "
+        "Hugging Face model directory."
+    )
   config = _workdir_config(path) if os.path.isdir(path) else {}
   if config and not _has_checkpoint(path):
-    raise FileNotFoundError(f"The workdir {path} has no checkpoint yet (nothing in "
-                            f"{os.path.join(path, 'checkpoints')}); train it with vit_jax.main "
-                            "first or pass another workdir.")
+    raise FileNotFoundError(
+        f"The workdir {path} has no checkpoint yet (nothing in "
+        f"{os.path.join(path, 'checkpoints')}); train it with vit_jax.main "
+        "first or pass another workdir."
+    )
   probe = interop.load(path)
   if probe.model.get("name") not in ("vit",) + TEXT_MODELS:
-    raise ValueError(f"Cannot inspect a {probe.model.get('name')!r} model; ViT, BERT and GPT "
-                     "models can be inspected.")
-  ckpt = interop.Checkpoint(probe.params, {**probe.model, "scan_layers": False, "remat": "none"},
-                            probe.notes)
-  return Loaded(path=path, model=ckpt.model, module=ckpt.module(), params=ckpt.tree(),
-                flat=ckpt.params, workdir_config=config, notes=list(ckpt.notes))
+    raise ValueError(
+        f"Cannot inspect a {probe.model.get('name')!r} model; ViT, BERT and GPT "
+        "models can be inspected."
+    )
+  ckpt = interop.Checkpoint(
+      probe.params, {**probe.model, "scan_layers": False, "remat": "none"}, probe.notes
+  )
+  return Loaded(
+      path=path,
+      model=ckpt.model,
+      module=ckpt.module(),
+      params=ckpt.tree(),
+      flat=ckpt.params,
+      workdir_config=config,
+      notes=list(ckpt.notes),
+  )
 
 
 def _has_checkpoint(workdir: str) -> bool:
   directory = os.path.join(workdir, "checkpoints")
   return os.path.isdir(directory) and any(
       d.isdigit() and os.path.isdir(os.path.join(directory, d, "state"))
-      for d in os.listdir(directory))
+      for d in os.listdir(directory)
+  )
 
 
 def patch_size(loaded: Loaded):
@@ -102,23 +121,29 @@ def prefix_tokens(loaded: Loaded) -> int:
 
 def require_image_model(loaded: Loaded) -> None:
   if loaded.name != "vit":
-    raise ValueError(f"{loaded.path} is a text model ({loaded.name}); image plots need a ViT. "
-                     "Pass --text instead of --image.")
+    raise ValueError(
+        f"{loaded.path} is a text model ({loaded.name}); image plots need a ViT. "
+        "Pass --text instead of --image."
+    )
 
 
 def require_text_model(loaded: Loaded) -> None:
   if not loaded.is_text:
-    raise ValueError(f"{loaded.path} is an image model ({loaded.name}); pass --image files, "
-                     "not --text.")
+    raise ValueError(
+        f"{loaded.path} is an image model ({loaded.name}); pass --image files, " "not --text."
+    )
 
 
 def tokenizer(loaded: Loaded):
   """The workdir's tokenizer, or an imported directory's `tokenizer.json`."""
   from vit_jax.data import tokenizers  # pylint: disable=g-import-not-at-top
+
   if loaded.workdir_config:
     return tokenizers.load_tokenizer(os.path.join(loaded.path, "tokenizer"))
   hf_file = os.path.join(loaded.path, "tokenizer.json")
   if os.path.isdir(loaded.path) and os.path.isfile(hf_file):
     return tokenizers.load_pretrained(hf_file)
-  raise FileNotFoundError(f"No tokenizer for {loaded.path}: text needs one of our workdirs or a "
-                          "Hugging Face directory with tokenizer.json.")
+  raise FileNotFoundError(
+      f"No tokenizer for {loaded.path}: text needs one of our workdirs or a "
+      "Hugging Face directory with tokenizer.json."
+  )

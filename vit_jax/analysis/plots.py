@@ -21,8 +21,15 @@ def _overlay(ax, image_SxSx3, map_RxC, title: str):
   """The image with the attention map stretched over it (bilinear), brighter = more attention."""
   size = image_SxSx3.shape[0]
   ax.imshow(image_SxSx3, extent=(0, size, size, 0), interpolation="nearest")
-  ax.imshow(map_RxC / max(float(map_RxC.max()), 1e-12), extent=(0, size, size, 0), cmap="inferno",
-            alpha=0.6, interpolation="bilinear", vmin=0.0, vmax=1.0)
+  ax.imshow(
+      map_RxC / max(float(map_RxC.max()), 1e-12),
+      extent=(0, size, size, 0),
+      cmap="inferno",
+      alpha=0.6,
+      interpolation="bilinear",
+      vmin=0.0,
+      vmax=1.0,
+  )
   ax.set_title(title, fontsize=9)
   ax.set_xticks([])
   ax.set_yticks([])
@@ -30,8 +37,12 @@ def _overlay(ax, image_SxSx3, map_RxC, title: str):
 
 def image_attention(path, image_SxSx3, maps_LxHxRxC, layers, heads, query_label: str):
   """Rows: layers, columns: heads; each cell the query's attention over the patches."""
-  fig, axes = plt.subplots(len(layers), len(heads) + 1, squeeze=False,
-                           figsize=(1.9 * (len(heads) + 1), 2.0 * len(layers) + 0.4))
+  fig, axes = plt.subplots(
+      len(layers),
+      len(heads) + 1,
+      squeeze=False,
+      figsize=(1.9 * (len(heads) + 1), 2.0 * len(layers) + 0.4),
+  )
   for row, layer in enumerate(layers):
     axes[row, 0].imshow(image_SxSx3, interpolation="nearest")
     axes[row, 0].set_xticks([])
@@ -64,8 +75,12 @@ def text_attention(path, matrices_LxHxTxT, tokens, layers, heads, model_name: st
   """Token-by-token attention per layer and head, queries down, keys across."""
   length = len(tokens)
   cell = max(2.2, 0.16 * length)
-  fig, axes = plt.subplots(len(layers), len(heads), squeeze=False,
-                           figsize=(cell * len(heads) + 0.8, cell * len(layers) + 0.6))
+  fig, axes = plt.subplots(
+      len(layers),
+      len(heads),
+      squeeze=False,
+      figsize=(cell * len(heads) + 0.8, cell * len(layers) + 0.6),
+  )
   labels = [repr(t)[1:-1] or " " for t in tokens]
   for row, layer in enumerate(layers):
     for col, head in enumerate(heads):
@@ -107,8 +122,13 @@ def position_similarity(path, similarity_NxN, grid):
   for r in range(rows):
     for c in range(cols):
       ax = axes[r, c]
-      image = ax.imshow(similarity_NxN[r * cols + c].reshape(rows, cols), cmap="viridis",
-                        vmin=-1.0, vmax=1.0, interpolation="nearest")
+      image = ax.imshow(
+          similarity_NxN[r * cols + c].reshape(rows, cols),
+          cmap="viridis",
+          vmin=-1.0,
+          vmax=1.0,
+          interpolation="nearest",
+      )
       ax.set_xticks([])
       ax.set_yticks([])
       if c == 0:
@@ -134,8 +154,9 @@ def filter_components(path, components_KxPxQxC, ratios_K):
     low, high = component.min(), component.max()
     scaled = (component - low) / max(high - low, 1e-12)
     ax = axes.flat[k]
-    ax.imshow(scaled if scaled.shape[-1] == 3 else scaled[..., 0], cmap="gray",
-              interpolation="nearest")
+    ax.imshow(
+        scaled if scaled.shape[-1] == 3 else scaled[..., 0], cmap="gray", interpolation="nearest"
+    )
     ax.set_title(f"PC {k + 1}: {100 * ratio:.1f}%", fontsize=8)
   fig.suptitle("Patch-embedding filters: top principal components (% of variance)", fontsize=10)
   return _save(fig, path)

@@ -4,8 +4,8 @@ filters (Figure 7, left)."""
 
 import numpy as np
 
-from vit_jax.models import position
 from vit_jax import errors
+from vit_jax.models import position
 
 POSEMB_KEY = "Transformer/posembed_input/pos_embedding"
 EMBEDDING_KEY = "embedding/kernel"
@@ -21,8 +21,10 @@ def position_table(model: dict, flat_params: dict, grid) -> np.ndarray:
   if kind == "sincos2d":
     width = np.shape(flat_params[EMBEDDING_KEY])[-1]
     return position.sincos_2d(grid[0], grid[1], width)
-  raise errors.ConfigError(f"The model has position embeddings {kind!r}; the similarity plot needs "
-                   "'learn' or 'sincos2d'.")
+  raise errors.ConfigError(
+      f"The model has position embeddings {kind!r}; the similarity plot needs "
+      "'learn' or 'sincos2d'."
+  )
 
 
 def position_similarity(table_NxD) -> np.ndarray:
@@ -45,10 +47,11 @@ def filter_pca(kernel_PxQxCxD, num_components: int):
   num_components = min(num_components, *filters_DxF.shape)
   centred_DxF = filters_DxF - filters_DxF.mean(axis=0, keepdims=True)
   _, singular_F, components_FxF = np.linalg.svd(centred_DxF, full_matrices=False)
-  variance_F = singular_F ** 2
+  variance_F = singular_F**2
   components_KxF = components_FxF[:num_components]
-  flip_K = np.sign(components_KxF[np.arange(num_components),
-                                  np.argmax(np.abs(components_KxF), axis=1)])
+  flip_K = np.sign(
+      components_KxF[np.arange(num_components), np.argmax(np.abs(components_KxF), axis=1)]
+  )
   components_KxF = components_KxF * flip_K[:, None]
   ratio_K = variance_F[:num_components] / max(variance_F.sum(), 1e-30)
   return components_KxF.reshape(num_components, *shape), ratio_K

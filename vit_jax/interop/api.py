@@ -18,7 +18,7 @@ FORMATS = ("npz", "hf", "orbax")
 
 
 def detect_format(path: str) -> str:
-  """"npz" for a file, "hf" for a directory with config.json, else "orbax" (our workdir)."""
+  """ "npz" for a file, "hf" for a directory with config.json, else "orbax" (our workdir)."""
   if not os.path.exists(path):
     raise errors.MissingFileError(f"{path} does not exist.")
   if os.path.isfile(path):
@@ -32,8 +32,9 @@ def _check_format(fmt: str) -> str:
   return fmt
 
 
-def load(path: str, model: dict | None = None, *, reinit_head: bool = False,
-         fmt: str | None = None) -> converted.Checkpoint:
+def load(
+    path: str, model: dict | None = None, *, reinit_head: bool = False, fmt: str | None = None
+) -> converted.Checkpoint:
   """Reads a checkpoint into our names, checked against our model.
 
   Args:
@@ -52,8 +53,9 @@ def load(path: str, model: dict | None = None, *, reinit_head: bool = False,
     read = hf_format.read(path) if fmt == "hf" else orbax_format.read(path)
   config = models.configure(read.model, model)
   flat = models.rebase(read.params, read.model.get("name"), config.get("name"))
-  return fit.fit(converted.Checkpoint(flat, config, read.notes, read.tokenizer),
-                 reinit_head=reinit_head)
+  return fit.fit(
+      converted.Checkpoint(flat, config, read.notes, read.tokenizer), reinit_head=reinit_head
+  )
 
 
 def _infer(flat: dict, notes: list, model: dict | None) -> dict:
@@ -71,8 +73,9 @@ def from_tree(params, model: dict, tokenizer=None) -> converted.Checkpoint:
   return fit.fit(converted.Checkpoint(flat, dict(model), tokenizer=tokenizer))
 
 
-def save(ckpt: converted.Checkpoint, path: str, to: str, *, layout: str = "vit",
-         overwrite: bool = False) -> list:
+def save(
+    ckpt: converted.Checkpoint, path: str, to: str, *, layout: str = "vit", overwrite: bool = False
+) -> list:
   """Writes `ckpt` as `to` ("npz", "hf" or "orbax"), completely or not at all; returns notes.
 
   `layout` is for .npz files: "vit" (the original ViT names, ours) or "big_vision". The
@@ -94,9 +97,17 @@ def save(ckpt: converted.Checkpoint, path: str, to: str, *, layout: str = "vit",
   return [f"wrote the {ckpt.tokenizer.kind!r} tokenizer to {os.path.join(path, 'tokenizer')}"]
 
 
-def convert(src: str, dst: str, to: str, *, model: dict | None = None, reinit_head: bool = False,
-            layout: str = "vit", fmt: str | None = None,
-            overwrite: bool = False) -> converted.Checkpoint:
+def convert(
+    src: str,
+    dst: str,
+    to: str,
+    *,
+    model: dict | None = None,
+    reinit_head: bool = False,
+    layout: str = "vit",
+    fmt: str | None = None,
+    overwrite: bool = False,
+) -> converted.Checkpoint:
   """`save(load(src, ...), dst, to, ...)`; returns the checkpoint (with its notes)."""
   ckpt = load(src, model, reinit_head=reinit_head, fmt=fmt)
   ckpt.notes += save(ckpt, dst, to, layout=layout, overwrite=overwrite)

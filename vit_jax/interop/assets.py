@@ -19,8 +19,13 @@ CONFIG_FILE = "config.json"
 HF_TOKENIZER = "tokenizer.json"
 _HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 # The task each model we convert is trained and run with.
-TASKS = {"vit": "image_classification", "gpt": "causal_lm", "bert": "masked_lm",
-         "bert_mlm": "masked_lm", "bert_classifier": "text_classification"}
+TASKS = {
+    "vit": "image_classification",
+    "gpt": "causal_lm",
+    "bert": "masked_lm",
+    "bert_mlm": "masked_lm",
+    "bert_classifier": "text_classification",
+}
 
 
 def read_workdir_tokenizer(workdir: str):
@@ -35,8 +40,11 @@ def write_workdir_assets(workdir: str, model: dict, tokenizer) -> None:
   """`W/tokenizer` and a `W/config.json` naming the task, for a workdir that convert writes."""
   if tokenizer is not None:
     tokenizer.save(os.path.join(workdir, TOKENIZER_DIR))
-  record = {"task": TASKS.get(model.get("name")), "model": model,
-            "written_by": "vit_jax.convert (weights only: no training settings)"}
+  record = {
+      "task": TASKS.get(model.get("name")),
+      "model": model,
+      "written_by": "vit_jax.convert (weights only: no training settings)",
+  }
   with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
     json.dump(record, f, indent=2, sort_keys=True)
 
@@ -77,8 +85,10 @@ def write_hf_tokenizer(tokenizer, path: str) -> list:
   if tokenizer is None:
     return []
   if tokenizer.kind != tokenizers.HfTokenizer.kind:
-    return [f"the {tokenizer.kind!r} tokenizer was not written: Hugging Face directories hold "
-            "a tokenizer.json (kind 'hf_tokenizers')"]
+    return [
+        f"the {tokenizer.kind!r} tokenizer was not written: Hugging Face directories hold "
+        "a tokenizer.json (kind 'hf_tokenizers')"
+    ]
   tokenizer.save(path)  # tokenizer.json, and our meta file with the exact special ids
   config = {"tokenizer_class": "PreTrainedTokenizerFast"}
   for special, token_id in tokenizer.special_ids.items():

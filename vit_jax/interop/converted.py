@@ -1,4 +1,4 @@
-"""The converted checkpoint: parameters in our names, with the config of the model they belong to."""
+"""The converted checkpoint: parameters in our names, with the config of their model."""
 
 import dataclasses
 from typing import Any
@@ -20,6 +20,7 @@ class Checkpoint:
     tokenizer: the tokenizer that came with the checkpoint (a `vit_jax.data.tokenizers`
       Tokenizer: a workdir's, or a Hugging Face `tokenizer.json`), or None.
   """
+
   params: dict
   model: dict
   notes: list = dataclasses.field(default_factory=list)

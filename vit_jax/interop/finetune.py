@@ -12,13 +12,13 @@ import os
 import jax
 import numpy as np
 
+from vit_jax import errors
 from vit_jax.interop import common
 from vit_jax.interop import fit
 from vit_jax.interop import hf_format
 from vit_jax.interop import npz_format
 from vit_jax.interop import orbax_format
 from vit_jax.interop import scan
-from vit_jax import errors
 
 
 def read_pretrained(path: str) -> tuple[dict, list]:
@@ -35,9 +35,15 @@ def read_pretrained(path: str) -> tuple[dict, list]:
   return scan.unstack_layers(flat), notes
 
 
-def finetune_params(init_params, path: str, *, prefix_tokens: int = 1,
-                    head_prefixes=("head/",), droppable_prefixes=("pre_logits/",),
-                    reinit_head: bool = True):
+def finetune_params(
+    init_params,
+    path: str,
+    *,
+    prefix_tokens: int = 1,
+    head_prefixes=("head/",),
+    droppable_prefixes=("pre_logits/",),
+    reinit_head: bool = True,
+):
   """Returns (params shaped like `init_params` with the pretrained values of `path`, notes).
 
   Args:
@@ -56,11 +62,17 @@ def finetune_params(init_params, path: str, *, prefix_tokens: int = 1,
   target = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(init_params)).items()}
   per_layer = scan.unstack_layers(target)
   fitted = fit.fit_params(
-      pretrained, per_layer, is_head=lambda k: k.startswith(tuple(head_prefixes)),
-      reinit_head=reinit_head, is_droppable=lambda k: k.startswith(tuple(droppable_prefixes)),
-      prefix_tokens=prefix_tokens)
+      pretrained,
+      per_layer,
+      is_head=lambda k: k.startswith(tuple(head_prefixes)),
+      reinit_head=reinit_head,
+      is_droppable=lambda k: k.startswith(tuple(droppable_prefixes)),
+      prefix_tokens=prefix_tokens,
+  )
   common.raise_problems(
       f"The pretrained parameters in {path} do not fit this model (is it the same architecture "
-      "and variant?)", fitted.problems)
+      "and variant?)",
+      fitted.problems,
+  )
   params = {**fitted.params, **{k: per_layer[k] for k in fitted.fresh}}
   return common.unflatten(scan.stack_layers(params, target)), notes + fitted.notes

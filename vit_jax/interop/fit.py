@@ -24,9 +24,11 @@ from vit_jax.interop import models
 from vit_jax.interop import scan
 from vit_jax.models import position
 
-_HINT = ("Task heads that are missing, extra or of another shape (e.g. another class count) "
-         "are re-initialized or dropped only on request: pass reinit_head=True (--reinit-head), "
-         "with the model config that has the new head (--model).")
+_HINT = (
+    "Task heads that are missing, extra or of another shape (e.g. another class count) "
+    "are re-initialized or dropped only on request: pass reinit_head=True (--reinit-head), "
+    "with the model config that has the new head (--model)."
+)
 _never = lambda key: False
 
 
@@ -39,10 +41,16 @@ class Fitted:
   head_problem: bool  # some problem concerns a task head (so reinit_head may be the fix)
 
 
-def fit_params(pretrained: dict, target: dict, *, is_head: Callable[[str], bool],
-               reinit_head: bool, is_droppable: Callable[[str], bool] = _never,
-               is_unused: Callable[[str], bool] = _never,
-               prefix_tokens: Optional[int] = None) -> Fitted:
+def fit_params(
+    pretrained: dict,
+    target: dict,
+    *,
+    is_head: Callable[[str], bool],
+    reinit_head: bool,
+    is_droppable: Callable[[str], bool] = _never,
+    is_unused: Callable[[str], bool] = _never,
+    prefix_tokens: Optional[int] = None,
+) -> Fitted:
   """Fits flat `pretrained` to `target` ({key: array or ShapeDtypeStruct}, the model's params).
 
   prefix_tokens: slots before the patch grid in a learned `pos_embedding` table (1 with a cls
@@ -83,8 +91,13 @@ def fit_params(pretrained: dict, target: dict, *, is_head: Callable[[str], bool]
       fitted.notes.append(f"{key}: dropped (the model has no such layer)")
     else:
       problem(f"unexpected in checkpoint: {key} {common.shape_of(pretrained[key])}", key)
-  cast = sorted({f"{np.asarray(pretrained[k]).dtype} -> {v.dtype}"
-                 for k, v in fitted.params.items() if np.asarray(pretrained[k]).dtype != v.dtype})
+  cast = sorted(
+      {
+          f"{np.asarray(pretrained[k]).dtype} -> {v.dtype}"
+          for k, v in fitted.params.items()
+          if np.asarray(pretrained[k]).dtype != v.dtype
+      }
+  )
   if cast:
     fitted.notes.append(f"cast parameters {', '.join(cast)}")
   return fitted
@@ -97,23 +110,34 @@ def _resample(table_1xLxD, want: tuple, prefix_tokens: int):
   return position.resample_grid_embedding(table_1xLxD, (side, side), prefix_tokens)
 
 
-def fit(ckpt: converted.Checkpoint, reinit_head: bool = False, seed: int = 0) -> converted.Checkpoint:
+def fit(
+    ckpt: converted.Checkpoint, reinit_head: bool = False, seed: int = 0
+) -> converted.Checkpoint:
   """A checkpoint whose params are exactly those of `ckpt.model`; raises listing problems."""
   name = models.check_supported(ckpt.model)
   flat = scan.unstack_layers(ckpt.params)
   expected = models.expected_params(ckpt.model, flat)
-  fitted = fit_params(flat, expected, is_head=lambda k: models.is_head(name, k),
-                      reinit_head=reinit_head, is_unused=lambda k: models.is_unused(name, k))
+  fitted = fit_params(
+      flat,
+      expected,
+      is_head=lambda k: models.is_head(name, k),
+      reinit_head=reinit_head,
+      is_unused=lambda k: models.is_unused(name, k),
+  )
   common.raise_problems(
       f"The parameters do not fit the model {_describe(ckpt.model)} (is it the same architecture "
-      "and size?)", fitted.problems, _HINT if fitted.head_problem else "")
+      "and size?)",
+      fitted.problems,
+      _HINT if fitted.head_problem else "",
+  )
   params = fitted.params
   if fitted.fresh:
     initialized = models.init_params(ckpt.model, flat, seed)
     params.update({k: initialized[k].astype(expected[k].dtype) for k in fitted.fresh})
   params = {k: params[k] for k in expected}
-  return dataclasses.replace(ckpt, params=params, model=dict(ckpt.model),
-                             notes=list(ckpt.notes) + fitted.notes)
+  return dataclasses.replace(
+      ckpt, params=params, model=dict(ckpt.model), notes=list(ckpt.notes) + fitted.notes
+  )
 
 
 def _describe(config: dict) -> str:

@@ -4,8 +4,13 @@ from vit_jax.interop import common
 
 # Hugging Face `hidden_act` / `activation_function` -> ours. "gelu" is the exact (erf) GELU;
 # "gelu_new", "gelu_pytorch_tanh" and "gelu_fast" all compute the tanh approximation.
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-               "gelu_fast": "gelu_tanh", "relu": "relu"}
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "relu": "relu",
+}
 TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 
 
@@ -22,7 +27,8 @@ def architecture(hf_config: dict, supported: dict, guessed: str) -> str:
   if names[0] not in supported:
     raise common.ConversionError(
         f"Unsupported {hf_config.get('model_type')} architecture {names[0]!r}; supported: "
-        f"{sorted(supported)}.")
+        f"{sorted(supported)}."
+    )
   return names[0]
 
 

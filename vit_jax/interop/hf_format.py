@@ -28,7 +28,8 @@ INDEX = "model.safetensors.index.json"
 def is_hf_dir(path: str) -> bool:
   """A directory with config.json that is not one of our workdirs (they hold a config.json too)."""
   return os.path.isfile(os.path.join(path, "config.json")) and not any(
-      os.path.isdir(os.path.join(path, d)) for d in ("checkpoints", "state"))
+      os.path.isdir(os.path.join(path, d)) for d in ("checkpoints", "state")
+  )
 
 
 def read_dir(path: str) -> tuple[dict, dict]:
@@ -44,14 +45,17 @@ def read_dir(path: str) -> tuple[dict, dict]:
     found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(path, "*")))
     raise common.ConversionError(
         f"{path} has no {WEIGHTS} (or {INDEX}); found {found}. Only safetensors are read, never "
-        "pickled .bin files: re-save the model with save_pretrained(dir) (safetensors by default).")
+        "pickled .bin files: re-save the model with save_pretrained(dir) (safetensors by default)."
+    )
   tensors = {}
   for name in files:
     try:
       tensors.update(safetensors_np.load_file(os.path.join(path, name)))
     except (safetensors.SafetensorError, OSError, ValueError) as e:  # truncated or corrupted
-      raise common.ConversionError(f"Cannot read {os.path.join(path, name)} as safetensors ({e}); "
-                                   "the file is damaged: re-save or re-download it.") from e
+      raise common.ConversionError(
+          f"Cannot read {os.path.join(path, name)} as safetensors ({e}); "
+          "the file is damaged: re-save or re-download it."
+      ) from e
   return config, tensors
 
 
@@ -61,7 +65,8 @@ def read(path: str) -> converted.Checkpoint:
   if family is None:
     raise common.ConversionError(
         f"Unsupported Hugging Face model_type={config.get('model_type')!r} in {path}; supported: "
-        f"{sorted(FAMILIES)}.")
+        f"{sorted(FAMILIES)}."
+    )
   model, flat, notes = family.import_(config, tensors)
   tokenizer = assets.read_hf_tokenizer(path, config)
   if tokenizer is not None:
@@ -69,7 +74,8 @@ def read(path: str) -> converted.Checkpoint:
     if tokenizer.vocab_size > model.get("vocab_size", tokenizer.vocab_size):
       raise common.ConversionError(
           f"{path}: the tokenizer has {tokenizer.vocab_size} tokens, more than the model's "
-          f"vocab_size={model['vocab_size']}; is {assets.HF_TOKENIZER} from another model?")
+          f"vocab_size={model['vocab_size']}; is {assets.HF_TOKENIZER} from another model?"
+      )
   return converted.Checkpoint(flat, model, notes, tokenizer)
 
 
@@ -77,8 +83,10 @@ def export(ckpt: converted.Checkpoint) -> tuple[dict, dict]:
   """(HF config, tensors) for our checkpoint; raises if the format cannot hold the model."""
   family = _BY_OUR_NAME.get(ckpt.model["name"])
   if family is None:
-    raise common.ConversionError(f"No Hugging Face format for our model {ckpt.model['name']!r}; "
-                                 f"supported: {sorted(_BY_OUR_NAME)}.")
+    raise common.ConversionError(
+        f"No Hugging Face format for our model {ckpt.model['name']!r}; "
+        f"supported: {sorted(_BY_OUR_NAME)}."
+    )
   return family.export(ckpt.model, ckpt.params)
 
 
@@ -93,6 +101,9 @@ def write(ckpt: converted.Checkpoint, path: str, overwrite: bool = False) -> lis
     os.makedirs(staged)
     with open(os.path.join(staged, "config.json"), "w", encoding="utf-8") as f:
       json.dump(config, f, indent=2, sort_keys=True)
-    safetensors_np.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()},
-                             os.path.join(staged, WEIGHTS), metadata={"format": "pt"})
+    safetensors_np.save_file(
+        {k: np.ascontiguousarray(v) for k, v in tensors.items()},
+        os.path.join(staged, WEIGHTS),
+        metadata={"format": "pt"},
+    )
     return assets.write_hf_tokenizer(ckpt.tokenizer, staged)

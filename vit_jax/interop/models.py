@@ -62,7 +62,8 @@ def check_supported(config: dict) -> str:
   if name not in SUPPORTED:
     raise common.ConversionError(
         f"Checkpoint conversion supports the models {list(SUPPORTED)}, not {name!r}. (Our own "
-        "workdirs and .npz files of any model still fine-tune with init_from.)")
+        "workdirs and .npz files of any model still fine-tune with init_from.)"
+    )
   return name
 
 
@@ -77,7 +78,8 @@ def build(config: dict):
   if unknown:
     raise errors.ConfigError(
         f"Unknown option(s) {unknown} for model 'bert_encoder'; valid ones are "
-        f"{sorted(fields)}.")
+        f"{sorted(fields)}."
+    )
   return bert.Bert(**kwargs)
 
 
@@ -101,7 +103,8 @@ def grid_of(slots: int, has_cls: bool):
   side = math.isqrt(max(patches, 0))
   if side * side != patches or side == 0:
     raise common.ConversionError(
-        f"The position table has {slots} slots ({patches} patches): not a square patch grid.")
+        f"The position table has {slots} slots ({patches} patches): not a square patch grid."
+    )
   return side, side
 
 
@@ -109,7 +112,9 @@ def expected_params(config: dict, flat: dict, per_layer: bool = True) -> dict:
   """{key: ShapeDtypeStruct} of the model's params, without computing any values; one entry per
   layer (our checkpoint names) even if the config scans its layers, unless `per_layer=False`."""
   module = build({**config, "scan_layers": False} if per_layer and is_scanned(config) else config)
-  variables = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *dummy_inputs(config, flat)))
+  variables = jax.eval_shape(
+      lambda: module.init(jax.random.PRNGKey(0), *dummy_inputs(config, flat))
+  )
   return common.flatten(variables["params"])
 
 
@@ -127,6 +132,7 @@ def is_scanned(config: dict) -> bool:
 
 # ---- Recognizing a model from its params (for a bare .npz) -------------------------------------
 
+
 def _count(flat: dict, pattern: str) -> int:
   regex = re.compile(pattern)
   return len({m.group(1) for k in flat if (m := regex.match(k))})
@@ -134,8 +140,13 @@ def _count(flat: dict, pattern: str) -> int:
 
 def vit_variant(width: int, depth: int, mlp_dim: int, heads: int, patch) -> dict:
   ph, pw = patch
-  return dict(variant=f"B/{ph}" if ph == pw else f"B/{ph}x{pw}", width=width, depth=depth,
-              mlp_dim=mlp_dim, num_heads=heads)
+  return dict(
+      variant=f"B/{ph}" if ph == pw else f"B/{ph}x{pw}",
+      width=width,
+      depth=depth,
+      mlp_dim=mlp_dim,
+      num_heads=heads,
+  )
 
 
 def infer(flat: dict, notes: list) -> dict:
@@ -149,14 +160,17 @@ def infer(flat: dict, notes: list) -> dict:
   raise common.ConversionError(
       "Cannot tell which model these parameters belong to (no ViT 'embedding/kernel', GPT "
       "'wte/embedding' or BERT 'word_embeddings/embedding'); pass the model config (--model). "
-      f"First keys: {sorted(flat)[:8]}")
+      f"First keys: {sorted(flat)[:8]}"
+  )
 
 
 def _need(flat: dict, key: str, ndim: int):
   value = flat.get(key)
   if value is None or np.ndim(value) != ndim:
-    raise common.ConversionError(f"Cannot infer the model config: expected {key} with {ndim} "
-                                 f"dimensions, found {None if value is None else value.shape}.")
+    raise common.ConversionError(
+        f"Cannot infer the model config: expected {key} with {ndim} "
+        f"dimensions, found {None if value is None else value.shape}."
+    )
   return value.shape
 
 
@@ -175,11 +189,17 @@ def _infer_vit(flat: dict, notes: list) -> dict:
   posemb = "learn"
   if "Transformer/posembed_input/pos_embedding" not in flat:
     posemb = "sincos2d"
-    notes.append("no learned position table: assuming fixed 2-D sin-cos position embeddings "
-                 "(pass --model '{\"posemb\": \"none\"}' otherwise)")
-  config = dict(name="vit", **vit_variant(width, depth, mlp_dim, heads, (ph, pw)),
-                classifier=classifier, posemb=posemb,
-                num_classes=int(flat["head/kernel"].shape[-1]) if "head/kernel" in flat else 0)
+    notes.append(
+        "no learned position table: assuming fixed 2-D sin-cos position embeddings "
+        '(pass --model \'{"posemb": "none"}\' otherwise)'
+    )
+  config = dict(
+      name="vit",
+      **vit_variant(width, depth, mlp_dim, heads, (ph, pw)),
+      classifier=classifier,
+      posemb=posemb,
+      num_classes=int(flat["head/kernel"].shape[-1]) if "head/kernel" in flat else 0,
+  )
   if "pre_logits/kernel" in flat:
     config["representation_size"] = int(flat["pre_logits/kernel"].shape[-1])
   return config
@@ -191,10 +211,19 @@ def _infer_gpt(flat: dict) -> dict:
   heads = _need(flat, block + "MultiHeadDotProductAttention_1/query/kernel", 3)[1]
   hidden = _need(flat, block + "MlpBlock_3/Dense_0/kernel", 2)[1]
   if hidden % width:
-    raise common.ConversionError(f"GPT MLP width {hidden} is not a multiple of the model width "
-                                 f"{width}; our Gpt has an integer mlp_ratio.")
-  config = dict(name="gpt", vocab_size=vocab, variant="gpt2", width=width,
-                depth=_count(flat, r"decoder/h_(\d+)/"), num_heads=heads, mlp_ratio=hidden // width)
+    raise common.ConversionError(
+        f"GPT MLP width {hidden} is not a multiple of the model width "
+        f"{width}; our Gpt has an integer mlp_ratio."
+    )
+  config = dict(
+      name="gpt",
+      vocab_size=vocab,
+      variant="gpt2",
+      width=width,
+      depth=_count(flat, r"decoder/h_(\d+)/"),
+      num_heads=heads,
+      mlp_ratio=hidden // width,
+  )
   if "wpe/embedding" in flat:
     config.update(posemb="learn", max_len=flat["wpe/embedding"].shape[0])
   else:
@@ -207,12 +236,15 @@ def _infer_bert(flat: dict) -> dict:
   vocab, width = _need(flat, prefix + "word_embeddings/embedding", 2)
   block = prefix + "encoder/layer_0/"
   config = dict(
-      vocab_size=vocab, variant="base", width=width,
+      vocab_size=vocab,
+      variant="base",
+      width=width,
       depth=_count(flat, re.escape(prefix) + r"encoder/layer_(\d+)/"),
       num_heads=_need(flat, block + "MultiHeadDotProductAttention_1/query/kernel", 3)[1],
       mlp_dim=_need(flat, block + "MlpBlock_3/Dense_0/kernel", 2)[1],
       max_len=_need(flat, prefix + "position_embeddings/embedding", 2)[0],
-      type_vocab_size=_need(flat, prefix + "token_type_embeddings/embedding", 2)[0])
+      type_vocab_size=_need(flat, prefix + "token_type_embeddings/embedding", 2)[0],
+  )
   if not prefix:
     return dict(name="bert_encoder", **config)
   if "classifier/kernel" in flat:

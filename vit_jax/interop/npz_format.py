@@ -19,15 +19,19 @@ from vit_jax.interop import vit_npz
 def read(path: str) -> tuple[dict, list]:
   """(flat params in our names, notes)."""
   if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and say so
-    raise common.ConversionError(f"{path} is not an .npz file (not a zip archive); pass a file "
-                                 "written by np.savez or vit_jax.convert.")
+    raise common.ConversionError(
+        f"{path} is not an .npz file (not a zip archive); pass a file "
+        "written by np.savez or vit_jax.convert."
+    )
   try:
     with np.load(path, allow_pickle=False) as data:
       flat = {k: data[k] for k in data.files}
   except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
     # truncated or bit-flipped archives, and pickled object arrays, which are refused
-    raise common.ConversionError(f"Cannot read {path} as an .npz of parameters ({e}); the file "
-                                 "is damaged or not ours: re-export or re-download it.") from e
+    raise common.ConversionError(
+        f"Cannot read {path} as an .npz of parameters ({e}); the file "
+        "is damaged or not ours: re-export or re-download it."
+    ) from e
   notes = []
   flat, prefix = vit_npz.strip_prefix(flat)
   if vit_npz.is_big_vision(flat):
@@ -41,8 +45,9 @@ def read(path: str) -> tuple[dict, list]:
 def write(ckpt: converted.Checkpoint, path: str, layout: str = "vit", overwrite: bool = False):
   """Writes our names ("vit": the original ViT layout) or, for a ViT, the big_vision layout."""
   if layout not in vit_npz.LAYOUTS:
-    raise common.ConversionError(f"Unknown .npz layout {layout!r}; choose one of "
-                                 f"{list(vit_npz.LAYOUTS)}.")
+    raise common.ConversionError(
+        f"Unknown .npz layout {layout!r}; choose one of " f"{list(vit_npz.LAYOUTS)}."
+    )
   flat = dict(ckpt.params)
   if layout == "big_vision":
     if ckpt.model.get("name") != "vit":

@@ -32,7 +32,8 @@ def find_step_dir(path: str) -> str:
   if not steps:
     raise common.ConversionError(
         f"{path} is not a vit_jax workdir or checkpoint: no finished checkpoint step with a "
-        "'state' directory found.")
+        "'state' directory found."
+    )
   step_dir = os.path.join(path, str(max(steps)))
   if not os.path.isdir(os.path.join(step_dir, "state")):
     raise common.ConversionError(f"{step_dir} has no 'state' directory.")
@@ -68,8 +69,9 @@ def read(path: str) -> converted.Checkpoint:
   and the workdir's tokenizer."""
   step_dir, (params, record) = checkpoint.first_intact(_candidates(path), read_step)
   workdir = os.path.dirname(os.path.dirname(step_dir))  # W/checkpoints/<step>
-  return converted.Checkpoint(params, dict(record["model"]), [f"read {step_dir}"],
-                              assets.read_workdir_tokenizer(workdir))
+  return converted.Checkpoint(
+      params, dict(record["model"]), [f"read {step_dir}"], assets.read_workdir_tokenizer(workdir)
+  )
 
 
 def read_step(step_dir: str):

@@ -41,8 +41,10 @@ CONV = (lambda w: w.transpose(2, 3, 1, 0), lambda k: k.transpose(3, 2, 0, 1))
 
 def heads_in(num_heads: int):
   """Linear (H*K, D) <-> query/key/value kernel (D, H, K)."""
-  return (lambda w_HKxD: w_HKxD.T.reshape(w_HKxD.shape[1], num_heads, -1),
-          lambda k_DxHxK: k_DxHxK.reshape(k_DxHxK.shape[0], -1).T)
+  return (
+      lambda w_HKxD: w_HKxD.T.reshape(w_HKxD.shape[1], num_heads, -1),
+      lambda k_DxHxK: k_DxHxK.reshape(k_DxHxK.shape[0], -1).T,
+  )
 
 
 def heads_bias(num_heads: int):
@@ -52,6 +54,7 @@ def heads_bias(num_heads: int):
 
 def heads_out(num_heads: int, input_major: bool = False):
   """Linear (D, H*K) [or Conv1D (H*K, D)] <-> out kernel (H, K, D)."""
+
   def to_ours(w):
     w_HKxD = w if input_major else w.T
     return w_HKxD.reshape(num_heads, -1, w_HKxD.shape[1])
@@ -59,6 +62,7 @@ def heads_out(num_heads: int, input_major: bool = False):
   def to_theirs(k_HxKxD):
     w_HKxD = k_HxKxD.reshape(-1, k_HxKxD.shape[-1])
     return w_HKxD if input_major else w_HKxD.T
+
   return to_ours, to_theirs
 
 
@@ -97,19 +101,24 @@ def export_tensors(flat: dict, rules: list, target: str = "target") -> dict:
       continue
     used.update(r.ours)
     tensors[r.theirs] = np.ascontiguousarray(r.to_theirs(*(np.asarray(flat[k]) for k in r.ours)))
-  problems += [f"no place in the {target} for our param {k} {common.shape_of(flat[k])}"
-               for k in sorted(set(flat) - used)]
+  problems += [
+      f"no place in the {target} for our param {k} {common.shape_of(flat[k])}"
+      for k in sorted(set(flat) - used)
+  ]
   common.raise_problems(f"Cannot write these parameters as a {target}", problems)
   return tensors
 
 
 # ---- Rules for common torch modules --------------------------------------------------------------
 
+
 def dense(theirs: str, ours: str, optional: bool = False, input_major: bool = False) -> list:
   """torch Linear (or GPT-2 Conv1D, input-major) `weight`/`bias` <-> Dense `kernel`/`bias`."""
   layout = None if input_major else LINEAR
-  return [rule(f"{theirs}.weight", f"{ours}/kernel", layout, optional),
-          rule(f"{theirs}.bias", f"{ours}/bias", None, optional)]
+  return [
+      rule(f"{theirs}.weight", f"{ours}/kernel", layout, optional),
+      rule(f"{theirs}.bias", f"{ours}/bias", None, optional),
+  ]
 
 
 def layer_norm(theirs: str, ours: str) -> list:
@@ -122,8 +131,11 @@ def attention(theirs: dict, ours: str, num_heads: int, bias: bool = True) -> lis
   out = []
   for proj in ("query", "key", "value"):
     out.append(rule(f"{theirs[proj]}.weight", f"{ours}/{proj}/kernel", heads_in(num_heads)))
-    out.append(rule(f"{theirs[proj]}.bias", f"{ours}/{proj}/bias", heads_bias(num_heads),
-                    optional=not bias))
+    out.append(
+        rule(
+            f"{theirs[proj]}.bias", f"{ours}/{proj}/bias", heads_bias(num_heads), optional=not bias
+        )
+    )
   out.append(rule(f"{theirs['out']}.weight", f"{ours}/out/kernel", heads_out(num_heads)))
   out.append(rule(f"{theirs['out']}.bias", f"{ours}/out/bias", None, optional=not bias))
   return out

@@ -22,8 +22,11 @@ POSEMB = "Transformer/posembed_input/pos_embedding"
 _BV_POSEMB = "pos_embedding"
 _PREFIXES = ("opt/target/", "params/img/", "params/")
 # Our module name -> big_vision's, for the first name inside a block.
-_BLOCK_NAMES = {"MultiHeadDotProductAttention_1": "MultiHeadDotProductAttention_0",
-                "LayerNorm_2": "LayerNorm_1", "MlpBlock_3": "MlpBlock_0"}
+_BLOCK_NAMES = {
+    "MultiHeadDotProductAttention_1": "MultiHeadDotProductAttention_0",
+    "LayerNorm_2": "LayerNorm_1",
+    "MlpBlock_3": "MlpBlock_0",
+}
 _BLOCK = re.compile(r"(Transformer/encoderblock_\d+/)([^/]+)(/.*)")
 _SCANNED = "Transformer/encoderblock/"
 
@@ -32,15 +35,19 @@ def strip_prefix(flat: dict) -> tuple[dict, str]:
   """Removes a prefix that every key shares (optimizer or big_vision); returns it too."""
   for prefix in _PREFIXES:
     if flat and all(k.startswith(prefix) for k in flat):
-      return {k[len(prefix):]: v for k, v in flat.items()}, prefix
+      return {k[len(prefix) :]: v for k, v in flat.items()}, prefix
   return flat, ""
 
 
 def is_big_vision(flat: dict) -> bool:
   """True for big_vision names (after `strip_prefix`)."""
-  return (_BV_POSEMB in flat or any(k.startswith(_SCANNED) for k in flat) or
-          any(re.match(r"Transformer/encoderblock_\d+/MultiHeadDotProductAttention_0/", k)
-              for k in flat))
+  return (
+      _BV_POSEMB in flat
+      or any(k.startswith(_SCANNED) for k in flat)
+      or any(
+          re.match(r"Transformer/encoderblock_\d+/MultiHeadDotProductAttention_0/", k) for k in flat
+      )
+  )
 
 
 def _rename_blocks(flat: dict, names: dict) -> dict:

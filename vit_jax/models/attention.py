@@ -25,7 +25,8 @@ def einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None, *, dropout_fn=N
   """Reference attention: softmax(Q K^T / sqrt(K)) V, also returning the weights (B, H, T, S)."""
   depth = q_BxTxHxK.shape[-1]
   logits_BxHxTxS = jnp.einsum("bthk,bshk->bhts", q_BxTxHxK, k_BxSxHxK) / jnp.sqrt(depth).astype(
-      q_BxTxHxK.dtype)
+      q_BxTxHxK.dtype
+  )
   logits_BxHxTxS = logits_BxHxTxS.astype(jnp.float32)  # softmax in fp32 even under bf16
   if mask is not None:
     logits_BxHxTxS = jnp.where(mask, logits_BxHxTxS, jnp.finfo(jnp.float32).min)
@@ -49,6 +50,7 @@ class MultiHeadAttention(nn.Module):
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
     decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding).
   """
+
   num_heads: int
   qkv_features: Optional[int] = None
   out_features: Optional[int] = None
@@ -63,23 +65,41 @@ class MultiHeadAttention(nn.Module):
   kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
 
   @nn.compact
-  def __call__(self, inputs_q_BxTxD, inputs_kv_BxSxD=None, mask=None, *, deterministic: bool = True,
-               return_weights: bool = False, positions_q_BxT=None, positions_kv_BxS=None):
+  def __call__(
+      self,
+      inputs_q_BxTxD,
+      inputs_kv_BxSxD=None,
+      mask=None,
+      *,
+      deterministic: bool = True,
+      return_weights: bool = False,
+      positions_q_BxT=None,
+      positions_kv_BxS=None,
+  ):
     if self.implementation not in IMPLEMENTATIONS:
-      raise errors.ConfigError(f"Unknown attention implementation {self.implementation!r}; "
-                               f"choose one of {IMPLEMENTATIONS}.")
+      raise errors.ConfigError(
+          f"Unknown attention implementation {self.implementation!r}; "
+          f"choose one of {IMPLEMENTATIONS}."
+      )
     self_attention = inputs_kv_BxSxD is None
     if self_attention:
       inputs_kv_BxSxD = inputs_q_BxTxD
     features = self.qkv_features or inputs_q_BxTxD.shape[-1]
     if features % self.num_heads:
       raise errors.ConfigError(
-          f"Attention width {features} is not divisible by num_heads={self.num_heads}.")
+          f"Attention width {features} is not divisible by num_heads={self.num_heads}."
+      )
     head_dim = features // self.num_heads
 
     def projection(name):
-      return nn.DenseGeneral((self.num_heads, head_dim), use_bias=self.use_bias, dtype=self.dtype,
-                             param_dtype=self.param_dtype, kernel_init=self.kernel_init, name=name)
+      return nn.DenseGeneral(
+          (self.num_heads, head_dim),
+          use_bias=self.use_bias,
+          dtype=self.dtype,
+          param_dtype=self.param_dtype,
+          kernel_init=self.kernel_init,
+          name=name,
+      )
 
     q_BxTxHxK = projection("query")(inputs_q_BxTxD)
     k_BxSxHxK = projection("key")(inputs_kv_BxSxD)
@@ -90,14 +110,16 @@ class MultiHeadAttention(nn.Module):
       if not self_attention:
         raise ValueError("The KV cache is for self-attention; cross-attention keys do not grow.")
       k_BxSxHxK, v_BxSxHxK, mask, positions_q_BxT = self._update_cache(
-          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, positions_q_BxT)
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, positions_q_BxT
+      )
       positions_kv_BxS = None  # cached keys were rotated when they were written
     elif self.rope:
       if positions_q_BxT is None:
         positions_q_BxT = position.arange_positions(batch, q_len)
       if positions_kv_BxS is None:
-        positions_kv_BxS = (positions_q_BxT if self_attention else
-                            position.arange_positions(*k_BxSxHxK.shape[:2]))
+        positions_kv_BxS = (
+            positions_q_BxT if self_attention else position.arange_positions(*k_BxSxHxK.shape[:2])
+        )
     if self.rope:
       q_BxTxHxK = position.apply_rope(q_BxTxHxK, positions_q_BxT, self.rope_base)
       if positions_kv_BxS is not None:
@@ -113,18 +135,25 @@ class MultiHeadAttention(nn.Module):
       dropout_fn = None
       if use_dropout:
         dropout_fn = lambda w: nn.Dropout(self.dropout_rate)(w, deterministic=False)
-      out_BxTxHxK, weights = einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask,
-                                              dropout_fn=dropout_fn)
+      out_BxTxHxK, weights = einsum_attention(
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, dropout_fn=dropout_fn
+      )
     elif self.implementation == "chunked":  # memory linear in length (chunked_attention.py)
       out_BxTxHxK = chunked_attention.chunked_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask)
     else:
       out_BxTxHxK = jax.nn.dot_product_attention(
-          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation=self.implementation)
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation=self.implementation
+      )
 
-    out_BxTxD = nn.DenseGeneral(self.out_features or inputs_q_BxTxD.shape[-1], axis=(-2, -1),
-                                use_bias=self.use_bias, dtype=self.dtype,
-                                param_dtype=self.param_dtype, kernel_init=self.kernel_init,
-                                name="out")(out_BxTxHxK)
+    out_BxTxD = nn.DenseGeneral(
+        self.out_features or inputs_q_BxTxD.shape[-1],
+        axis=(-2, -1),
+        use_bias=self.use_bias,
+        dtype=self.dtype,
+        param_dtype=self.param_dtype,
+        kernel_init=self.kernel_init,
+        name="out",
+    )(out_BxTxHxK)
     if return_weights:
       return out_BxTxD, weights
     return out_BxTxD
@@ -150,10 +179,12 @@ class MultiHeadAttention(nn.Module):
 
     max_len = cached_k.value.shape[1]
     zero = jnp.array(0, start.dtype)
-    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k_BxTxHxK.astype(cached_k.value.dtype),
-                                                  (zero, start, zero, zero))
-    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v_BxTxHxK.astype(cached_v.value.dtype),
-                                                  (zero, start, zero, zero))
+    cached_k.value = jax.lax.dynamic_update_slice(
+        cached_k.value, k_BxTxHxK.astype(cached_k.value.dtype), (zero, start, zero, zero)
+    )
+    cached_v.value = jax.lax.dynamic_update_slice(
+        cached_v.value, v_BxTxHxK.astype(cached_v.value.dtype), (zero, start, zero, zero)
+    )
     cache_index.value = start + new_len
     # Query t (at absolute slot start + t) sees cache slots <= start + t.
     slots_S = jnp.arange(max_len)

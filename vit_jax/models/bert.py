@@ -49,6 +49,7 @@ class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
   Block options: see transformer.BlockOptions; BERT's dropout and LayerNorm epsilon are the
   defaults here.
   """
+
   vocab_size: int = 30522
   variant: str = "base"
   width: Optional[int] = None
@@ -63,12 +64,23 @@ class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
 
   def shape(self) -> BertShape:
     base = preset(self.variant)
-    return BertShape(self.width or base.width, self.depth or base.depth,
-                     self.num_heads or base.num_heads, self.mlp_dim or base.mlp_dim)
+    return BertShape(
+        self.width or base.width,
+        self.depth or base.depth,
+        self.num_heads or base.num_heads,
+        self.mlp_dim or base.mlp_dim,
+    )
 
   @nn.compact
-  def __call__(self, tokens_BxL, token_type_ids_BxL=None, input_mask_BxL=None, positions_BxL=None,
-               segment_ids_BxL=None, train: bool = False):
+  def __call__(
+      self,
+      tokens_BxL,
+      token_type_ids_BxL=None,
+      input_mask_BxL=None,
+      positions_BxL=None,
+      segment_ids_BxL=None,
+      train: bool = False,
+  ):
     shape = self.shape()
     batch, length = tokens_BxL.shape
     transformer.sequence_length_check(length, self.max_len)
@@ -81,34 +93,49 @@ class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
     def embed(num, name):
       return nn.Embed(num, shape.width, embedding_init=INIT, param_dtype=param_dtype, name=name)
 
-    x_BxLxD = (embed(self.vocab_size, "word_embeddings")(tokens_BxL) +
-               embed(self.max_len, "position_embeddings")(positions_BxL) +
-               embed(self.type_vocab_size, "token_type_embeddings")(token_type_ids_BxL))
-    x_BxLxD = nn.LayerNorm(epsilon=self.norm_eps, param_dtype=param_dtype,
-                           name="embeddings_norm")(x_BxLxD)
+    x_BxLxD = (
+        embed(self.vocab_size, "word_embeddings")(tokens_BxL)
+        + embed(self.max_len, "position_embeddings")(positions_BxL)
+        + embed(self.type_vocab_size, "token_type_embeddings")(token_type_ids_BxL)
+    )
+    x_BxLxD = nn.LayerNorm(epsilon=self.norm_eps, param_dtype=param_dtype, name="embeddings_norm")(
+        x_BxLxD
+    )
     x_BxLxD = nn.Dropout(self.dropout_rate)(x_BxLxD, deterministic=not train)
 
     mask = masks.combine(
         None if input_mask_BxL is None else masks.padding_mask(input_mask_BxL),
-        None if segment_ids_BxL is None else masks.segment_mask(segment_ids_BxL))
-    cfg = transformer.BlockConfig.from_model_config(self, num_heads=shape.num_heads,
-                                                    mlp_dim=shape.mlp_dim, pre_ln=False)
-    x_BxLxD = transformer.Encoder(cfg, num_layers=shape.depth, block_name="layer",
-                                  name="encoder")(x_BxLxD, mask, deterministic=not train)
-    pooled_BxD = jnp.tanh(nn.Dense(shape.width, kernel_init=INIT, dtype=jnp.dtype(self.dtype),
-                                   param_dtype=param_dtype, name="pooler")(x_BxLxD[:, 0]))
+        None if segment_ids_BxL is None else masks.segment_mask(segment_ids_BxL),
+    )
+    cfg = transformer.BlockConfig.from_model_config(
+        self, num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, pre_ln=False
+    )
+    x_BxLxD = transformer.Encoder(cfg, num_layers=shape.depth, block_name="layer", name="encoder")(
+        x_BxLxD, mask, deterministic=not train
+    )
+    pooled_BxD = jnp.tanh(
+        nn.Dense(
+            shape.width,
+            kernel_init=INIT,
+            dtype=jnp.dtype(self.dtype),
+            param_dtype=param_dtype,
+            name="pooler",
+        )(x_BxLxD[:, 0])
+    )
     return x_BxLxD, pooled_BxD
 
 
 class MlmHead(nn.Module):
   """Dense -> activation -> LayerNorm -> logits tied to the token embedding, plus an output bias."""
+
   norm_eps: float = 1e-12
   activation: str = "gelu"
 
   @nn.compact
   def __call__(self, x_BxPxD, embedding_VxD):
     h_BxPxD = nn.Dense(x_BxPxD.shape[-1], kernel_init=INIT, dtype=x_BxPxD.dtype, name="transform")(
-        x_BxPxD)
+        x_BxPxD
+    )
     h_BxPxD = layers.activation(self.activation)(h_BxPxD)
     h_BxPxD = nn.LayerNorm(epsilon=self.norm_eps, name="transform_norm")(h_BxPxD)
     bias_V = self.param("output_bias", nn.initializers.zeros, (embedding_VxD.shape[0],))
@@ -123,20 +150,33 @@ def gather_positions(x_BxLxD, positions_BxP):
 
 class BertForPreTraining(nn.Module):
   """BERT with the masked-LM and next-sentence heads. Returns a dict of logits."""
+
   bert: Bert  # its parameters live under "bert"
   next_sentence: bool = True
 
   @nn.compact
-  def __call__(self, tokens_BxL, token_type_ids_BxL=None, input_mask_BxL=None, positions_BxL=None,
-               segment_ids_BxL=None, masked_positions_BxP=None, train: bool = False):
+  def __call__(
+      self,
+      tokens_BxL,
+      token_type_ids_BxL=None,
+      input_mask_BxL=None,
+      positions_BxL=None,
+      segment_ids_BxL=None,
+      masked_positions_BxP=None,
+      train: bool = False,
+  ):
     encoder = self.bert
-    x_BxLxD, pooled_BxD = encoder(tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL,
-                                  segment_ids_BxL, train=train)
+    x_BxLxD, pooled_BxD = encoder(
+        tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL, segment_ids_BxL, train=train
+    )
     if masked_positions_BxP is not None:
       x_BxLxD = gather_positions(x_BxLxD, masked_positions_BxP)
     embedding_VxD = encoder.variables["params"]["word_embeddings"]["embedding"]
-    out = {"mlm_logits": MlmHead(encoder.norm_eps, encoder.activation, name="mlm")(x_BxLxD,
-                                                                                     embedding_VxD)}
+    out = {
+        "mlm_logits": MlmHead(encoder.norm_eps, encoder.activation, name="mlm")(
+            x_BxLxD, embedding_VxD
+        )
+    }
     if self.next_sentence:
       out["nsp_logits"] = nn.Dense(2, kernel_init=INIT, name="nsp")(pooled_BxD).astype(jnp.float32)
     return out
@@ -144,20 +184,31 @@ class BertForPreTraining(nn.Module):
 
 class BertForMaskedLM(BertForPreTraining):
   """BERT with only the masked-LM head."""
+
   next_sentence: bool = False
 
 
 class BertForSequenceClassification(nn.Module):
   """BERT pooled output -> dropout -> linear classifier. Returns logits (B, num_classes)."""
+
   bert: Bert
   num_classes: int = 2
 
   @nn.compact
-  def __call__(self, tokens_BxL, token_type_ids_BxL=None, input_mask_BxL=None, positions_BxL=None,
-               segment_ids_BxL=None, train: bool = False):
+  def __call__(
+      self,
+      tokens_BxL,
+      token_type_ids_BxL=None,
+      input_mask_BxL=None,
+      positions_BxL=None,
+      segment_ids_BxL=None,
+      train: bool = False,
+  ):
     encoder = self.bert
-    _, pooled_BxD = encoder(tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL,
-                            segment_ids_BxL, train=train)
+    _, pooled_BxD = encoder(
+        tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL, segment_ids_BxL, train=train
+    )
     pooled_BxD = nn.Dropout(encoder.dropout_rate)(pooled_BxD, deterministic=not train)
     return nn.Dense(self.num_classes, kernel_init=INIT, name="classifier")(pooled_BxD).astype(
-        jnp.float32)
+        jnp.float32
+    )

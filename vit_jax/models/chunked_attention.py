@@ -18,22 +18,38 @@ import jax.numpy as jnp
 MASKED = float(jnp.finfo(jnp.float32).min)
 
 
-def chunked_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None, *, causal: bool = False,
-                      q_segment_ids_BxT=None, kv_segment_ids_BxS=None, chunk_size: int = 512):
+def chunked_attention(
+    q_BxTxHxK,
+    k_BxSxHxK,
+    v_BxSxHxK,
+    mask=None,
+    *,
+    causal: bool = False,
+    q_segment_ids_BxT=None,
+    kv_segment_ids_BxS=None,
+    chunk_size: int = 512,
+):
   """softmax(Q K^T / sqrt(K)) V with the mask applied, in fp32, computed chunk by chunk."""
   (_, length, _, depth), keys = q_BxTxHxK.shape, k_BxSxHxK.shape[1]
   chunk = min(chunk_size, keys)
   padded = -(-keys // chunk) * chunk
-  to_bhsk = lambda x: jnp.pad(x.astype(jnp.float32).transpose(0, 2, 1, 3),
-                              ((0, 0), (0, 0), (0, padded - x.shape[1]), (0, 0)))
+  to_bhsk = lambda x: jnp.pad(
+      x.astype(jnp.float32).transpose(0, 2, 1, 3),
+      ((0, 0), (0, 0), (0, padded - x.shape[1]), (0, 0)),
+  )
   q_BxHxTxK = q_BxTxHxK.astype(jnp.float32).transpose(0, 2, 1, 3) / jnp.sqrt(jnp.float32(depth))
   if mask is not None:
     mask = jnp.pad(mask.astype(bool), [(0, 0)] * 3 + [(0, padded - keys)])
   if q_segment_ids_BxT is not None:
     kv_segment_ids_BxS = jnp.pad(kv_segment_ids_BxS, ((0, 0), (0, padded - keys)))
   structure = (chunk, keys, length, causal)
-  out_BxHxTxK = _attention(structure, q_BxHxTxK, to_bhsk(k_BxSxHxK), to_bhsk(v_BxSxHxK),
-                           (mask, q_segment_ids_BxT, kv_segment_ids_BxS))
+  out_BxHxTxK = _attention(
+      structure,
+      q_BxHxTxK,
+      to_bhsk(k_BxSxHxK),
+      to_bhsk(v_BxSxHxK),
+      (mask, q_segment_ids_BxT, kv_segment_ids_BxS),
+  )
   return out_BxHxTxK.transpose(0, 2, 1, 3).astype(q_BxTxHxK.dtype)
 
 
@@ -80,14 +96,19 @@ def _forward(structure, q_BxHxTxK, k_BxHxSxK, v_BxHxSxK, masks):
     rescale_BxHxT = jnp.exp(max_BxHxT - new_max_BxHxT)
     sum_BxHxT = sum_BxHxT * rescale_BxHxT + weights_BxHxTxC.sum(axis=-1)
     out_BxHxTxK = out_BxHxTxK * rescale_BxHxT[..., None] + jnp.einsum(
-        "bhtc,bhck->bhtk", weights_BxHxTxC, v_BxHxCxK)
+        "bhtc,bhck->bhtk", weights_BxHxTxC, v_BxHxCxK
+    )
     return (new_max_BxHxT, sum_BxHxT, out_BxHxTxK), None
 
-  init = (jnp.full((batch, heads, length), -jnp.inf), jnp.zeros((batch, heads, length)),
-          jnp.zeros((batch, heads, length, depth)))
+  init = (
+      jnp.full((batch, heads, length), -jnp.inf),
+      jnp.zeros((batch, heads, length)),
+      jnp.zeros((batch, heads, length, depth)),
+  )
   k_chunks, v_chunks = _chunks(k_BxHxSxK, chunk), _chunks(v_BxHxSxK, chunk)
   (max_BxHxT, sum_BxHxT, out_BxHxTxK), _ = jax.lax.scan(
-      step, init, (jnp.arange(k_chunks.shape[0]), k_chunks, v_chunks))
+      step, init, (jnp.arange(k_chunks.shape[0]), k_chunks, v_chunks)
+  )
   out_BxHxTxK = out_BxHxTxK / sum_BxHxT[..., None]
   return out_BxHxTxK, max_BxHxT + jnp.log(sum_BxHxT)
 
@@ -114,15 +135,17 @@ def _attention_bwd(structure, residuals, dout_BxHxTxK):
     dv_BxHxCxK = jnp.einsum("bhtc,bhtk->bhck", weights_BxHxTxC, dout_BxHxTxK)
     dweights_BxHxTxC = jnp.einsum("bhtk,bhck->bhtc", dout_BxHxTxK, v_BxHxCxK)
     # Softmax backward; a masked logit is a constant, so it passes no gradient.
-    dlogits_BxHxTxC = jnp.where(allowed, weights_BxHxTxC * (dweights_BxHxTxC -
-                                                             delta_BxHxT[..., None]), 0.0)
+    dlogits_BxHxTxC = jnp.where(
+        allowed, weights_BxHxTxC * (dweights_BxHxTxC - delta_BxHxT[..., None]), 0.0
+    )
     dq_BxHxTxK = dq_BxHxTxK + jnp.einsum("bhtc,bhck->bhtk", dlogits_BxHxTxC, k_BxHxCxK)
     dk_BxHxCxK = jnp.einsum("bhtc,bhtk->bhck", dlogits_BxHxTxC, q_BxHxTxK)
     return dq_BxHxTxK, (dk_BxHxCxK, dv_BxHxCxK)
 
   k_chunks, v_chunks = _chunks(k_BxHxSxK, chunk), _chunks(v_BxHxSxK, chunk)
   dq_BxHxTxK, (dk_chunks, dv_chunks) = jax.lax.scan(
-      step, jnp.zeros_like(q_BxHxTxK), (jnp.arange(k_chunks.shape[0]), k_chunks, v_chunks))
+      step, jnp.zeros_like(q_BxHxTxK), (jnp.arange(k_chunks.shape[0]), k_chunks, v_chunks)
+  )
   unchunk = lambda x: x.transpose(1, 2, 0, 3, 4).reshape(k_BxHxSxK.shape)
   no_grad = jax.tree.map(lambda _: None, masks)
   return dq_BxHxTxK, unchunk(dk_chunks), unchunk(dv_chunks), no_grad

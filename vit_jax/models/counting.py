@@ -27,8 +27,9 @@ def forward_flops(apply_fn, *args) -> float:
   return float(cost.get("flops", float("nan")))
 
 
-def transformer_forward_flops(num_params_non_embedding: int, num_layers: int, seq_len: int,
-                              width: int) -> float:
+def transformer_forward_flops(
+    num_params_non_embedding: int, num_layers: int, seq_len: int, width: int
+) -> float:
   """Per-token forward FLOPs of a transformer (Kaplan et al. 2020): 2N + 2 * layers * T * D.
 
   Training costs about three times this (forward plus twice for the backward pass).

@@ -44,6 +44,7 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
   Block options: see transformer.BlockOptions; GPT-2's activation ("gelu_new") and LayerNorm
   epsilon are the defaults here.
   """
+
   vocab_size: int = 50257
   variant: str = "gpt2"
   width: Optional[int] = None
@@ -59,23 +60,32 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
   def shape(self) -> GptShape:
     if self.variant not in PRESETS:
       raise errors.ConfigError(
-          f"Unknown GPT preset {self.variant!r}; choose one of {list(PRESETS)}.")
+          f"Unknown GPT preset {self.variant!r}; choose one of {list(PRESETS)}."
+      )
     base = PRESETS[self.variant]
-    return GptShape(self.width or base.width, self.depth or base.depth,
-                    self.num_heads or base.num_heads)
+    return GptShape(
+        self.width or base.width, self.depth or base.depth, self.num_heads or base.num_heads
+    )
 
   @nn.compact
   def __call__(self, tokens_BxT, positions_BxT=None, segment_ids_BxT=None, train: bool = False):
     if self.posemb not in ("learn", "rope"):
       raise errors.ConfigError(
-          f"Unknown GPT position embedding {self.posemb!r}; choose 'learn' or 'rope'.")
+          f"Unknown GPT position embedding {self.posemb!r}; choose 'learn' or 'rope'."
+      )
     shape = self.shape()
     batch, length = tokens_BxT.shape
     # In decode mode the init call's length is the cache size, which the table must cover too.
     transformer.sequence_length_check(length, self.max_len)
     param_dtype = jnp.dtype(self.param_dtype)
-    wte = nn.Embed(self.vocab_size, shape.width, embedding_init=INIT, dtype=jnp.dtype(self.dtype),
-                   param_dtype=param_dtype, name="wte")
+    wte = nn.Embed(
+        self.vocab_size,
+        shape.width,
+        embedding_init=INIT,
+        dtype=jnp.dtype(self.dtype),
+        param_dtype=param_dtype,
+        name="wte",
+    )
     x_BxTxD = wte(tokens_BxT)
 
     if self.decode:  # positions continue from where the cache stopped
@@ -86,20 +96,26 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     if positions_BxT is None:
       positions_BxT = position.arange_positions(batch, length)
     if self.posemb == "learn":
-      wpe = nn.Embed(self.max_len, shape.width, embedding_init=INIT, param_dtype=param_dtype,
-                     name="wpe")
+      wpe = nn.Embed(
+          self.max_len, shape.width, embedding_init=INIT, param_dtype=param_dtype, name="wpe"
+      )
       x_BxTxD = x_BxTxD + wpe(positions_BxT)
     x_BxTxD = nn.Dropout(self.dropout_rate)(x_BxTxD, deterministic=not train)
 
     mask = None
     if not self.decode:  # the KV cache applies causality itself
-      mask = masks.combine(masks.causal_mask(length, batch),
-                           None if segment_ids_BxT is None else masks.segment_mask(segment_ids_BxT))
+      mask = masks.combine(
+          masks.causal_mask(length, batch),
+          None if segment_ids_BxT is None else masks.segment_mask(segment_ids_BxT),
+      )
     cfg = transformer.BlockConfig.from_model_config(
-        self, num_heads=shape.num_heads, mlp_dim=self.mlp_ratio * shape.width,
-        rope=self.posemb == "rope")
-    h_BxTxD = transformer.Encoder(cfg, num_layers=shape.depth, decode=self.decode, block_name="h",
-                                  name="decoder")(x_BxTxD, mask, deterministic=not train,
-                                                  positions_BxL=positions_BxT)
+        self,
+        num_heads=shape.num_heads,
+        mlp_dim=self.mlp_ratio * shape.width,
+        rope=self.posemb == "rope",
+    )
+    h_BxTxD = transformer.Encoder(
+        cfg, num_layers=shape.depth, decode=self.decode, block_name="h", name="decoder"
+    )(x_BxTxD, mask, deterministic=not train, positions_BxL=positions_BxT)
     logits_BxTxV = wte.attend(h_BxTxD)
     return logits_BxTxV.astype(jnp.float32)

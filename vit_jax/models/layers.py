@@ -23,6 +23,7 @@ def activation(name: str):
 
 class MlpBlock(nn.Module):
   """Dense -> activation -> dropout -> Dense -> dropout (names Dense_0/Dense_1 as in ViT)."""
+
   mlp_dim: int
   out_dim: int | None = None
   activation: str = "gelu"
@@ -32,9 +33,13 @@ class MlpBlock(nn.Module):
 
   @nn.compact
   def __call__(self, x_BxLxD, deterministic: bool = True):
-    dense = functools.partial(nn.Dense, dtype=self.dtype, param_dtype=self.param_dtype,
-                              kernel_init=nn.initializers.xavier_uniform(),
-                              bias_init=nn.initializers.normal(stddev=1e-6))
+    dense = functools.partial(
+        nn.Dense,
+        dtype=self.dtype,
+        param_dtype=self.param_dtype,
+        kernel_init=nn.initializers.xavier_uniform(),
+        bias_init=nn.initializers.normal(stddev=1e-6),
+    )
     h_BxLxF = activation(self.activation)(dense(self.mlp_dim, name="Dense_0")(x_BxLxD))
     h_BxLxF = nn.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
     out_BxLxD = dense(self.out_dim or x_BxLxD.shape[-1], name="Dense_1")(h_BxLxF)
@@ -43,6 +48,7 @@ class MlpBlock(nn.Module):
 
 class DropPath(nn.Module):
   """Stochastic depth: drops the whole residual branch of a sample with probability `rate`."""
+
   rate: float = 0.0
 
   @nn.compact
@@ -61,14 +67,24 @@ def patch_embedding(images_BxHxWxC, patch_hw, width: int, dtype, param_dtype, na
   Returns the patch tokens (B, N, D), row-major, and the patch grid (rows, cols).
   """
   if images_BxHxWxC.ndim != 4:
-    raise errors.ConfigError(f"Expected images (batch, height, width, channels), got shape "
-                             f"{images_BxHxWxC.shape}.")
+    raise errors.ConfigError(
+        f"Expected images (batch, height, width, channels), got shape " f"{images_BxHxWxC.shape}."
+    )
   (height, width_px), (ph, pw) = images_BxHxWxC.shape[1:3], patch_hw
   if height % ph or width_px % pw:
-    raise errors.ConfigError(f"Image size {height}x{width_px} is not divisible by the patch size "
-                             f"{ph}x{pw}; resize the images or choose another patch size.")
-  x_BxRxCxD = nn.Conv(width, (ph, pw), strides=(ph, pw), padding="VALID", dtype=dtype,
-                      param_dtype=param_dtype, name=name)(images_BxHxWxC.astype(dtype))
+    raise errors.ConfigError(
+        f"Image size {height}x{width_px} is not divisible by the patch size "
+        f"{ph}x{pw}; resize the images or choose another patch size."
+    )
+  x_BxRxCxD = nn.Conv(
+      width,
+      (ph, pw),
+      strides=(ph, pw),
+      padding="VALID",
+      dtype=dtype,
+      param_dtype=param_dtype,
+      name=name,
+  )(images_BxHxWxC.astype(dtype))
   batch, rows, cols, _ = x_BxRxCxD.shape
   return x_BxRxCxD.reshape(batch, rows * cols, width), (rows, cols)
 
@@ -78,7 +94,12 @@ def classifier_head(x_BxD, num_classes, dtype, param_dtype=jnp.float32, bias_ini
   in the original ViT); the features themselves when num_classes is 0 or None."""
   if not num_classes:
     return x_BxD
-  head = nn.Dense(num_classes, dtype=dtype, param_dtype=param_dtype,
-                  kernel_init=nn.initializers.zeros,
-                  bias_init=nn.initializers.constant(bias_init), name="head")
+  head = nn.Dense(
+      num_classes,
+      dtype=dtype,
+      param_dtype=param_dtype,
+      kernel_init=nn.initializers.zeros,
+      bias_init=nn.initializers.constant(bias_init),
+      name="head",
+  )
   return head(x_BxD).astype(jnp.float32)

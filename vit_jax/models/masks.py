@@ -55,4 +55,5 @@ def check_mask_shape(mask, batch: int, heads: int, q_len: int, kv_len: int):
     raise ValueError(
         f"Attention mask has shape {tuple(mask.shape)} but must broadcast to "
         f"(batch, heads, queries, keys) = {want}. Build it with vit_jax.models.masks "
-        "(padding_mask, causal_mask, segment_mask), which return (B, 1, T, S).")
+        "(padding_mask, causal_mask, segment_mask), which return (B, 1, T, S)."
+    )

@@ -36,12 +36,14 @@ def parse_mixer_variant(variant: str):
   if not match or match.group(1) not in MIXER_PRESETS:
     raise errors.ConfigError(
         f"Malformed or unknown Mixer variant {variant!r}: expected PRESET/PATCH such as "
-        f"'B/16' with PRESET one of {list(MIXER_PRESETS)}.")
+        f"'B/16' with PRESET one of {list(MIXER_PRESETS)}."
+    )
   return MIXER_PRESETS[match.group(1)], int(match.group(2))
 
 
 class MixerBlock(nn.Module):
   """Token-mixing MLP across patches, then channel-mixing MLP across features (both pre-LN)."""
+
   tokens_mlp_dim: int
   channels_mlp_dim: int
   dtype: jnp.dtype = jnp.float32
@@ -52,12 +54,14 @@ class MixerBlock(nn.Module):
     y_BxDxN = layers.MlpBlock(self.tokens_mlp_dim, dtype=self.dtype, name="token_mixing")(y_BxDxN)
     x_BxNxD = x_BxNxD + jnp.swapaxes(y_BxDxN, 1, 2)
     y_BxNxD = nn.LayerNorm(dtype=self.dtype, name="LayerNorm_1")(x_BxNxD)
-    return x_BxNxD + layers.MlpBlock(self.channels_mlp_dim, dtype=self.dtype,
-                                     name="channel_mixing")(y_BxNxD)
+    return x_BxNxD + layers.MlpBlock(
+        self.channels_mlp_dim, dtype=self.dtype, name="channel_mixing"
+    )(y_BxNxD)
 
 
 class MlpMixer(nn.Module):
   """MLP-Mixer classifier: patch stem, Mixer blocks, LayerNorm, global average pool, head."""
+
   num_classes: Optional[int] = 1000
   variant: str = "B/16"
   num_blocks: Optional[int] = None
@@ -68,11 +72,13 @@ class MlpMixer(nn.Module):
     del train  # Mixer as published has no dropout
     shape, patch = parse_mixer_variant(self.variant)
     dtype = jnp.dtype(self.dtype)
-    x_BxNxD, _ = layers.patch_embedding(images_BxHxWxC, (patch, patch), shape.hidden_dim, dtype,
-                                        jnp.float32, "stem")
+    x_BxNxD, _ = layers.patch_embedding(
+        images_BxHxWxC, (patch, patch), shape.hidden_dim, dtype, jnp.float32, "stem"
+    )
     for i in range(self.num_blocks or shape.num_blocks):
-      x_BxNxD = MixerBlock(shape.tokens_mlp_dim, shape.channels_mlp_dim, dtype=dtype,
-                           name=f"MixerBlock_{i}")(x_BxNxD)
+      x_BxNxD = MixerBlock(
+          shape.tokens_mlp_dim, shape.channels_mlp_dim, dtype=dtype, name=f"MixerBlock_{i}"
+      )(x_BxNxD)
     x_BxNxD = nn.LayerNorm(dtype=dtype, name="pre_head_layer_norm")(x_BxNxD)
     return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)
 
@@ -84,6 +90,7 @@ def fourier_mixing(x_BxNxD):
 
 class FNetBlock(nn.Module):
   """Post-LN block with Fourier mixing in place of self-attention."""
+
   mlp_dim: int
   dropout_rate: float = 0.0
   dtype: jnp.dtype = jnp.float32
@@ -91,14 +98,19 @@ class FNetBlock(nn.Module):
   @nn.compact
   def __call__(self, x_BxNxD, deterministic: bool = True):
     x_BxNxD = nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="mixing_norm")(
-        x_BxNxD + fourier_mixing(x_BxNxD))
-    mlp = layers.MlpBlock(self.mlp_dim, dropout_rate=self.dropout_rate, dtype=self.dtype, name="mlp")
+        x_BxNxD + fourier_mixing(x_BxNxD)
+    )
+    mlp = layers.MlpBlock(
+        self.mlp_dim, dropout_rate=self.dropout_rate, dtype=self.dtype, name="mlp"
+    )
     return nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="output_norm")(
-        x_BxNxD + mlp(x_BxNxD, deterministic=deterministic))
+        x_BxNxD + mlp(x_BxNxD, deterministic=deterministic)
+    )
 
 
 class FNet(nn.Module):
   """FNet image classifier: ViT's patch stem and learned position embedding, Fourier blocks, GAP."""
+
   num_classes: Optional[int] = 1000
   patch_size: int = 16
   width: int = 768
@@ -110,11 +122,15 @@ class FNet(nn.Module):
   @nn.compact
   def __call__(self, images_BxHxWxC, train: bool = False):
     dtype = jnp.dtype(self.dtype)
-    x_BxNxD, _ = layers.patch_embedding(images_BxHxWxC, (self.patch_size,) * 2, self.width, dtype,
-                                        jnp.float32, "embedding")
-    posemb_1xNxD = self.param("pos_embedding", nn.initializers.normal(0.02), (1,) + x_BxNxD.shape[1:])
+    x_BxNxD, _ = layers.patch_embedding(
+        images_BxHxWxC, (self.patch_size,) * 2, self.width, dtype, jnp.float32, "embedding"
+    )
+    posemb_1xNxD = self.param(
+        "pos_embedding", nn.initializers.normal(0.02), (1,) + x_BxNxD.shape[1:]
+    )
     x_BxNxD = x_BxNxD + posemb_1xNxD.astype(dtype)
     for i in range(self.depth):
       x_BxNxD = FNetBlock(self.mlp_dim, self.dropout_rate, dtype=dtype, name=f"fnetblock_{i}")(
-          x_BxNxD, deterministic=not train)
+          x_BxNxD, deterministic=not train
+      )
     return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)

@@ -43,14 +43,16 @@ def sincos_2d(height: int, width: int, dim: int, temperature: float = 10_000.0) 
   """Fixed 2-D table for an image grid (row-major): [sin x, cos x, sin y, cos y] per patch."""
   if dim % 4:
     raise errors.ConfigError(
-        f"2-D sin-cos position embeddings need a width divisible by 4, got {dim}.")
+        f"2-D sin-cos position embeddings need a width divisible by 4, got {dim}."
+    )
   y_HxW, x_HxW = np.mgrid[:height, :width].astype(np.float64)
   quarter = dim // 4
   omega_Q = 1.0 / temperature ** (np.arange(quarter) / max(quarter - 1, 1))
   x_NxQ = x_HxW.reshape(-1, 1) * omega_Q[None]
   y_NxQ = y_HxW.reshape(-1, 1) * omega_Q[None]
-  return np.concatenate([np.sin(x_NxQ), np.cos(x_NxQ), np.sin(y_NxQ), np.cos(y_NxQ)],
-                        axis=1).astype(np.float32)
+  return np.concatenate(
+      [np.sin(x_NxQ), np.cos(x_NxQ), np.sin(y_NxQ), np.cos(y_NxQ)], axis=1
+  ).astype(np.float32)
 
 
 def apply_rope(x_BxTxHxK, positions_BxT, base: float = 10_000.0):
@@ -63,8 +65,9 @@ def apply_rope(x_BxTxHxK, positions_BxT, base: float = 10_000.0):
   sin_BxTx1xF = jnp.sin(angles_BxTxF)[:, :, None, :]
   cos_BxTx1xF = jnp.cos(angles_BxTxF)[:, :, None, :]
   x1, x2 = x_BxTxHxK[..., :half].astype(jnp.float32), x_BxTxHxK[..., half:].astype(jnp.float32)
-  rotated = jnp.concatenate([x1 * cos_BxTx1xF - x2 * sin_BxTx1xF, x2 * cos_BxTx1xF + x1 * sin_BxTx1xF],
-                            axis=-1)
+  rotated = jnp.concatenate(
+      [x1 * cos_BxTx1xF - x2 * sin_BxTx1xF, x2 * cos_BxTx1xF + x1 * sin_BxTx1xF], axis=-1
+  )
   return rotated.astype(x_BxTxHxK.dtype)
 
 
@@ -77,6 +80,7 @@ class AddPositionEmbedding(nn.Module):
     prefix_tokens: leading tokens (e.g. the cls token) that get no fixed embedding; a learned
       table holds a slot for each, as in the original ViT checkpoints.
   """
+
   kind: str = "learn"
   grid: tuple = ()
   prefix_tokens: int = 0
@@ -88,11 +92,14 @@ class AddPositionEmbedding(nn.Module):
     if self.kind == "none":
       return x_BxLxD
     if self.kind == "learn":
-      table = self.param("pos_embedding", nn.initializers.normal(stddev=0.02), (1, length, dim),
-                         self.param_dtype)
+      table = self.param(
+          "pos_embedding", nn.initializers.normal(stddev=0.02), (1, length, dim), self.param_dtype
+      )
       if table.shape[1] != length:
-        raise ValueError(f"Sequence of length {length} does not match the position table "
-                         f"({table.shape[1]} slots); resample it with resample_grid_embedding.")
+        raise ValueError(
+            f"Sequence of length {length} does not match the position table "
+            f"({table.shape[1]} slots); resample it with resample_grid_embedding."
+        )
       return x_BxLxD + table.astype(x_BxLxD.dtype)
     if self.kind == "sincos2d":
       fixed_NxD = sincos_2d(*self.grid, dim)
@@ -102,28 +109,37 @@ class AddPositionEmbedding(nn.Module):
       raise errors.ConfigError(f"Unknown position embedding {self.kind!r}; choose one of {KINDS}.")
     fixed_LxD = np.concatenate([np.zeros((self.prefix_tokens, dim), np.float32), fixed_NxD])
     if fixed_LxD.shape[0] != length:
-      raise ValueError(f"Position table for grid {self.grid} has {fixed_LxD.shape[0]} slots but the "
-                       f"sequence has {length} tokens.")
+      raise ValueError(
+          f"Position table for grid {self.grid} has {fixed_LxD.shape[0]} slots but the "
+          f"sequence has {length} tokens."
+      )
     return x_BxLxD + jnp.asarray(fixed_LxD, x_BxLxD.dtype)[None]
 
 
 def resample_grid_embedding(posemb_1xLxD, new_grid, prefix_tokens: int = 0):
   """Resizes a learned grid position table to `new_grid` (rows, cols) with bilinear interpolation.
 
-  The table is (1, prefix + rows * cols, D) with a square old grid; prefix slots are kept as they are.
+  The table is (1, prefix + rows * cols, D) with a square old grid; prefix slots are kept as
+  they are.
   Used to fine-tune at another resolution than the one the checkpoint was trained at.
   """
   posemb_1xLxD = np.asarray(posemb_1xLxD)
   prefix, grid_1xNxD = posemb_1xLxD[:, :prefix_tokens], posemb_1xLxD[:, prefix_tokens:]
   old = int(math.isqrt(grid_1xNxD.shape[1]))
   if old * old != grid_1xNxD.shape[1]:
-    raise ValueError(f"Cannot resample a position table of {grid_1xNxD.shape[1]} grid slots: "
-                     "it is not a square grid.")
+    raise ValueError(
+        f"Cannot resample a position table of {grid_1xNxD.shape[1]} grid slots: "
+        "it is not a square grid."
+    )
   rows, cols = new_grid
   if (rows, cols) == (old, old):
     return posemb_1xLxD
   grid_HxWxD = grid_1xNxD.reshape(old, old, -1)
-  resized = jax.image.resize(jnp.asarray(grid_HxWxD, jnp.float32), (rows, cols, grid_HxWxD.shape[-1]),
-                             method="bilinear", antialias=False)
+  resized = jax.image.resize(
+      jnp.asarray(grid_HxWxD, jnp.float32),
+      (rows, cols, grid_HxWxD.shape[-1]),
+      method="bilinear",
+      antialias=False,
+  )
   resized_1xNxD = np.asarray(resized, posemb_1xLxD.dtype).reshape(1, rows * cols, -1)
   return np.concatenate([prefix, resized_1xNxD], axis=1)

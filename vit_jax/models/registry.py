@@ -25,17 +25,21 @@ def _fields(module_cls) -> set[str]:
 def _make(module_cls, kwargs: Mapping[str, Any], model_name: str, extra=()):
   unknown = set(kwargs) - _fields(module_cls) - set(extra)
   if unknown:
-    raise errors.ConfigError(f"Unknown option(s) {sorted(unknown)} for model {model_name!r}; "
-                             f"valid ones are {sorted(_fields(module_cls) | set(extra))}.")
+    raise errors.ConfigError(
+        f"Unknown option(s) {sorted(unknown)} for model {model_name!r}; "
+        f"valid ones are {sorted(_fields(module_cls) | set(extra))}."
+    )
   return module_cls(**{k: v for k, v in kwargs.items() if k not in extra})
 
 
 def _bert_task(task_cls, head_fields):
   def build(kwargs, model_name):
     head = {k: v for k, v in kwargs.items() if k in head_fields}
-    encoder = _make(bert.Bert, {k: v for k, v in kwargs.items() if k not in head_fields},
-                    model_name)
+    encoder = _make(
+        bert.Bert, {k: v for k, v in kwargs.items() if k not in head_fields}, model_name
+    )
     return task_cls(bert=encoder, **head)
+
   return build
 
 

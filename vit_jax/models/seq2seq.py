@@ -22,6 +22,7 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
   Block options: see transformer.BlockOptions; the original Transformer's activation and dropout
   are the defaults here.
   """
+
   vocab_size: int
   width: int = 512
   num_layers: int = 6
@@ -37,22 +38,32 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
 
   def setup(self):
     if self.posemb not in ("sincos1d", "learn"):
-      raise errors.ConfigError(f"Unknown seq2seq position embedding {self.posemb!r}; "
-                               "choose 'sincos1d' or 'learn'.")
-    cfg = transformer.BlockConfig.from_model_config(self, num_heads=self.num_heads,
-                                                    mlp_dim=self.mlp_dim, pre_ln=self.pre_ln)
-    self.token_embed = nn.Embed(self.vocab_size, self.width,
-                                embedding_init=nn.initializers.normal(self.width ** -0.5),
-                                dtype=jnp.dtype(self.dtype), param_dtype=jnp.dtype(self.param_dtype))
+      raise errors.ConfigError(
+          f"Unknown seq2seq position embedding {self.posemb!r}; " "choose 'sincos1d' or 'learn'."
+      )
+    cfg = transformer.BlockConfig.from_model_config(
+        self, num_heads=self.num_heads, mlp_dim=self.mlp_dim, pre_ln=self.pre_ln
+    )
+    self.token_embed = nn.Embed(
+        self.vocab_size,
+        self.width,
+        embedding_init=nn.initializers.normal(self.width**-0.5),
+        dtype=jnp.dtype(self.dtype),
+        param_dtype=jnp.dtype(self.param_dtype),
+    )
     if self.posemb == "learn":
-      self.position_embed = nn.Embed(self.max_len, self.width,
-                                     embedding_init=nn.initializers.normal(0.02))
+      self.position_embed = nn.Embed(
+          self.max_len, self.width, embedding_init=nn.initializers.normal(0.02)
+      )
     self.encoder = transformer.Encoder(cfg, num_layers=self.num_layers)
-    self.decoder = transformer.Decoder(cfg, num_layers=self.num_decoder_layers or self.num_layers,
-                                       decode=self.decode)
+    self.decoder = transformer.Decoder(
+        cfg, num_layers=self.num_decoder_layers or self.num_layers, decode=self.decode
+    )
     self.dropout = nn.Dropout(self.dropout_rate)
     if self.decode:  # where the next decoded token sits
-      self.position_index = self.variable("cache", "position_index", lambda: jnp.array(0, jnp.int32))
+      self.position_index = self.variable(
+          "cache", "position_index", lambda: jnp.array(0, jnp.int32)
+      )
 
   def _embed(self, tokens_BxL, positions_BxL, train):
     batch, length = tokens_BxL.shape
@@ -73,8 +84,15 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
     x_BxSxD = self._embed(inputs_BxS, None, train)
     return self.encoder(x_BxSxD, masks.padding_mask(input_mask_BxS), deterministic=not train)
 
-  def decode_logits(self, decoder_inputs_BxT, encoded_BxSxD, input_mask_BxS=None,
-                    target_mask_BxT=None, positions_BxT=None, train: bool = False):
+  def decode_logits(
+      self,
+      decoder_inputs_BxT,
+      encoded_BxSxD,
+      input_mask_BxS=None,
+      target_mask_BxT=None,
+      positions_BxT=None,
+      train: bool = False,
+  ):
     """Teacher-forced logits, or (with decode=True) logits for the new tokens given the cache."""
     batch, length = decoder_inputs_BxT.shape
     if not self.decode:
@@ -90,15 +108,22 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
       self_mask = None  # the KV cache applies causality
       cross_mask = masks.padding_mask(jnp.ones((batch, length)), input_mask_BxS)
     else:
-      self_mask = masks.combine(masks.causal_mask(length, batch), masks.padding_mask(target_mask_BxT))
+      self_mask = masks.combine(
+          masks.causal_mask(length, batch), masks.padding_mask(target_mask_BxT)
+      )
       cross_mask = masks.padding_mask(target_mask_BxT, input_mask_BxS)
-    y_BxTxD = self.decoder(y_BxTxD, encoded_BxSxD, self_mask, cross_mask,
-                           deterministic=not train)
+    y_BxTxD = self.decoder(y_BxTxD, encoded_BxSxD, self_mask, cross_mask, deterministic=not train)
     return self.token_embed.attend(y_BxTxD).astype(jnp.float32)
 
-  def __call__(self, inputs_BxS, decoder_inputs_BxT, input_mask_BxS=None, target_mask_BxT=None,
-               train: bool = False):
+  def __call__(
+      self,
+      inputs_BxS,
+      decoder_inputs_BxT,
+      input_mask_BxS=None,
+      target_mask_BxT=None,
+      train: bool = False,
+  ):
     encoded_BxSxD = self.encode(inputs_BxS, input_mask_BxS, train=train)
-    return self.decode_logits(decoder_inputs_BxT, encoded_BxSxD, input_mask_BxS, target_mask_BxT,
-                              train=train)
-
+    return self.decode_logits(
+        decoder_inputs_BxT, encoded_BxSxD, input_mask_BxS, target_mask_BxT, train=train
+    )

@@ -27,6 +27,7 @@ class BlockOptions:
   """Block settings every transformer family takes from its model config (a family may change a
   default). A new block option is one field here: every family's config then accepts it (the
   registry checks option names against these fields) and every block receives it."""
+
   dropout_rate: float = 0.0
   attention_dropout_rate: float = 0.0
   droppath_rate: float = 0.0  # stochastic depth of the last block; earlier blocks scale linearly
@@ -42,6 +43,7 @@ class BlockOptions:
 @dataclasses.dataclass(kw_only=True, unsafe_hash=True)  # hashable: an attribute of Flax modules
 class BlockConfig(BlockOptions):
   """Everything a block of a stack needs: the options plus what its family decides."""
+
   num_heads: int
   mlp_dim: int
   pre_ln: bool = True
@@ -55,18 +57,33 @@ class BlockConfig(BlockOptions):
 
   def attention(self, name: str, decode: bool = False, rope: Optional[bool] = None):
     return attention.MultiHeadAttention(
-        num_heads=self.num_heads, dropout_rate=self.attention_dropout_rate,
-        implementation=self.attention_impl, rope=self.rope if rope is None else rope, decode=decode,
-        dtype=jnp.dtype(self.dtype), param_dtype=jnp.dtype(self.param_dtype), name=name)
+        num_heads=self.num_heads,
+        dropout_rate=self.attention_dropout_rate,
+        implementation=self.attention_impl,
+        rope=self.rope if rope is None else rope,
+        decode=decode,
+        dtype=jnp.dtype(self.dtype),
+        param_dtype=jnp.dtype(self.param_dtype),
+        name=name,
+    )
 
   def norm(self, name: str):
-    return nn.LayerNorm(epsilon=self.norm_eps, dtype=jnp.dtype(self.dtype),
-                        param_dtype=jnp.dtype(self.param_dtype), name=name)
+    return nn.LayerNorm(
+        epsilon=self.norm_eps,
+        dtype=jnp.dtype(self.dtype),
+        param_dtype=jnp.dtype(self.param_dtype),
+        name=name,
+    )
 
   def mlp(self, name: str):
-    return layers.MlpBlock(mlp_dim=self.mlp_dim, activation=self.activation,
-                           dropout_rate=self.dropout_rate, dtype=jnp.dtype(self.dtype),
-                           param_dtype=jnp.dtype(self.param_dtype), name=name)
+    return layers.MlpBlock(
+        mlp_dim=self.mlp_dim,
+        activation=self.activation,
+        dropout_rate=self.dropout_rate,
+        dtype=jnp.dtype(self.dtype),
+        param_dtype=jnp.dtype(self.param_dtype),
+        name=name,
+    )
 
 
 # What a rematerialized block keeps from the forward pass (everything else is recomputed).
@@ -86,7 +103,8 @@ def block_class(cls, cfg: BlockConfig):
   """
   if cfg.remat not in REMAT_POLICIES:
     raise errors.ConfigError(
-        f"Unknown remat policy {cfg.remat!r}; choose one of {list(REMAT_POLICIES)}.")
+        f"Unknown remat policy {cfg.remat!r}; choose one of {list(REMAT_POLICIES)}."
+    )
   if cfg.remat == "none":
     return cls
   return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat])
@@ -94,6 +112,7 @@ def block_class(cls, cfg: BlockConfig):
 
 class _Block(nn.Module):
   """What every block has: its config, stochastic depth rate and flags."""
+
   cfg: BlockConfig
   droppath_rate: float = 0.0
   decode: bool = False  # self-attention keeps a KV cache
@@ -109,8 +128,13 @@ class _Block(nn.Module):
 
   def self_attention(self, name, h_BxLxD, mask, positions_BxL):
     attn = self.cfg.attention(name, decode=self.decode)
-    out = attn(h_BxLxD, mask=mask, deterministic=self.deterministic,
-               positions_q_BxT=positions_BxL, return_weights=self.return_attention)
+    out = attn(
+        h_BxLxD,
+        mask=mask,
+        deterministic=self.deterministic,
+        positions_q_BxT=positions_BxL,
+        return_weights=self.return_attention,
+    )
     if not self.return_attention:
       return out
     out_BxLxD, weights_BxHxLxL = out
@@ -128,8 +152,10 @@ class EncoderBlock(_Block):
   @nn.compact
   def __call__(self, x_BxLxD, mask=None, positions_BxL=None):
     x_BxLxD = self.residual(
-        x_BxLxD, lambda h: self.self_attention("MultiHeadDotProductAttention_1", h, mask,
-                                               positions_BxL), "LayerNorm_0")
+        x_BxLxD,
+        lambda h: self.self_attention("MultiHeadDotProductAttention_1", h, mask, positions_BxL),
+        "LayerNorm_0",
+    )
     return self.mlp_residual(x_BxLxD, "MlpBlock_3", "LayerNorm_2")
 
 
@@ -139,13 +165,17 @@ class DecoderBlock(_Block):
   @nn.compact
   def __call__(self, y_BxTxD, encoded_BxSxD, self_mask=None, cross_mask=None, positions_BxT=None):
     y_BxTxD = self.residual(
-        y_BxTxD, lambda h: self.self_attention("self_attention", h, self_mask, positions_BxT),
-        "norm_self_attention")
+        y_BxTxD,
+        lambda h: self.self_attention("self_attention", h, self_mask, positions_BxT),
+        "norm_self_attention",
+    )
     # Cross-attention relates two different sequences: no RoPE between them.
     cross_attn = self.cfg.attention("cross_attention", rope=False)
     y_BxTxD = self.residual(
-        y_BxTxD, lambda h: cross_attn(h, encoded_BxSxD, mask=cross_mask,
-                                      deterministic=self.deterministic), "norm_cross_attention")
+        y_BxTxD,
+        lambda h: cross_attn(h, encoded_BxSxD, mask=cross_mask, deterministic=self.deterministic),
+        "norm_cross_attention",
+    )
     return self.mlp_residual(y_BxTxD, "mlp", "norm_mlp")
 
 
@@ -164,8 +194,10 @@ def apply_blocks(cls, cfg: BlockConfig, num_layers: int, name: str, x, *inputs, 
   """
   if cfg.scan_layers:
     if flags.get("return_attention"):
-      raise ValueError("Attention weights are returned per layer only: build the model with "
-                       "scan_layers=False to read them.")
+      raise ValueError(
+          "Attention weights are returned per layer only: build the model with "
+          "scan_layers=False to read them."
+      )
     return ScannedBlocks(cls, cfg, num_layers, tuple(flags.items()), name=name)(x, *inputs)
   block = block_class(cls, cfg)
   for i, rate in enumerate(droppath_rates(cfg.droppath_rate, num_layers)):
@@ -175,6 +207,7 @@ def apply_blocks(cls, cfg: BlockConfig, num_layers: int, name: str, x, *inputs, 
 
 class _ScanStep(nn.Module):
   """One layer of a scanned stack: (carry, broadcast inputs) -> (carry, nothing)."""
+
   cls: Any
   cfg: BlockConfig
   flags: tuple
@@ -183,12 +216,17 @@ class _ScanStep(nn.Module):
   def __call__(self, x, *inputs):
     block = block_class(self.cls, self.cfg)
     # Under scan every layer is the same function: stochastic depth uses one rate for all.
-    return block(self.cfg, droppath_rate=self.cfg.droppath_rate, **dict(self.flags),
-                 name="block")(x, *inputs), None
+    return (
+        block(self.cfg, droppath_rate=self.cfg.droppath_rate, **dict(self.flags), name="block")(
+            x, *inputs
+        ),
+        None,
+    )
 
 
 class ScannedBlocks(nn.Module):
   """`num_layers` blocks as one `nn.scan`; parameters (and KV caches) gain a leading layer axis."""
+
   cls: Any
   cfg: BlockConfig
   num_layers: int
@@ -196,9 +234,13 @@ class ScannedBlocks(nn.Module):
 
   @nn.compact
   def __call__(self, x, *inputs):
-    scanned = nn.scan(_ScanStep, variable_axes={"params": 0, "cache": 0},
-                      split_rngs={"params": True, "dropout": True},
-                      in_axes=(nn.broadcast,) * len(inputs), length=self.num_layers)
+    scanned = nn.scan(
+        _ScanStep,
+        variable_axes={"params": 0, "cache": 0},
+        split_rngs={"params": True, "dropout": True},
+        in_axes=(nn.broadcast,) * len(inputs),
+        length=self.num_layers,
+    )
     x, _ = scanned(self.cls, self.cfg, self.flags, name="layers")(x, *inputs)
     return x
 
@@ -209,6 +251,7 @@ class Encoder(nn.Module):
   The final LayerNorm (`encoder_norm`) exists only for pre-LN stacks, whose residual stream is
   otherwise never normalized. Names match the original ViT `Transformer` module.
   """
+
   cfg: BlockConfig
   num_layers: int
   posemb: str = "none"  # see position.AddPositionEmbedding
@@ -218,17 +261,35 @@ class Encoder(nn.Module):
   block_name: str = "encoderblock"
 
   @nn.compact
-  def __call__(self, x_BxLxD, mask=None, deterministic: bool = True, positions_BxL=None,
-               return_attention: bool = False):
+  def __call__(
+      self,
+      x_BxLxD,
+      mask=None,
+      deterministic: bool = True,
+      positions_BxL=None,
+      return_attention: bool = False,
+  ):
     if self.posemb != "none":
       x_BxLxD = position.AddPositionEmbedding(
-          kind=self.posemb, grid=self.posemb_grid, prefix_tokens=self.prefix_tokens,
-          param_dtype=jnp.dtype(self.cfg.param_dtype), name="posembed_input")(x_BxLxD)
+          kind=self.posemb,
+          grid=self.posemb_grid,
+          prefix_tokens=self.prefix_tokens,
+          param_dtype=jnp.dtype(self.cfg.param_dtype),
+          name="posembed_input",
+      )(x_BxLxD)
       x_BxLxD = nn.Dropout(self.cfg.dropout_rate)(x_BxLxD, deterministic=deterministic)
-    x_BxLxD = apply_blocks(EncoderBlock, self.cfg, self.num_layers, self.block_name,
-                           x_BxLxD.astype(jnp.dtype(self.cfg.dtype)), mask, positions_BxL,
-                           decode=self.decode, deterministic=deterministic,
-                           return_attention=return_attention)
+    x_BxLxD = apply_blocks(
+        EncoderBlock,
+        self.cfg,
+        self.num_layers,
+        self.block_name,
+        x_BxLxD.astype(jnp.dtype(self.cfg.dtype)),
+        mask,
+        positions_BxL,
+        decode=self.decode,
+        deterministic=deterministic,
+        return_attention=return_attention,
+    )
     if self.cfg.pre_ln:
       x_BxLxD = self.cfg.norm("encoder_norm")(x_BxLxD)
     return x_BxLxD
@@ -236,17 +297,34 @@ class Encoder(nn.Module):
 
 class Decoder(nn.Module):
   """A stack of decoder blocks (self-attention, cross-attention, MLP) and a final pre-LN norm."""
+
   cfg: BlockConfig
   num_layers: int
   decode: bool = False
 
   @nn.compact
-  def __call__(self, y_BxTxD, encoded_BxSxD, self_mask=None, cross_mask=None,
-               deterministic: bool = True, positions_BxT=None):
-    y_BxTxD = apply_blocks(DecoderBlock, self.cfg, self.num_layers, "decoderblock",
-                           y_BxTxD.astype(jnp.dtype(self.cfg.dtype)), encoded_BxSxD, self_mask,
-                           cross_mask, positions_BxT, decode=self.decode,
-                           deterministic=deterministic)
+  def __call__(
+      self,
+      y_BxTxD,
+      encoded_BxSxD,
+      self_mask=None,
+      cross_mask=None,
+      deterministic: bool = True,
+      positions_BxT=None,
+  ):
+    y_BxTxD = apply_blocks(
+        DecoderBlock,
+        self.cfg,
+        self.num_layers,
+        "decoderblock",
+        y_BxTxD.astype(jnp.dtype(self.cfg.dtype)),
+        encoded_BxSxD,
+        self_mask,
+        cross_mask,
+        positions_BxT,
+        decode=self.decode,
+        deterministic=deterministic,
+    )
     if self.cfg.pre_ln:
       y_BxTxD = self.cfg.norm("decoder_norm")(y_BxTxD)
     return y_BxTxD
@@ -257,4 +335,5 @@ def sequence_length_check(length: int, max_len: Optional[int], what: str = "sequ
   if max_len is not None and length > max_len:
     raise errors.ConfigError(
         f"The {what} has {length} tokens but the model's position table holds "
-        f"max_len={max_len}; truncate the input or build the model with a larger max_len.")
+        f"max_len={max_len}; truncate the input or build the model with a larger max_len."
+    )

@@ -1,7 +1,8 @@
 """Vision Transformer (Dosovitskiy et al. 2021), parameter tree compatible with the original code.
 
 image -> patch embedding (conv, kernel = stride = patch) -> [cls token] -> position embedding ->
-pre-LN encoder -> pooling (cls token, global average or MAP attention pooling) -> [pre-logits] -> head.
+pre-LN encoder -> pooling (cls token, global average or MAP attention pooling) -> [pre-logits]
+-> head.
 """
 
 import dataclasses
@@ -44,11 +45,13 @@ def parse_variant(variant: str):
   if not match:
     raise errors.ConfigError(
         f"Malformed ViT variant {variant!r}: expected PRESET/PATCH such as 'B/16' or "
-        f"'S/32', with PRESET one of {list(PRESETS)}.")
+        f"'S/32', with PRESET one of {list(PRESETS)}."
+    )
   name, ph, pw = match.group(1), int(match.group(2)), int(match.group(3) or match.group(2))
   if name not in PRESETS:
-    raise errors.ConfigError(f"Unknown ViT preset {name!r} in variant {variant!r}; "
-                             f"choose one of {list(PRESETS)}.")
+    raise errors.ConfigError(
+        f"Unknown ViT preset {name!r} in variant {variant!r}; " f"choose one of {list(PRESETS)}."
+    )
   if ph <= 0 or pw <= 0:
     raise errors.ConfigError(f"Patch size must be positive in variant {variant!r}.")
   return PRESETS[name], (ph, pw)
@@ -56,13 +59,15 @@ def parse_variant(variant: str):
 
 class MAPHead(nn.Module):
   """Multihead attention pooling: a learned probe attends over all tokens (big_vision naming)."""
+
   cfg: transformer.BlockConfig
 
   @nn.compact
   def __call__(self, x_BxNxD):
     batch, _, width = x_BxNxD.shape
-    probe_1x1xD = self.param("probe", nn.initializers.xavier_uniform(), (1, 1, width),
-                             jnp.dtype(self.cfg.param_dtype))
+    probe_1x1xD = self.param(
+        "probe", nn.initializers.xavier_uniform(), (1, 1, width), jnp.dtype(self.cfg.param_dtype)
+    )
     probe_Bx1xD = jnp.tile(probe_1x1xD, (batch, 1, 1)).astype(x_BxNxD.dtype)
     x_Bx1xD = self.cfg.attention("MultiHeadDotProductAttention_0", rope=False)(probe_Bx1xD, x_BxNxD)
     y_Bx1xD = self.cfg.norm("LayerNorm_0")(x_Bx1xD)
@@ -81,6 +86,7 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
     posemb: "learn" or "sincos2d" or "none".
     representation_size: width of an extra tanh "pre_logits" layer (original ViT), or None.
   """
+
   num_classes: Optional[int] = 1000
   variant: str = "B/16"
   width: Optional[int] = None
@@ -94,19 +100,30 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
 
   def shape(self):
     preset, patch = parse_variant(self.variant)
-    return Shape(self.width or preset.width, self.depth or preset.depth,
-                 self.mlp_dim or preset.mlp_dim, self.num_heads or preset.num_heads), patch
+    return (
+        Shape(
+            self.width or preset.width,
+            self.depth or preset.depth,
+            self.mlp_dim or preset.mlp_dim,
+            self.num_heads or preset.num_heads,
+        ),
+        patch,
+    )
 
   @nn.compact
   def __call__(self, images_BxHxWxC, train: bool = False, return_attention: bool = False):
     if self.classifier not in CLASSIFIERS:
-      raise errors.ConfigError(f"Unknown ViT classifier {self.classifier!r}; choose one of {CLASSIFIERS}.")
+      raise errors.ConfigError(
+          f"Unknown ViT classifier {self.classifier!r}; choose one of {CLASSIFIERS}."
+      )
     shape, patch = self.shape()
-    cfg = transformer.BlockConfig.from_model_config(self, num_heads=shape.num_heads,
-                                                    mlp_dim=shape.mlp_dim)
+    cfg = transformer.BlockConfig.from_model_config(
+        self, num_heads=shape.num_heads, mlp_dim=shape.mlp_dim
+    )
     dtype, param_dtype = jnp.dtype(self.dtype), jnp.dtype(self.param_dtype)
-    x_BxNxD, (rows, cols) = layers.patch_embedding(images_BxHxWxC, patch, shape.width, dtype,
-                                                   param_dtype, "embedding")
+    x_BxNxD, (rows, cols) = layers.patch_embedding(
+        images_BxHxWxC, patch, shape.width, dtype, param_dtype, "embedding"
+    )
     batch = x_BxNxD.shape[0]
 
     prefix = 0
@@ -115,10 +132,14 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
       x_BxNxD = jnp.concatenate([jnp.tile(cls_1x1xD, (batch, 1, 1)).astype(dtype), x_BxNxD], axis=1)
       prefix = 1
 
-    x_BxNxD = transformer.Encoder(cfg, num_layers=shape.depth, posemb=self.posemb,
-                                  posemb_grid=(rows, cols), prefix_tokens=prefix,
-                                  name="Transformer")(x_BxNxD, deterministic=not train,
-                                                      return_attention=return_attention)
+    x_BxNxD = transformer.Encoder(
+        cfg,
+        num_layers=shape.depth,
+        posemb=self.posemb,
+        posemb_grid=(rows, cols),
+        prefix_tokens=prefix,
+        name="Transformer",
+    )(x_BxNxD, deterministic=not train, return_attention=return_attention)
 
     if self.classifier == "token":
       x_BxD = x_BxNxD[:, 0]
@@ -130,6 +151,9 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
       x_BxD = x_BxNxD
 
     if self.representation_size:
-      x_BxD = jnp.tanh(nn.Dense(self.representation_size, dtype=dtype, param_dtype=param_dtype,
-                                name="pre_logits")(x_BxD))
+      x_BxD = jnp.tanh(
+          nn.Dense(
+              self.representation_size, dtype=dtype, param_dtype=param_dtype, name="pre_logits"
+          )(x_BxD)
+      )
     return layers.classifier_head(x_BxD, self.num_classes, dtype, param_dtype, self.head_bias_init)

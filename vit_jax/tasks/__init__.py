@@ -7,8 +7,8 @@ and causal LM and seq2seq also `text_common.TokenLossTask` (loss per target toke
 
 import importlib
 
-from vit_jax.tasks import base
 from vit_jax import errors
+from vit_jax.tasks import base
 
 # task name -> (module, class)
 TASKS = {

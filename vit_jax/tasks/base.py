@@ -72,5 +72,6 @@ class Task(abc.ABC):
     del workdir
 
   def init_from_rules(self) -> dict:
-    """Keyword rules for fitting pretrained params to this task's model (`interop.finetune_params`)."""
+    """Keyword rules for fitting pretrained params to this task's model
+    (`interop.finetune_params`)."""
     return {}

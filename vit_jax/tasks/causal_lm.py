@@ -4,8 +4,8 @@ import math
 
 import jax.numpy as jnp
 
-from vit_jax.data.text import corpus
 from vit_jax.data.text import batches
+from vit_jax.data.text import corpus
 from vit_jax.tasks import text_common
 
 
@@ -21,16 +21,26 @@ class CausalLM(text_common.TokenLossTask):
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
     return batches.clm_batches(
-        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
-        split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
-        process_index=process_index, process_count=process_count)
+        c.dataset,
+        self.tokenizer,
+        batch_size=c.batch_size // process_count,
+        seq_len=c.seq_len,
+        split=split,
+        train=train,
+        seed=c.seed,
+        start_step=start_step,
+        data_dir=c.data_dir,
+        process_index=process_index,
+        process_count=process_count,
+    )
 
   def model_inputs(self, batch):
     return batch["inputs"], batch["positions"], batch["segment_ids"]
 
   def eval_sums(self, logits_BxLxV, batch):
-    nll, correct = text_common.weighted_cross_entropy(logits_BxLxV, batch["targets"],
-                                                      batch["weights"])
+    nll, correct = text_common.weighted_cross_entropy(
+        logits_BxLxV, batch["targets"], batch["weights"]
+    )
     chars = jnp.sum(self.token_chars_V[batch["targets"]] * batch["weights"])
     return {"nll": nll, "correct": correct, "tokens": jnp.sum(batch["weights"]), "chars": chars}
 
@@ -38,8 +48,12 @@ class CausalLM(text_common.TokenLossTask):
     tokens = max(float(sums["tokens"]), 1.0)
     nll = float(sums["nll"])
     extra = {} if self.unigram_bits is None else {"unigram_bits_per_char": self.unigram_bits}
-    return {**extra, "eval_loss": nll / tokens, "eval_perplexity": math.exp(min(nll / tokens, 50.0)),
-            "eval_accuracy": float(sums["correct"]) / tokens,
-            "eval_bits_per_token": nll / tokens / math.log(2),
-            "eval_bits_per_char": nll / max(float(sums["chars"]), 1.0) / math.log(2),
-            "eval_tokens": tokens}
+    return {
+        **extra,
+        "eval_loss": nll / tokens,
+        "eval_perplexity": math.exp(min(nll / tokens, 50.0)),
+        "eval_accuracy": float(sums["correct"]) / tokens,
+        "eval_bits_per_token": nll / tokens / math.log(2),
+        "eval_bits_per_char": nll / max(float(sums["chars"]), 1.0) / math.log(2),
+        "eval_tokens": tokens,
+    }

@@ -15,8 +15,9 @@ class ImageClassification(base.Task):
     """`num_classes` given: the dataset is not opened (e.g. to compile the step without data)."""
     super().__init__(config, workdir)
     if num_classes is None:
-      info = pipeline.dataset_info(config.dataset, data_dir=config.data_dir,
-                                   download=config.download)
+      info = pipeline.dataset_info(
+          config.dataset, data_dir=config.data_dir, download=config.download
+      )
       num_classes = config.num_classes or info.num_classes
     self.num_classes = num_classes
 
@@ -34,20 +35,41 @@ class ImageClassification(base.Task):
   def train_batches(self, start_step: int, process_index: int, process_count: int):
     c, a = self.config, self.config.augment
     augment = pipeline.Augment(
-        inception_crop=a.inception_crop, flip=a.flip,
-        randaugment=(a.randaugment_layers, a.randaugment_magnitude) if a.randaugment_layers else None,
-        mixup_alpha=a.mixup_alpha, cutmix_alpha=a.cutmix_alpha, label_smoothing=a.label_smoothing)
+        inception_crop=a.inception_crop,
+        flip=a.flip,
+        randaugment=(a.randaugment_layers, a.randaugment_magnitude)
+        if a.randaugment_layers
+        else None,
+        mixup_alpha=a.mixup_alpha,
+        cutmix_alpha=a.cutmix_alpha,
+        label_smoothing=a.label_smoothing,
+    )
     return pipeline.train_iterator(
-        c.dataset, c.train_split, global_batch_size=c.batch_size, image_size=c.image_size,
-        seed=c.seed, start_step=start_step, data_dir=c.data_dir, augment=augment,
-        process_index=process_index, process_count=process_count, download=c.download)
+        c.dataset,
+        c.train_split,
+        global_batch_size=c.batch_size,
+        image_size=c.image_size,
+        seed=c.seed,
+        start_step=start_step,
+        data_dir=c.data_dir,
+        augment=augment,
+        process_index=process_index,
+        process_count=process_count,
+        download=c.download,
+    )
 
   def eval_batches(self, process_index: int, process_count: int):
     c = self.config
     return pipeline.eval_iterator(
-        c.dataset, c.eval_split, global_batch_size=c.batch_size, image_size=c.image_size,
-        data_dir=c.data_dir, process_index=process_index, process_count=process_count,
-        download=c.download)
+        c.dataset,
+        c.eval_split,
+        global_batch_size=c.batch_size,
+        image_size=c.image_size,
+        data_dir=c.data_dir,
+        process_index=process_index,
+        process_count=process_count,
+        download=c.download,
+    )
 
   def model_inputs(self, batch):
     return (batch["image"],)
@@ -62,8 +84,10 @@ class ImageClassification(base.Task):
     """Soft-label cross-entropy (labels may be smoothed or mixed) and accuracy, per example."""
     loss_B = optax.softmax_cross_entropy(logits_BxC, batch["labels"])
     correct_B = jnp.argmax(logits_BxC, -1) == batch["label"]
-    return (jnp.sum(loss_B) / totals["examples"],
-            {"train_accuracy": jnp.sum(correct_B) / totals["examples"]})
+    return (
+        jnp.sum(loss_B) / totals["examples"],
+        {"train_accuracy": jnp.sum(correct_B) / totals["examples"]},
+    )
 
   @staticmethod
   def eval_sums(logits_BxC, batch):
@@ -72,12 +96,17 @@ class ImageClassification(base.Task):
     labels_BxC = jax.nn.one_hot(batch["label"], logits_BxC.shape[-1])
     loss_B = optax.softmax_cross_entropy(logits_BxC, labels_BxC)
     correct_B = (jnp.argmax(logits_BxC, -1) == batch["label"]).astype(jnp.float32)
-    return {"loss": jnp.sum(loss_B * mask_B), "correct": jnp.sum(correct_B * mask_B),
-            "count": jnp.sum(mask_B)}
+    return {
+        "loss": jnp.sum(loss_B * mask_B),
+        "correct": jnp.sum(correct_B * mask_B),
+        "count": jnp.sum(mask_B),
+    }
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
     count = max(float(sums["count"]), 1.0)
-    return {"eval_accuracy": float(sums["correct"]) / count,
-            "eval_loss": float(sums["loss"]) / count, "eval_examples": float(sums["count"])}
-
+    return {
+        "eval_accuracy": float(sums["correct"]) / count,
+        "eval_loss": float(sums["loss"]) / count,
+        "eval_examples": float(sums["count"]),
+    }

@@ -10,9 +10,9 @@ import collections
 import jax.numpy as jnp
 import optax
 
-from vit_jax.data.text import masking
-from vit_jax.data.text import datasets
 from vit_jax.data.text import batches
+from vit_jax.data.text import datasets
+from vit_jax.data.text import masking
 from vit_jax.tasks import text_common
 
 
@@ -28,34 +28,55 @@ class MaskedLM(text_common.TextTask):
     """The most frequent non-special token of (a sample of) the training datasets."""
     counts = collections.Counter()
     special = self.tokenizer.special_id_set()
-    for doc in datasets.dataset_texts(self.config.dataset, self.config.train_split, max_texts=200,
-                                  data_dir=self.config.data_dir):
+    for doc in datasets.dataset_texts(
+        self.config.dataset, self.config.train_split, max_texts=200, data_dir=self.config.data_dir
+    ):
       counts.update(t for t in self.tokenizer.encode(doc) if t not in special)
     return counts.most_common(1)[0][0] if counts else 0
 
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
-    masking_config = masking.MaskingConfig(rate=c.masking.rate, whole_word=c.masking.whole_word,
-                                           span=c.masking.span)
+    masking_config = masking.MaskingConfig(
+        rate=c.masking.rate, whole_word=c.masking.whole_word, span=c.masking.span
+    )
     return batches.mlm_batches(
-        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
-        split=split, train=train, seed=c.seed, start_step=start_step,
-        masking_config=masking_config, nsp=self.nsp, data_dir=c.data_dir,
-        process_index=process_index, process_count=process_count)
+        c.dataset,
+        self.tokenizer,
+        batch_size=c.batch_size // process_count,
+        seq_len=c.seq_len,
+        split=split,
+        train=train,
+        seed=c.seed,
+        start_step=start_step,
+        masking_config=masking_config,
+        nsp=self.nsp,
+        data_dir=c.data_dir,
+        process_index=process_index,
+        process_count=process_count,
+    )
 
   def model_inputs(self, batch):
     # No segment ids: a sentence pair is one sequence, its halves told apart by token types.
-    return (batch["tokens"], batch["token_type_ids"], batch["input_mask"], batch["positions"],
-            None, batch["masked_positions"])
+    return (
+        batch["tokens"],
+        batch["token_type_ids"],
+        batch["input_mask"],
+        batch["positions"],
+        None,
+        batch["masked_positions"],
+    )
 
   @staticmethod
   def totals(batch):
-    return {"masked": jnp.maximum(jnp.sum(batch["masked_weights"]), 1.0),
-            "rows": jnp.maximum(jnp.sum(batch["input_mask"][:, 0]).astype(jnp.float32), 1.0)}
+    return {
+        "masked": jnp.maximum(jnp.sum(batch["masked_weights"]), 1.0),
+        "rows": jnp.maximum(jnp.sum(batch["input_mask"][:, 0]).astype(jnp.float32), 1.0),
+    }
 
   def loss(self, outputs, batch, totals):
     nll, correct = text_common.weighted_cross_entropy(
-        outputs["mlm_logits"], batch["masked_targets"], batch["masked_weights"])
+        outputs["mlm_logits"], batch["masked_targets"], batch["masked_weights"]
+    )
     loss = nll / totals["masked"]
     metrics = {"train_mlm_accuracy": correct / totals["masked"]}
     if self.nsp:
@@ -74,8 +95,9 @@ class MaskedLM(text_common.TextTask):
 
   def eval_sums(self, outputs, batch):
     weights = batch["masked_weights"]
-    nll, correct = text_common.weighted_cross_entropy(outputs["mlm_logits"],
-                                                      batch["masked_targets"], weights)
+    nll, correct = text_common.weighted_cross_entropy(
+        outputs["mlm_logits"], batch["masked_targets"], weights
+    )
     majority = jnp.sum((batch["masked_targets"] == self.most_frequent_id) * weights)
     sums = {"nll": nll, "correct": correct, "masked": jnp.sum(weights), "majority": majority}
     if self.nsp:
@@ -85,10 +107,12 @@ class MaskedLM(text_common.TextTask):
 
   def eval_summary(self, sums: dict) -> dict:
     masked = max(float(sums["masked"]), 1.0)
-    out = {"eval_mlm_loss": float(sums["nll"]) / masked,
-           "eval_mlm_accuracy": float(sums["correct"]) / masked,
-           "eval_majority_accuracy": float(sums["majority"]) / masked,
-           "eval_masked_tokens": masked}
+    out = {
+        "eval_mlm_loss": float(sums["nll"]) / masked,
+        "eval_mlm_accuracy": float(sums["correct"]) / masked,
+        "eval_majority_accuracy": float(sums["majority"]) / masked,
+        "eval_masked_tokens": masked,
+    }
     if self.nsp:
       out["eval_nsp_accuracy"] = float(sums["nsp_correct"]) / max(float(sums["rows"]), 1.0)
     return out

@@ -11,16 +11,27 @@ class Seq2Seq(text_common.TokenLossTask):
 
   def init_inputs(self, batch_size: int = 1):
     c = self.config
-    return (jnp.zeros((batch_size, c.input_len), jnp.int32),
-            jnp.zeros((batch_size, c.target_len), jnp.int32))
+    return (
+        jnp.zeros((batch_size, c.input_len), jnp.int32),
+        jnp.zeros((batch_size, c.target_len), jnp.int32),
+    )
 
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
     return seq2seq_batches.seq2seq_batches(
-        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count,
-        input_len=c.input_len, target_len=c.target_len, split=split, train=train, seed=c.seed,
-        start_step=start_step, data_dir=c.data_dir, process_index=process_index,
-        process_count=process_count)
+        c.dataset,
+        self.tokenizer,
+        batch_size=c.batch_size // process_count,
+        input_len=c.input_len,
+        target_len=c.target_len,
+        split=split,
+        train=train,
+        seed=c.seed,
+        start_step=start_step,
+        data_dir=c.data_dir,
+        process_index=process_index,
+        process_count=process_count,
+    )
 
   def model_inputs(self, batch):
     return batch["inputs"], batch["decoder_inputs"], batch["input_mask"]
@@ -32,13 +43,19 @@ class Seq2Seq(text_common.TokenLossTask):
     wrong_BxT = (jnp.argmax(logits_BxTxV, -1) != batch["targets"]) & (weights_BxT > 0)
     real_B = jnp.any(weights_BxT > 0, axis=-1)
     exact_B = real_B & ~jnp.any(wrong_BxT, axis=-1)
-    return {"nll": nll, "correct": correct, "tokens": jnp.sum(weights_BxT),
-            "exact": jnp.sum(exact_B.astype(jnp.float32)),
-            "rows": jnp.sum(real_B.astype(jnp.float32))}
+    return {
+        "nll": nll,
+        "correct": correct,
+        "tokens": jnp.sum(weights_BxT),
+        "exact": jnp.sum(exact_B.astype(jnp.float32)),
+        "rows": jnp.sum(real_B.astype(jnp.float32)),
+    }
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
     tokens = max(float(sums["tokens"]), 1.0)
-    return {"eval_loss": float(sums["nll"]) / tokens,
-            "eval_accuracy": float(sums["correct"]) / tokens,
-            "eval_exact_match": float(sums["exact"]) / max(float(sums["rows"]), 1.0)}
+    return {
+        "eval_loss": float(sums["nll"]) / tokens,
+        "eval_accuracy": float(sums["correct"]) / tokens,
+        "eval_exact_match": float(sums["exact"]) / max(float(sums["rows"]), 1.0),
+    }

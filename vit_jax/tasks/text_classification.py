@@ -20,9 +20,18 @@ class TextClassification(text_common.TextTask):
   def _batches(self, split, train, start_step, process_index, process_count):
     c = self.config
     return batches.cls_batches(
-        c.dataset, self.tokenizer, batch_size=c.batch_size // process_count, seq_len=c.seq_len,
-        split=split, train=train, seed=c.seed, start_step=start_step, data_dir=c.data_dir,
-        process_index=process_index, process_count=process_count)
+        c.dataset,
+        self.tokenizer,
+        batch_size=c.batch_size // process_count,
+        seq_len=c.seq_len,
+        split=split,
+        train=train,
+        seed=c.seed,
+        start_step=start_step,
+        data_dir=c.data_dir,
+        process_index=process_index,
+        process_count=process_count,
+    )
 
   def model_inputs(self, batch):
     return batch["tokens"], batch["token_type_ids"], batch["input_mask"]
@@ -49,5 +58,8 @@ class TextClassification(text_common.TextTask):
   @staticmethod
   def eval_summary(sums: dict) -> dict:
     rows = max(float(sums["rows"]), 1.0)
-    return {"eval_accuracy": float(sums["correct"]) / rows, "eval_loss": float(sums["loss"]) / rows,
-            "eval_examples": float(sums["rows"])}
+    return {
+        "eval_accuracy": float(sums["correct"]) / rows,
+        "eval_loss": float(sums["loss"]) / rows,
+        "eval_examples": float(sums["rows"]),
+    }

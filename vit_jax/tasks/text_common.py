@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
 from vit_jax.data.tokenizers import base
-from vit_jax.data import tokenizers
 from vit_jax.tasks import base as task_base
 
 TOKENIZER_DIR = "tokenizer"
@@ -25,20 +25,24 @@ def tokenizer_for(config, workdir: str):
   directory = os.path.join(workdir, TOKENIZER_DIR)
   if os.path.exists(os.path.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
-    if tc.path is None and (saved.kind != tokenizers.SAVED_KIND.get(tc.kind, tc.kind) or
-                            (tc.vocab_size and saved.vocab_size != tc.vocab_size)):
+    if tc.path is None and (
+        saved.kind != tokenizers.SAVED_KIND.get(tc.kind, tc.kind)
+        or (tc.vocab_size and saved.vocab_size != tc.vocab_size)
+    ):
       raise base.TokenizerMismatchError(
           f"The workdir's tokenizer ({directory}: kind {saved.kind!r}, vocab {saved.vocab_size}) "
           f"differs from the config (kind {tc.kind!r}, vocab {tc.vocab_size}). Use a new "
-          "--workdir, or the tokenizer settings that wrote it.")
+          "--workdir, or the tokenizer settings that wrote it."
+      )
     return saved
   if tc.path:
     return tokenizers.load_pretrained(tc.path)
   init_dir = os.path.join(config.get("init_from") or "", TOKENIZER_DIR)
   if config.get("init_from") and os.path.exists(os.path.join(init_dir, base.META_FILE)):
     return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
-  texts = datasets.dataset_texts(config.dataset, "train", max_texts=tc.max_train_texts,
-                             data_dir=config.data_dir)
+  texts = datasets.dataset_texts(
+      config.dataset, "train", max_texts=tc.max_train_texts, data_dir=config.data_dir
+  )
   return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
 
 
@@ -96,13 +100,16 @@ def save_tokenizer(tokenizer, workdir: str) -> None:
 def token_char_counts(tokenizer) -> np.ndarray:
   """Characters each token stands for (0 for special tokens): the bits-per-character unit."""
   special = tokenizer.special_id_set()
-  return np.array([0 if i in special else len(tokenizer.decode([i]))
-                   for i in range(tokenizer.vocab_size)], np.float32)
+  return np.array(
+      [0 if i in special else len(tokenizer.decode([i])) for i in range(tokenizer.vocab_size)],
+      np.float32,
+  )
 
 
 def weighted_cross_entropy(logits_BxLxV, targets_BxL, weights_BxL):
   """(sum of weighted token losses, sum of weighted correct predictions)."""
   nll_BxL = optax.softmax_cross_entropy_with_integer_labels(
-      logits_BxLxV.astype(jnp.float32), targets_BxL)
+      logits_BxLxV.astype(jnp.float32), targets_BxL
+  )
   correct_BxL = (jnp.argmax(logits_BxLxV, -1) == targets_BxL).astype(jnp.float32)
   return jnp.sum(nll_BxL * weights_BxL), jnp.sum(correct_BxL * weights_BxL)

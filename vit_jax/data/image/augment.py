@@ -88,7 +88,7 @@ def central_crop(image_HxWx3: tf.Tensor, size: int) -> tf.Tensor:
   """Crops the central (size, size) window; the image must be at least that."""
   shape_hw = tf.shape(image_HxWx3)[:2]
   top, left = (shape_hw[0] - size) // 2, (shape_hw[1] - size) // 2
-  return image_HxWx3[top:top + size, left:left + size, :]
+  return image_HxWx3[top : top + size, left : left + size, :]
 
 
 def random_flip(image_HxWx3: tf.Tensor, seed_2: tf.Tensor) -> tf.Tensor:

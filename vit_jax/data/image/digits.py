@@ -33,10 +33,12 @@ class SklearnDigits(tfds.core.GeneratorBasedBuilder):
             "scikit-learn's optical recognition of handwritten digits "
             "(UCI), read from the copy bundled with scikit-learn."
         ),
-        features=tfds.features.FeaturesDict({
-            "image": tfds.features.Image(shape=(IMAGE_SIZE, IMAGE_SIZE, 3)),
-            "label": tfds.features.ClassLabel(num_classes=10),
-        }),
+        features=tfds.features.FeaturesDict(
+            {
+                "image": tfds.features.Image(shape=(IMAGE_SIZE, IMAGE_SIZE, 3)),
+                "label": tfds.features.ClassLabel(num_classes=10),
+            }
+        ),
         supervised_keys=("image", "label"),
         homepage="https://scikit-learn.org/stable/datasets/toy_dataset.html",
     )

@@ -51,7 +51,8 @@ class ImageFolder:
       )
     if not any(examples.values()):
       raise errors.DataError(
-          f"No images found under {root!r}; expected root/<split>/<class>/*.jpg|png.")
+          f"No images found under {root!r}; expected root/<split>/<class>/*.jpg|png."
+      )
     return cls(root=root, class_names=class_names, examples=examples)
 
   @property
@@ -70,7 +71,7 @@ class ImageFolder:
     """
     share = self._split(split)[process_index::process_count]
     paths = [p for p, _ in share]
-    labels = [l for _, l in share]
+    labels = [label for _, label in share]
     ds = tf.data.Dataset.from_tensor_slices(
         (tf.constant(paths, tf.string), tf.constant(labels, tf.int64))
     )
@@ -91,8 +92,13 @@ class ImageFolder:
 def undecodable_images(root: str) -> list[str]:
   """Every file under root/<split>/<class>/ with an image extension that does not decode."""
   root = os.path.expanduser(root)
-  return [path for split in _subdirs(root) for c in _subdirs(os.path.join(root, split))
-          for path in _image_files(os.path.join(root, split, c)) if not _decodes(path)]
+  return [
+      path
+      for split in _subdirs(root)
+      for c in _subdirs(os.path.join(root, split))
+      for path in _image_files(os.path.join(root, split, c))
+      if not _decodes(path)
+  ]
 
 
 def _decodes(path: str) -> bool:
@@ -108,8 +114,9 @@ def _decodes_version(path: str, size: int, mtime_ns: int) -> bool:
     return True
   except tf.errors.OpError as e:
     reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
-    print(f"warning: skipping {path}: not a decodable image ({reason}).", file=sys.stderr,
-          flush=True)
+    print(
+        f"warning: skipping {path}: not a decodable image ({reason}).", file=sys.stderr, flush=True
+    )
     return False
 
 

@@ -103,8 +103,11 @@ def train_iterator(
 
   def epoch(e):
     shuffle_seed = tf.random.stateless_uniform(
-        [], image_augment.fold_in(base_seed_2, _SHUFFLE_SEEDS, e),
-        minval=None, maxval=None, dtype=tf.int64,
+        [],
+        image_augment.fold_in(base_seed_2, _SHUFFLE_SEEDS, e),
+        minval=None,
+        maxval=None,
+        dtype=tf.int64,
     )
     shuffled = share.shuffle(
         min(shuffle_buffer, share_size), seed=shuffle_seed, reshuffle_each_iteration=False

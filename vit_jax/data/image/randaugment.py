@@ -93,11 +93,18 @@ def rotate(image_HxWx3, level, sign):
   cy, cx = (shape_hw[0] - 1.0) / 2.0, (shape_hw[1] - 1.0) / 2.0
   cos, sin = tf.cos(angle), tf.sin(angle)
   # Rotation about the image center.
-  transform_8 = tf.stack([
-      cos, sin, cx - cos * cx - sin * cy,
-      -sin, cos, cy + sin * cx - cos * cy,
-      0.0, 0.0,
-  ])
+  transform_8 = tf.stack(
+      [
+          cos,
+          sin,
+          cx - cos * cx - sin * cy,
+          -sin,
+          cos,
+          cy + sin * cx - cos * cy,
+          0.0,
+          0.0,
+      ]
+  )
   return _transform(image_HxWx3, transform_8)
 
 
@@ -161,8 +168,20 @@ def translate_y(image_HxWx3, level, sign):
 
 
 OPS = (
-    identity, autocontrast, equalize, rotate, solarize, color, posterize,
-    contrast, brightness, sharpness, shear_x, shear_y, translate_x, translate_y,
+    identity,
+    autocontrast,
+    equalize,
+    rotate,
+    solarize,
+    color,
+    posterize,
+    contrast,
+    brightness,
+    sharpness,
+    shear_x,
+    shear_y,
+    translate_x,
+    translate_y,
 )
 
 

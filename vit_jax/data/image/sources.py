@@ -51,7 +51,7 @@ def open_source(
     dataset: str, *, data_dir: str | None = None, download: bool = False
 ) -> ImageSource:
   if dataset.startswith(FOLDER_PREFIX):
-    return _folder_source(dataset[len(FOLDER_PREFIX):])
+    return _folder_source(dataset[len(FOLDER_PREFIX) :])
   return _tfds_source(dataset, data_dir=data_dir, download=download)
 
 

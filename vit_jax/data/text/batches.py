@@ -20,9 +20,9 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from vit_jax import errors
+from vit_jax.data.text import datasets as text
 from vit_jax.data.text import masking
 from vit_jax.data.text import packing
-from vit_jax.data.text import datasets as text
 from vit_jax.data.text import sources
 
 Batch = dict[str, np.ndarray]
@@ -32,12 +32,22 @@ _MASK_STREAM, _NSP_STREAM = 1, 2
 NSP_LOOKAHEAD = 16
 
 
-def clm_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
-                split: str = "train", train: bool = True, seed: int = 0,
-                start_step: int = 0, num_batches: Optional[int] = None,
-                add_eos: bool = True, data_dir: Optional[str] = None,
-                process_index: int = 0, process_count: int = 1
-                ) -> Iterator[Batch]:
+def clm_batches(
+    dataset,
+    tokenizer,
+    *,
+    batch_size: int,
+    seq_len: int,
+    split: str = "train",
+    train: bool = True,
+    seed: int = 0,
+    start_step: int = 0,
+    num_batches: Optional[int] = None,
+    add_eos: bool = True,
+    data_dir: Optional[str] = None,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> Iterator[Batch]:
   """Causal-LM batches of packed documents.
 
   Keys (all (B, L)): inputs, targets, segment_ids, positions int32; weights
@@ -46,32 +56,42 @@ def clm_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
   the last token of every segment (EOS, or the cut of a split document) has
   weight 0, as does padding.
   """
-  source = resolve_source(dataset, split, "documents", seed, data_dir,
-                          process_index, process_count)
+  source = resolve_source(dataset, split, "documents", seed, data_dir, process_index, process_count)
   eos = [tokenizer.eos_id] if add_eos and tokenizer.eos_id is not None else []
-  documents = source.map_batches(functools.partial(encode_all, tokenizer,
-                                                   suffix=eos))
+  documents = source.map_batches(functools.partial(encode_all, tokenizer, suffix=eos))
   pad_id = _pad_id(tokenizer)
-  stream = example_stream(documents, train, cost=len,
-                          skip=start_step * batch_size * seq_len)
-  rows = packing.pack_documents((doc[done:] for doc, done in stream),
-                                seq_len, pad_id)
-  pad_row = None if train else {
-      "tokens": np.full(seq_len, pad_id, np.int32),
-      "segment_ids": np.zeros(seq_len, np.int32),
-      "positions": np.zeros(seq_len, np.int32)}
-  batches = packing.batch_rows(rows, batch_size, pad_row,
-                               None if train else num_batches)
+  stream = example_stream(documents, train, cost=len, skip=start_step * batch_size * seq_len)
+  rows = packing.pack_documents((doc[done:] for doc, done in stream), seq_len, pad_id)
+  pad_row = (
+      None
+      if train
+      else {
+          "tokens": np.full(seq_len, pad_id, np.int32),
+          "segment_ids": np.zeros(seq_len, np.int32),
+          "positions": np.zeros(seq_len, np.int32),
+      }
+  )
+  batches = packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
   return (_clm_batch(batch, pad_id) for batch in batches)
 
 
-def mlm_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
-                split: str = "train", train: bool = True, seed: int = 0,
-                start_step: int = 0, num_batches: Optional[int] = None,
-                masking_config: masking.MaskingConfig = masking.MaskingConfig(),
-                nsp: bool = False, data_dir: Optional[str] = None,
-                process_index: int = 0, process_count: int = 1
-                ) -> Iterator[Batch]:
+def mlm_batches(
+    dataset,
+    tokenizer,
+    *,
+    batch_size: int,
+    seq_len: int,
+    split: str = "train",
+    train: bool = True,
+    seed: int = 0,
+    start_step: int = 0,
+    num_batches: Optional[int] = None,
+    masking_config: masking.MaskingConfig = masking.MaskingConfig(),
+    nsp: bool = False,
+    data_dir: Optional[str] = None,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> Iterator[Batch]:
   """Masked-LM batches; masking is redrawn per step (seeded by step).
 
   Rows are `[CLS] chunk [SEP]`, chunks of one document (L - 2 tokens), or
@@ -83,8 +103,7 @@ def mlm_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
   (B, P), P = masking_config.predictions(L); nsp_label int32 (B,) with nsp.
   """
   tokenizer.require("cls", "sep", "mask")
-  source = resolve_source(dataset, split, "documents", seed, data_dir,
-                          process_index, process_count)
+  source = resolve_source(dataset, split, "documents", seed, data_dir, process_index, process_count)
   documents = source.map_batches(functools.partial(encode_all, tokenizer))
   chunk = seq_len - 3 if nsp else seq_len - 2
   if chunk < 2:
@@ -93,24 +112,36 @@ def mlm_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
   start_row = start_step * batch_size
   stream = example_stream(documents, train, cost, skip=start_row)
   if nsp:
-    rows = _nsp_row_stream(stream, tokenizer, seq_len, chunk, seed,
-                           first_row=start_row if train else 0)
+    rows = _nsp_row_stream(
+        stream, tokenizer, seq_len, chunk, seed, first_row=start_row if train else 0
+    )
   else:
-    rows = (_bert_row(tokenizer, seq_len, doc[i * chunk:(i + 1) * chunk])
-            for doc, done in stream for i in range(done, cost(doc)))
+    rows = (
+        _bert_row(tokenizer, seq_len, doc[i * chunk : (i + 1) * chunk])
+        for doc, done in stream
+        for i in range(done, cost(doc))
+    )
   pad_row = None if train else _pad_bert_row(tokenizer, seq_len, nsp)
-  batches = packing.batch_rows(rows, batch_size, pad_row,
-                               None if train else num_batches)
+  batches = packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
   mask = functools.partial(_mask_batch, tokenizer, masking_config, seed)
-  return (mask(step, batch) for step, batch in
-          enumerate(batches, start=start_step if train else 0))
+  return (mask(step, batch) for step, batch in enumerate(batches, start=start_step if train else 0))
 
 
-def cls_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
-                split: str = "train", train: bool = True, seed: int = 0,
-                start_step: int = 0, num_batches: Optional[int] = None,
-                data_dir: Optional[str] = None, process_index: int = 0,
-                process_count: int = 1) -> Iterator[Batch]:
+def cls_batches(
+    dataset,
+    tokenizer,
+    *,
+    batch_size: int,
+    seq_len: int,
+    split: str = "train",
+    train: bool = True,
+    seed: int = 0,
+    start_step: int = 0,
+    num_batches: Optional[int] = None,
+    data_dir: Optional[str] = None,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> Iterator[Batch]:
   """Classification batches: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`.
 
   Keys: tokens, token_type_ids, input_mask int32 (B, L); label int32 (B,).
@@ -118,34 +149,43 @@ def cls_batches(dataset, tokenizer, *, batch_size: int, seq_len: int,
   where input_mask[:, 0] == 1.
   """
   tokenizer.require("cls", "sep")
-  source = resolve_source(dataset, split, "labeled", seed, data_dir,
-                          process_index, process_count)
+  source = resolve_source(dataset, split, "labeled", seed, data_dir, process_index, process_count)
   encoded = source.map_batches(functools.partial(_encode_labeled, tokenizer))
-  stream = example_stream(encoded, train, cost=lambda _: 1,
-                          skip=start_step * batch_size)
-  rows = (_classification_row(tokenizer, seq_len, segments, label)
-          for (segments, label), _ in stream)
-  pad_row = None if train else {**_pad_bert_row(tokenizer, seq_len, False),
-                                "label": np.int32(0)}
-  batches = packing.batch_rows(rows, batch_size, pad_row,
-                               None if train else num_batches)
-  return ({k: v for k, v in batch.items() if k != "positions"}
-          for batch in batches)
+  stream = example_stream(encoded, train, cost=lambda _: 1, skip=start_step * batch_size)
+  rows = (
+      _classification_row(tokenizer, seq_len, segments, label) for (segments, label), _ in stream
+  )
+  pad_row = None if train else {**_pad_bert_row(tokenizer, seq_len, False), "label": np.int32(0)}
+  batches = packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
+  return ({k: v for k, v in batch.items() if k != "positions"} for batch in batches)
 
 
 # --- shared plumbing (also used by seq2seq_batches) --------------------------
-def resolve_source(dataset, split: str, kind: str, seed: int,
-                   data_dir: Optional[str], process_index: int,
-                   process_count: int) -> sources.Source:
+def resolve_source(
+    dataset,
+    split: str,
+    kind: str,
+    seed: int,
+    data_dir: Optional[str],
+    process_index: int,
+    process_count: int,
+) -> sources.Source:
   if isinstance(dataset, str):
-    return text.load_source(dataset, split, kind=kind, data_dir=data_dir,
-                            process_index=process_index,
-                            process_count=process_count, seed=seed)
+    return text.load_source(
+        dataset,
+        split,
+        kind=kind,
+        data_dir=data_dir,
+        process_index=process_index,
+        process_count=process_count,
+        seed=seed,
+    )
   return sources.as_source(dataset, seed)
 
 
-def example_stream(source: sources.Source, train: bool, cost, skip: int
-                   ) -> Iterator[tuple[Any, int]]:
+def example_stream(
+    source: sources.Source, train: bool, cost, skip: int
+) -> Iterator[tuple[Any, int]]:
   """(example, units already consumed): resumed epochs, or one eval pass."""
   if train:
     return sources.resume_stream(source, cost, skip)
@@ -154,8 +194,7 @@ def example_stream(source: sources.Source, train: bool, cost, skip: int
 
 def encode_all(tokenizer, texts: list[str], suffix=()) -> list[np.ndarray]:
   suffix = list(suffix)
-  return [np.asarray(ids + suffix, dtype=np.int32)
-          for ids in tokenizer.encode_batch(texts)]
+  return [np.asarray(ids + suffix, dtype=np.int32) for ids in tokenizer.encode_batch(texts)]
 
 
 def _pad_id(tokenizer) -> int:
@@ -163,16 +202,20 @@ def _pad_id(tokenizer) -> int:
 
 
 def _clm_batch(batch: Batch, pad_id: int) -> Batch:
-  targets, weights = packing.next_token_targets(
-      batch["tokens"], batch["segment_ids"], pad_id)
-  return {"inputs": batch["tokens"], "targets": targets,
-          "segment_ids": batch["segment_ids"],
-          "positions": batch["positions"], "weights": weights}
+  targets, weights = packing.next_token_targets(batch["tokens"], batch["segment_ids"], pad_id)
+  return {
+      "inputs": batch["tokens"],
+      "targets": targets,
+      "segment_ids": batch["segment_ids"],
+      "positions": batch["positions"],
+      "weights": weights,
+  }
 
 
 # --- masked-LM rows ----------------------------------------------------------
-def _mask_batch(tokenizer, config: masking.MaskingConfig, seed: int,
-                step: int, batch: Batch) -> Batch:
+def _mask_batch(
+    tokenizer, config: masking.MaskingConfig, seed: int, step: int, batch: Batch
+) -> Batch:
   rng = sources.seeded_rng(seed, _MASK_STREAM, step)
   batch.update(masking.mask_tokens(batch["tokens"], rng, tokenizer, config))
   return batch
@@ -188,45 +231,49 @@ def _nsp_rows(chunk: int, doc: np.ndarray) -> int:
   return full + (rest >= 2)
 
 
-def _nsp_row_stream(stream, tokenizer, seq_len: int, chunk: int, seed: int,
-                    first_row: int) -> Iterator[dict[str, np.ndarray]]:
+def _nsp_row_stream(
+    stream, tokenizer, seq_len: int, chunk: int, seed: int, first_row: int
+) -> Iterator[dict[str, np.ndarray]]:
   row_index = first_row
   for (doc, done), ahead in sources.lookahead(stream, NSP_LOOKAHEAD):
     others = [d for d, _ in ahead if len(d) > 0]
     for i in range(done, _nsp_rows(chunk, doc)):
       rng = sources.seeded_rng(seed, _NSP_STREAM, row_index)
       row_index += 1
-      piece = doc[i * chunk:(i + 1) * chunk]
+      piece = doc[i * chunk : (i + 1) * chunk]
       cut = int(rng.integers(1, len(piece)))
       first, second, is_random = piece[:cut], piece[cut:], 0
       if others and rng.random() < 0.5:
         other = others[rng.integers(len(others))]
         start = int(rng.integers(max(1, len(other) - len(second) + 1)))
-        second, is_random = other[start:start + len(second)], 1
+        second, is_random = other[start : start + len(second)], 1
       row = _bert_row(tokenizer, seq_len, first, second)
       row["nsp_label"] = np.int32(is_random)
       yield row
 
 
-def _bert_row(tokenizer, seq_len: int, first: np.ndarray,
-              second: Optional[np.ndarray] = None) -> dict[str, np.ndarray]:
+def _bert_row(
+    tokenizer, seq_len: int, first: np.ndarray, second: Optional[np.ndarray] = None
+) -> dict[str, np.ndarray]:
   """`[CLS] first [SEP] (second [SEP])`, padded to seq_len."""
   cls, sep = [tokenizer.cls_id], [tokenizer.sep_id]
   parts = [cls, first, sep] + ([second, sep] if second is not None else [])
   ids = np.concatenate([np.asarray(p, np.int32) for p in parts])
   n_first = len(first) + 2
   row = _pad_bert_row(tokenizer, seq_len, False)
-  row["tokens"][:len(ids)] = ids
-  row["token_type_ids"][n_first:len(ids)] = 1
-  row["input_mask"][:len(ids)] = 1
+  row["tokens"][: len(ids)] = ids
+  row["token_type_ids"][n_first : len(ids)] = 1
+  row["input_mask"][: len(ids)] = 1
   return row
 
 
 def _pad_bert_row(tokenizer, seq_len: int, nsp: bool) -> dict[str, np.ndarray]:
-  row = {"tokens": np.full(seq_len, _pad_id(tokenizer), np.int32),
-         "token_type_ids": np.zeros(seq_len, np.int32),
-         "input_mask": np.zeros(seq_len, np.int32),
-         "positions": np.arange(seq_len, dtype=np.int32)}
+  row = {
+      "tokens": np.full(seq_len, _pad_id(tokenizer), np.int32),
+      "token_type_ids": np.zeros(seq_len, np.int32),
+      "input_mask": np.zeros(seq_len, np.int32),
+      "positions": np.arange(seq_len, dtype=np.int32),
+  }
   if nsp:
     row["nsp_label"] = np.int32(0)
   return row
@@ -236,8 +283,7 @@ def _pad_bert_row(tokenizer, seq_len: int, nsp: bool) -> dict[str, np.ndarray]:
 def _encode_labeled(tokenizer, examples: list) -> list:
   flat = [t for texts, _ in examples for t in texts]
   encoded = iter(encode_all(tokenizer, flat))
-  return [(tuple(next(encoded) for _ in texts), label)
-          for texts, label in examples]
+  return [(tuple(next(encoded) for _ in texts), label) for texts, label in examples]
 
 
 def _classification_row(tokenizer, seq_len: int, segments, label: int):

@@ -26,11 +26,24 @@ VALIDATION_EVERY = 20
 
 # Stdlib folders skipped: tests, vendored or generated code, and codec
 # boilerplate whose docstrings are near-identical.
-_SKIP_DIRS = frozenset({
-    "__pycache__", "test", "tests", "idle_test", "site-packages",
-    "dist-packages", "lib-dynload", "lib2to3", "idlelib", "turtledemo",
-    "ensurepip", "encodings", "pydoc_data", "__phello__",
-})
+_SKIP_DIRS = frozenset(
+    {
+        "__pycache__",
+        "test",
+        "tests",
+        "idle_test",
+        "site-packages",
+        "dist-packages",
+        "lib-dynload",
+        "lib2to3",
+        "idlelib",
+        "turtledemo",
+        "ensurepip",
+        "encodings",
+        "pydoc_data",
+        "__phello__",
+    }
+)
 # Modules with fewer docstring characters than this add noise, not prose.
 _MIN_MODULE_CHARS = 200
 
@@ -43,6 +56,7 @@ def _clean(text: str) -> str:
 
 def _topic_documents() -> list[str]:
   from pydoc_data import topics  # pylint: disable=import-outside-toplevel
+
   return [_clean(topics.topics[name]) for name in sorted(topics.topics)]
 
 
@@ -55,7 +69,8 @@ def _module_docstrings(path: str) -> str:
   except SyntaxError:
     return ""
   nodes = [tree] + [
-      node for node in ast.walk(tree)
+      node
+      for node in ast.walk(tree)
       if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
   ]
   # ast.walk is breadth-first; sort by line so the text reads like the file.
@@ -69,8 +84,7 @@ def _stdlib_documents() -> list[str]:
   documents = []
   for root, dirs, files in os.walk(stdlib):
     # Sorting in place fixes the walk order, which the OS does not.
-    dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and
-                     not d.startswith("config-"))
+    dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("config-"))
     for name in sorted(files):
       if not name.endswith(".py") or name.startswith("_sysconfigdata"):
         continue
@@ -106,8 +120,8 @@ def split_documents(split: str) -> tuple[str, ...]:
   if split in ("validation", "test"):
     return tuple(d for i, d in enumerate(docs) if held_out(i))
   raise errors.DataError(
-      f"Unknown split {split!r} of the embedded corpus; use 'train' or "
-      "'validation'.")
+      f"Unknown split {split!r} of the embedded corpus; use 'train' or " "'validation'."
+  )
 
 
 def corpus_fingerprint() -> str:

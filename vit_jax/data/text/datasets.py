@@ -32,9 +32,9 @@ import re
 from typing import Any, Iterator, Optional
 
 from vit_jax import errors
+from vit_jax.data.errors import DatasetNotPreparedError
 from vit_jax.data.text import corpus
 from vit_jax.data.text import seq2seq_toy
-from vit_jax.data.errors import DatasetNotPreparedError
 from vit_jax.data.text import sources as text_sources
 
 KINDS = ("documents", "labeled", "pairs")
@@ -46,41 +46,52 @@ SHUFFLE_BUFFER = 10_000
 @dataclasses.dataclass(frozen=True)
 class TfdsText:
   """Where a TFDS text dataset keeps its text."""
+
   kind: str
   tfds_name: str
   text_keys: tuple[str, ...]
   label_key: Optional[str] = None
-  splits: tuple[tuple[str, str], ...] = (("train", "train"),
-                                         ("validation", "validation"))
+  splits: tuple[tuple[str, str], ...] = (("train", "train"), ("validation", "validation"))
   in_memory: bool = False  # Small enough to hold: exact shuffle and resume.
   paragraphs: bool = False  # One huge text: split it at blank lines.
 
 
 TFDS_DATASETS = {
     "c4": TfdsText("documents", "c4/en", ("text",)),
-    "lm1b": TfdsText("documents", "lm1b", ("text",),
-                     splits=(("train", "train"), ("validation", "test"))),
-    "wikipedia": TfdsText("documents", "wikipedia/20230601.en", ("text",),
-                          splits=(("train", "train[:99%]"),
-                                  ("validation", "train[99%:]"))),
-    "tiny_shakespeare": TfdsText("documents", "tiny_shakespeare", ("text",),
-                                 in_memory=True, paragraphs=True),
-    "imdb_reviews": TfdsText("labeled", "imdb_reviews", ("text",), "label",
-                             splits=(("train", "train"),
-                                     ("validation", "test")),
-                             in_memory=True),
-    "glue/sst2": TfdsText("labeled", "glue/sst2", ("sentence",), "label",
-                          in_memory=True),
-    "wmt14_translate/de-en": TfdsText("pairs", "wmt14_translate/de-en",
-                                      ("de", "en")),
+    "lm1b": TfdsText(
+        "documents", "lm1b", ("text",), splits=(("train", "train"), ("validation", "test"))
+    ),
+    "wikipedia": TfdsText(
+        "documents",
+        "wikipedia/20230601.en",
+        ("text",),
+        splits=(("train", "train[:99%]"), ("validation", "train[99%:]")),
+    ),
+    "tiny_shakespeare": TfdsText(
+        "documents", "tiny_shakespeare", ("text",), in_memory=True, paragraphs=True
+    ),
+    "imdb_reviews": TfdsText(
+        "labeled",
+        "imdb_reviews",
+        ("text",),
+        "label",
+        splits=(("train", "train"), ("validation", "test")),
+        in_memory=True,
+    ),
+    "glue/sst2": TfdsText("labeled", "glue/sst2", ("sentence",), "label", in_memory=True),
+    "wmt14_translate/de-en": TfdsText("pairs", "wmt14_translate/de-en", ("de", "en")),
 }
 TOY_DATASETS = {f"toy_{task}": task for task in seq2seq_toy.TASKS}
 FILE_PREFIXES = ("files:", "paragraphs:")
 
 
 def known_names() -> list[str]:
-  return (["embedded"] + sorted(TFDS_DATASETS) + sorted(TOY_DATASETS) +
-          [p + "/path/*.txt" for p in FILE_PREFIXES])
+  return (
+      ["embedded"]
+      + sorted(TFDS_DATASETS)
+      + sorted(TOY_DATASETS)
+      + [p + "/path/*.txt" for p in FILE_PREFIXES]
+  )
 
 
 def dataset_kind(name: str) -> str:
@@ -90,50 +101,55 @@ def dataset_kind(name: str) -> str:
     return "pairs"
   if name in TFDS_DATASETS:
     return TFDS_DATASETS[name].kind
-  raise errors.ConfigError(f"Unknown text dataset {name!r}. Known: "
-                           f"{', '.join(known_names())}.")
+  raise errors.ConfigError(f"Unknown text dataset {name!r}. Known: " f"{', '.join(known_names())}.")
 
 
-def load_source(name: str, split: str = "train", *, kind: str = "documents",
-                data_dir: Optional[str] = None, process_index: int = 0,
-                process_count: int = 1, seed: int = 0
-                ) -> text_sources.Source:
+def load_source(
+    name: str,
+    split: str = "train",
+    *,
+    kind: str = "documents",
+    data_dir: Optional[str] = None,
+    process_index: int = 0,
+    process_count: int = 1,
+    seed: int = 0,
+) -> text_sources.Source:
   """This process's share of dataset `name` as examples of `kind`."""
   if kind not in KINDS:
     raise errors.ConfigError(f"Unknown example kind {kind!r}; known: {KINDS}.")
   have = dataset_kind(name)
   if have != kind and not (kind == "documents" and have == "labeled"):
     with_kind = [n for n in known_names() if dataset_kind(n) == kind]
-    raise errors.ConfigError(f"Dataset {name!r} holds {have}, but {kind} are needed "
-                             f"here; datasets with {kind}: {', '.join(with_kind)}.")
+    raise errors.ConfigError(
+        f"Dataset {name!r} holds {have}, but {kind} are needed "
+        f"here; datasets with {kind}: {', '.join(with_kind)}."
+    )
   text_sources.check_process(process_index, process_count)
-  share = functools.partial(text_sources.take_share,
-                            process_index=process_index,
-                            process_count=process_count)
+  share = functools.partial(
+      text_sources.take_share, process_index=process_index, process_count=process_count
+  )
   if name == "embedded":
-    return text_sources.InMemorySource(share(corpus.split_documents(split)),
-                                       seed)
+    return text_sources.InMemorySource(share(corpus.split_documents(split)), seed)
   if name.startswith(FILE_PREFIXES):
-    return text_sources.InMemorySource(share(_file_documents(name, split)),
-                                       seed)
+    return text_sources.InMemorySource(share(_file_documents(name, split)), seed)
   if name in TOY_DATASETS:
     examples = _toy_examples(TOY_DATASETS[name], split)
     return text_sources.InMemorySource(share(examples), seed)
-  return _tfds_source(TFDS_DATASETS[name], split, kind, data_dir,
-                      process_index, process_count, seed)
+  return _tfds_source(
+      TFDS_DATASETS[name], split, kind, data_dir, process_index, process_count, seed
+  )
 
 
-def dataset_texts(name: str, split: str = "train",
-                  max_texts: Optional[int] = None,
-                  data_dir: Optional[str] = None) -> list[str]:
+def dataset_texts(
+    name: str, split: str = "train", max_texts: Optional[int] = None, data_dir: Optional[str] = None
+) -> list[str]:
   """Raw texts of a dataset, in stored order, to train a tokenizer on.
 
   Pairs give both sides (a shared source/target vocabulary).
   """
   kind = dataset_kind(name)
   source = load_source(name, split, kind=kind, data_dir=data_dir)
-  texts = (t for example in source.single_pass()
-           for t in _example_texts(kind, example))
+  texts = (t for example in source.single_pass() for t in _example_texts(kind, example))
   return list(itertools.islice(texts, max_texts))
 
 
@@ -176,52 +192,65 @@ def _hold_out(documents: list, split: str, name: str) -> list:
     return [d for i, d in enumerate(documents) if i % every == every - 1]
   if split == "all":
     return documents
-  raise errors.DataError(f"Unknown split {split!r} for {name!r}; use 'train', "
-                         "'validation' or 'all'.")
+  raise errors.DataError(
+      f"Unknown split {split!r} for {name!r}; use 'train', " "'validation' or 'all'."
+  )
 
 
 # --- toy seq2seq -------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
 def _toy_examples(task: str, split: str) -> tuple[tuple[str, str], ...]:
   if split not in TOY_SIZES:
-    raise errors.DataError(f"Unknown split {split!r} for toy_{task}; use "
-                           f"{sorted(TOY_SIZES)}.")
+    raise errors.DataError(f"Unknown split {split!r} for toy_{task}; use " f"{sorted(TOY_SIZES)}.")
   return tuple(seq2seq_toy.make_examples(task, TOY_SIZES[split], split))
 
 
 # --- TFDS --------------------------------------------------------------------
-def _tfds_source(spec: TfdsText, split: str, kind: str,
-                 data_dir: Optional[str], process_index: int,
-                 process_count: int, seed: int) -> text_sources.Source:
+def _tfds_source(
+    spec: TfdsText,
+    split: str,
+    kind: str,
+    data_dir: Optional[str],
+    process_index: int,
+    process_count: int,
+    seed: int,
+) -> text_sources.Source:
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+
   tfds_split = dict(spec.splits).get(split, split)
   builder = tfds.builder(spec.tfds_name, data_dir=data_dir)
   convert = functools.partial(_convert, spec, kind)
 
   def read(process_split, shuffle_seed=None) -> Iterator[Any]:
     read_config = tfds.ReadConfig(shuffle_seed=shuffle_seed)
-    ds = _as_dataset(builder, spec, process_split,
-                     shuffle_files=shuffle_seed is not None,
-                     read_config=read_config)
+    ds = _as_dataset(
+        builder,
+        spec,
+        process_split,
+        shuffle_files=shuffle_seed is not None,
+        read_config=read_config,
+    )
     return (convert(example) for example in tfds.as_numpy(ds))
 
   if spec.paragraphs:
     # A single huge example: every process reads it, then strides paragraphs.
     documents = [p for text in read(tfds_split) for p in _paragraphs(text)]
     return text_sources.InMemorySource(
-        text_sources.take_share(documents, process_index, process_count), seed)
+        text_sources.take_share(documents, process_index, process_count), seed
+    )
 
   process_split = tfds.split_for_jax_process(
-      tfds_split, process_index=process_index, process_count=process_count)
+      tfds_split, process_index=process_index, process_count=process_count
+  )
   _as_dataset(builder, spec, process_split)  # Fails early if not prepared.
   if spec.in_memory:
     return text_sources.InMemorySource(read(process_split), seed)
 
   def epoch(e: int) -> Iterator[Any]:
     shuffle_seed = int(text_sources.seeded_rng(seed, e).integers(2**31))
-    return text_sources.shuffle_buffer(read(process_split, shuffle_seed),
-                                       SHUFFLE_BUFFER,
-                                       text_sources.seeded_rng(seed, e, 1))
+    return text_sources.shuffle_buffer(
+        read(process_split, shuffle_seed), SHUFFLE_BUFFER, text_sources.seeded_rng(seed, e, 1)
+    )
 
   return text_sources.StreamingSource(epoch, lambda: read(process_split))
 

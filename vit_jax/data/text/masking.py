@@ -46,14 +46,17 @@ class MaskingConfig:
 def span_length_pmf(p: float = 0.2, span_max: int = 10) -> np.ndarray:
   """pmf of min(Geometric(p), span_max) over lengths 1..span_max."""
   lengths = np.arange(1, span_max + 1)
-  pmf = p * (1 - p)**(lengths - 1)
-  pmf[-1] = (1 - p)**(span_max - 1)
+  pmf = p * (1 - p) ** (lengths - 1)
+  pmf[-1] = (1 - p) ** (span_max - 1)
   return pmf
 
 
-def mask_tokens(tokens_BxL: np.ndarray, rng: np.random.Generator, tokenizer,
-                config: MaskingConfig = MaskingConfig()
-                ) -> dict[str, np.ndarray]:
+def mask_tokens(
+    tokens_BxL: np.ndarray,
+    rng: np.random.Generator,
+    tokenizer,
+    config: MaskingConfig = MaskingConfig(),
+) -> dict[str, np.ndarray]:
   """Masks a batch. Returns the MLM batch entries.
 
   tokens (B, L) int32 masked input; masked_positions, masked_targets (B, P)
@@ -64,8 +67,9 @@ def mask_tokens(tokens_BxL: np.ndarray, rng: np.random.Generator, tokenizer,
   num_predictions = config.predictions(seq_len)
   special = np.array(sorted(tokenizer.special_id_set()), dtype=np.int32)
   candidates_BxL = ~np.isin(tokens_BxL, special)
-  word_starts_BxL = (tokenizer.word_starts(tokens_BxL) if config.whole_word
-                     else np.ones_like(candidates_BxL))  # Tokens as units.
+  word_starts_BxL = (
+      tokenizer.word_starts(tokens_BxL) if config.whole_word else np.ones_like(candidates_BxL)
+  )  # Tokens as units.
   selector = _SpanSelector(config) if config.span else None
 
   positions_BxP = np.zeros((batch, num_predictions), np.int32)
@@ -79,19 +83,23 @@ def mask_tokens(tokens_BxL: np.ndarray, rng: np.random.Generator, tokenizer,
       chosen = rng.choice(candidates, budget, replace=False)
     else:
       units = _units(candidates, word_starts_BxL[b])
-      chosen = (selector.select(units, rng) if selector is not None
-                else _select_units(units, config, rng))
+      chosen = (
+          selector.select(units, rng) if selector is not None else _select_units(units, config, rng)
+      )
     # Only a user-set, too small max_predictions can cut predictions here.
     chosen = np.sort(chosen)[:num_predictions]
-    positions_BxP[b, :len(chosen)] = chosen
-    weights_BxP[b, :len(chosen)] = 1.0
+    positions_BxP[b, : len(chosen)] = chosen
+    weights_BxP[b, : len(chosen)] = 1.0
 
   targets_BxP = np.take_along_axis(tokens_BxL, positions_BxP, axis=1)
   targets_BxP = np.where(weights_BxP > 0, targets_BxP, 0).astype(np.int32)
-  masked_BxL = _corrupt(tokens_BxL, positions_BxP, weights_BxP, rng,
-                        tokenizer, config)
-  return {"tokens": masked_BxL, "masked_positions": positions_BxP,
-          "masked_targets": targets_BxP, "masked_weights": weights_BxP}
+  masked_BxL = _corrupt(tokens_BxL, positions_BxP, weights_BxP, rng, tokenizer, config)
+  return {
+      "tokens": masked_BxL,
+      "masked_positions": positions_BxP,
+      "masked_targets": targets_BxP,
+      "masked_weights": weights_BxP,
+  }
 
 
 def _budget(rate: float, count: int) -> int:
@@ -99,8 +107,7 @@ def _budget(rate: float, count: int) -> int:
   return max(1 if rate > 0 else 0, int(round(rate * count)))
 
 
-def _units(candidate_idx: np.ndarray, word_starts_L: np.ndarray
-           ) -> list[np.ndarray]:
+def _units(candidate_idx: np.ndarray, word_starts_L: np.ndarray) -> list[np.ndarray]:
   """Groups candidate positions into maskable units (tokens or words).
 
   A unit breaks at a word start or where a special token sits in between.
@@ -113,8 +120,9 @@ def _units(candidate_idx: np.ndarray, word_starts_L: np.ndarray
   return np.split(candidate_idx, np.flatnonzero(breaks)[1:])
 
 
-def _select_units(units: list[np.ndarray], config: MaskingConfig,
-                  rng: np.random.Generator) -> np.ndarray:
+def _select_units(
+    units: list[np.ndarray], config: MaskingConfig, rng: np.random.Generator
+) -> np.ndarray:
   """BERT whole-word masking: words in random order while they fit."""
   num_tokens = sum(len(u) for u in units)
   budget = _budget(config.rate, num_tokens)
@@ -140,8 +148,7 @@ class _SpanSelector:
   def continue_prob(self, remaining: int) -> float:
     if remaining not in self._continue_prob:
       shortfall = np.maximum(remaining - self.lengths, 0) @ self.pmf
-      self._continue_prob[remaining] = min(1.0, remaining /
-                                           (self.mean + shortfall))
+      self._continue_prob[remaining] = min(1.0, remaining / (self.mean + shortfall))
     return self._continue_prob[remaining]
 
   def draw_lengths(self, budget: int, rng: np.random.Generator) -> list[int]:
@@ -152,8 +159,7 @@ class _SpanSelector:
       remaining -= length
     return lengths
 
-  def select(self, units: list[np.ndarray],
-             rng: np.random.Generator) -> np.ndarray:
+  def select(self, units: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
     num_units = len(units)
     budget = _budget(self.rate, num_units)
     lengths = self.draw_lengths(budget, rng)
@@ -164,28 +170,28 @@ class _SpanSelector:
       return np.zeros(0, np.int64)
     free = num_units - sum(lengths) - (len(lengths) - 1)
     # Uniform over layouts: k sorted draws from free + k slots (stars and bars).
-    extra_before = np.sort(rng.choice(free + len(lengths), len(lengths),
-                                      replace=False)) - np.arange(len(lengths))
+    extra_before = np.sort(
+        rng.choice(free + len(lengths), len(lengths), replace=False)
+    ) - np.arange(len(lengths))
     chosen, offset = [], 0
     for i, length in enumerate(lengths):
       start = extra_before[i] + offset + i
-      chosen.extend(units[start:start + length])
+      chosen.extend(units[start : start + length])
       offset += length
     return np.concatenate(chosen)
 
 
-def _corrupt(tokens_BxL, positions_BxP, weights_BxP, rng, tokenizer,
-             config: MaskingConfig) -> np.ndarray:
+def _corrupt(
+    tokens_BxL, positions_BxP, weights_BxP, rng, tokenizer, config: MaskingConfig
+) -> np.ndarray:
   """80% [MASK], 10% random non-special token, 10% unchanged."""
   masked_BxL = tokens_BxL.astype(np.int32, copy=True)
   rows, cols = np.nonzero(weights_BxP)
   where = positions_BxP[rows, cols]
   draw = rng.random(len(where))
   to_mask = draw < config.mask_prob
-  to_random = (draw >= config.mask_prob) & (
-      draw < config.mask_prob + config.random_prob)
+  to_random = (draw >= config.mask_prob) & (draw < config.mask_prob + config.random_prob)
   masked_BxL[rows[to_mask], where[to_mask]] = tokenizer.mask_id
   normal = tokenizer.normal_ids()
-  masked_BxL[rows[to_random], where[to_random]] = rng.choice(
-      normal, size=int(to_random.sum()))
+  masked_BxL[rows[to_random], where[to_random]] = rng.choice(normal, size=int(to_random.sum()))
   return masked_BxL

@@ -16,8 +16,9 @@ import numpy as np
 from vit_jax import errors
 
 
-def pack_documents(documents: Iterable[Sequence[int]], seq_len: int,
-                   pad_id: int = 0) -> Iterator[dict[str, np.ndarray]]:
+def pack_documents(
+    documents: Iterable[Sequence[int]], seq_len: int, pad_id: int = 0
+) -> Iterator[dict[str, np.ndarray]]:
   """Streams rows {'tokens', 'segment_ids', 'positions'}, each int32 (L,)."""
   if seq_len < 1:
     raise errors.ConfigError(f"seq_len must be positive, got {seq_len}.")
@@ -29,45 +30,50 @@ def pack_documents(documents: Iterable[Sequence[int]], seq_len: int,
     while start < len(doc_N):
       n = min(seq_len - fill, len(doc_N) - start)
       segment += 1
-      tokens_L[fill:fill + n] = doc_N[start:start + n]
-      segments_L[fill:fill + n] = segment
-      positions_L[fill:fill + n] = np.arange(n, dtype=np.int32)
+      tokens_L[fill : fill + n] = doc_N[start : start + n]
+      segments_L[fill : fill + n] = segment
+      positions_L[fill : fill + n] = np.arange(n, dtype=np.int32)
       fill, start = fill + n, start + n
       if fill == seq_len:
-        yield {"tokens": tokens_L, "segment_ids": segments_L,
-               "positions": positions_L}
+        yield {"tokens": tokens_L, "segment_ids": segments_L, "positions": positions_L}
         tokens_L, segments_L, positions_L = _empty_row(seq_len, pad_id)
         fill, segment = 0, 0
   if fill:
-    yield {"tokens": tokens_L, "segment_ids": segments_L,
-           "positions": positions_L}
+    yield {"tokens": tokens_L, "segment_ids": segments_L, "positions": positions_L}
 
 
 def _empty_row(seq_len: int, pad_id: int):
-  return (np.full(seq_len, pad_id, np.int32), np.zeros(seq_len, np.int32),
-          np.zeros(seq_len, np.int32))
+  return (
+      np.full(seq_len, pad_id, np.int32),
+      np.zeros(seq_len, np.int32),
+      np.zeros(seq_len, np.int32),
+  )
 
 
-def next_token_targets(tokens_BxL: np.ndarray, segment_ids_BxL: np.ndarray,
-                       pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def next_token_targets(
+    tokens_BxL: np.ndarray, segment_ids_BxL: np.ndarray, pad_id: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
   """Causal-LM targets: the next token of the same segment.
 
   Returns targets int32 (B, L) and weights float32 (B, L); the last token of
   each segment and all padding get weight 0 (and target pad_id).
   """
   same_BxL = np.zeros(tokens_BxL.shape, dtype=bool)
-  same_BxL[:, :-1] = ((segment_ids_BxL[:, 1:] == segment_ids_BxL[:, :-1]) &
-                      (segment_ids_BxL[:, :-1] > 0))
+  same_BxL[:, :-1] = (segment_ids_BxL[:, 1:] == segment_ids_BxL[:, :-1]) & (
+      segment_ids_BxL[:, :-1] > 0
+  )
   targets_BxL = np.full(tokens_BxL.shape, pad_id, np.int32)
   targets_BxL[:, :-1] = tokens_BxL[:, 1:]
   targets_BxL[~same_BxL] = pad_id
   return targets_BxL, same_BxL.astype(np.float32)
 
 
-def batch_rows(rows: Iterable[dict[str, np.ndarray]], batch_size: int,
-               pad_row: Optional[dict[str, np.ndarray]] = None,
-               num_batches: Optional[int] = None
-               ) -> Iterator[dict[str, np.ndarray]]:
+def batch_rows(
+    rows: Iterable[dict[str, np.ndarray]],
+    batch_size: int,
+    pad_row: Optional[dict[str, np.ndarray]] = None,
+    num_batches: Optional[int] = None,
+) -> Iterator[dict[str, np.ndarray]]:
   """Stacks rows into batches (leading axis B).
 
   With `pad_row` (evaluation), the last partial batch is filled with copies of
@@ -81,8 +87,10 @@ def batch_rows(rows: Iterable[dict[str, np.ndarray]], batch_size: int,
   for batch in _full_batches(rows, batch_size, pad_row):
     count += 1
     if num_batches is not None and count > num_batches:
-      raise errors.DataError(f"The eval data needs more than num_batches="
-                             f"{num_batches} batches of {batch_size} rows.")
+      raise errors.DataError(
+          f"The eval data needs more than num_batches="
+          f"{num_batches} batches of {batch_size} rows."
+      )
     yield batch
   for _ in range(count, num_batches or 0):
     yield _stack([pad_row] * batch_size)

@@ -11,17 +11,26 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from vit_jax.data.text import packing
 from vit_jax.data.text import batches as text_batches
+from vit_jax.data.text import packing
 
 
-def seq2seq_batches(dataset, tokenizer, *, batch_size: int, input_len: int,
-                    target_len: int, split: str = "train", train: bool = True,
-                    seed: int = 0, start_step: int = 0,
-                    num_batches: Optional[int] = None,
-                    data_dir: Optional[str] = None, process_index: int = 0,
-                    process_count: int = 1
-                    ) -> Iterator[text_batches.Batch]:
+def seq2seq_batches(
+    dataset,
+    tokenizer,
+    *,
+    batch_size: int,
+    input_len: int,
+    target_len: int,
+    split: str = "train",
+    train: bool = True,
+    seed: int = 0,
+    start_step: int = 0,
+    num_batches: Optional[int] = None,
+    data_dir: Optional[str] = None,
+    process_index: int = 0,
+    process_count: int = 1,
+) -> Iterator[text_batches.Batch]:
   """Keys: inputs, input_mask int32 (B, Li); decoder_inputs, targets int32
   (B, Lt); weights float32 (B, Lt).
 
@@ -29,18 +38,22 @@ def seq2seq_batches(dataset, tokenizer, *, batch_size: int, input_len: int,
   keeps it). decoder_inputs is the target shifted right behind BOS, or behind
   PAD for tokenizers without BOS (the T5 convention).
   """
-  source = text_batches.resolve_source(dataset, split, "pairs", seed,
-                                       data_dir, process_index, process_count)
+  source = text_batches.resolve_source(
+      dataset, split, "pairs", seed, data_dir, process_index, process_count
+  )
   encoded = source.map_batches(functools.partial(_encode_pairs, tokenizer))
-  stream = text_batches.example_stream(encoded, train, cost=lambda _: 1,
-                                       skip=start_step * batch_size)
-  rows = (_row(tokenizer, input_len, target_len, src, tgt)
-          for (src, tgt), _ in stream)
-  pad_row = None if train else _row(tokenizer, input_len, target_len,
-                                    np.zeros(0, np.int32),
-                                    np.zeros(0, np.int32), pad=True)
-  return packing.batch_rows(rows, batch_size, pad_row,
-                            None if train else num_batches)
+  stream = text_batches.example_stream(
+      encoded, train, cost=lambda _: 1, skip=start_step * batch_size
+  )
+  rows = (_row(tokenizer, input_len, target_len, src, tgt) for (src, tgt), _ in stream)
+  pad_row = (
+      None
+      if train
+      else _row(
+          tokenizer, input_len, target_len, np.zeros(0, np.int32), np.zeros(0, np.int32), pad=True
+      )
+  )
+  return packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
 
 
 def _encode_pairs(tokenizer, pairs: list) -> list:
@@ -49,25 +62,30 @@ def _encode_pairs(tokenizer, pairs: list) -> list:
   return list(zip(sources, targets))
 
 
-def _row(tokenizer, input_len: int, target_len: int, src: np.ndarray,
-         tgt: np.ndarray, pad: bool = False) -> dict[str, np.ndarray]:
+def _row(
+    tokenizer, input_len: int, target_len: int, src: np.ndarray, tgt: np.ndarray, pad: bool = False
+) -> dict[str, np.ndarray]:
   pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
   start_id = tokenizer.bos_id if tokenizer.bos_id is not None else pad_id
   src = _with_eos(tokenizer, src, input_len, pad)
   tgt = _with_eos(tokenizer, tgt, target_len, pad)
   inputs_Li = np.full(input_len, pad_id, np.int32)
-  inputs_Li[:len(src)] = src
+  inputs_Li[: len(src)] = src
   input_mask_Li = (np.arange(input_len) < len(src)).astype(np.int32)
   targets_Lt = np.full(target_len, pad_id, np.int32)
-  targets_Lt[:len(tgt)] = tgt
+  targets_Lt[: len(tgt)] = tgt
   decoder_inputs_Lt = np.full(target_len, pad_id, np.int32)
   if not pad:
     decoder_inputs_Lt[0] = start_id
-    decoder_inputs_Lt[1:len(tgt)] = tgt[:-1]
+    decoder_inputs_Lt[1 : len(tgt)] = tgt[:-1]
   weights_Lt = (np.arange(target_len) < len(tgt)).astype(np.float32)
-  return {"inputs": inputs_Li, "input_mask": input_mask_Li,
-          "decoder_inputs": decoder_inputs_Lt, "targets": targets_Lt,
-          "weights": weights_Lt}
+  return {
+      "inputs": inputs_Li,
+      "input_mask": input_mask_Li,
+      "decoder_inputs": decoder_inputs_Lt,
+      "targets": targets_Lt,
+      "weights": weights_Lt,
+  }
 
 
 def _with_eos(tokenizer, ids: np.ndarray, max_len: int, pad: bool):
@@ -75,4 +93,4 @@ def _with_eos(tokenizer, ids: np.ndarray, max_len: int, pad: bool):
     return ids[:0]
   if tokenizer.eos_id is None:
     return ids[:max_len]
-  return np.append(ids[:max_len - 1], np.int32(tokenizer.eos_id))
+  return np.append(ids[: max_len - 1], np.int32(tokenizer.eos_id))

@@ -13,8 +13,10 @@ from vit_jax import errors
 
 TASKS = ("reverse", "number_words")
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve "
-         "thirteen fourteen fifteen sixteen seventeen eighteen nineteen").split()
+_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve "
+    "thirteen fourteen fifteen sixteen seventeen eighteen nineteen"
+).split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 # Split tags keep train and validation examples from different streams.
 _SPLIT_TAGS = {"train": 0, "validation": 1, "test": 2}
@@ -47,12 +49,13 @@ def _reverse_example(rng: np.random.Generator, max_len: int):
 def _number_words_example(rng: np.random.Generator, max_len: int):
   # Uniform over the digit count first, so short numbers are not rare.
   digits = rng.integers(1, min(max_len, 6) + 1)
-  n = int(rng.integers(0 if digits == 1 else 10**(digits - 1), 10**digits))
+  n = int(rng.integers(0 if digits == 1 else 10 ** (digits - 1), 10**digits))
   return str(n), number_to_words(n)
 
 
-def make_examples(task: str, num_examples: int, split: str = "train",
-                  seed: int = 0, max_len: int = 12) -> list[tuple[str, str]]:
+def make_examples(
+    task: str, num_examples: int, split: str = "train", seed: int = 0, max_len: int = 12
+) -> list[tuple[str, str]]:
   """`num_examples` (source, target) string pairs of `task`.
 
   max_len bounds the source: letters for 'reverse', digits (<= 6) for

@@ -45,9 +45,12 @@ class StreamingSource:
 
   examples = None  # Size unknown: resume reads forward.
 
-  def __init__(self, epoch_fn: Callable[[int], Iterable[Any]],
-               single_pass_fn: Callable[[], Iterable[Any]],
-               fns: Sequence[Callable[[list], list]] = ()):
+  def __init__(
+      self,
+      epoch_fn: Callable[[int], Iterable[Any]],
+      single_pass_fn: Callable[[], Iterable[Any]],
+      fns: Sequence[Callable[[list], list]] = (),
+  ):
     self._epoch_fn = epoch_fn
     self._single_pass_fn = single_pass_fn
     self._fns = tuple(fns)
@@ -67,8 +70,7 @@ class StreamingSource:
 
   def map_batches(self, fn: Callable[[list], list]) -> "StreamingSource":
     """Applies `fn` lazily to chunks of examples."""
-    return StreamingSource(self._epoch_fn, self._single_pass_fn,
-                           self._fns + (fn,))
+    return StreamingSource(self._epoch_fn, self._single_pass_fn, self._fns + (fn,))
 
 
 Source = InMemorySource | StreamingSource
@@ -80,12 +82,12 @@ def as_source(data: Any, seed: int = 0) -> Source:
     return data
   if isinstance(data, (list, tuple)):
     return InMemorySource(data, seed)
-  raise TypeError(f"Expected a dataset name, a source or a list of examples, "
-                  f"got {type(data).__name__}.")
+  raise TypeError(
+      f"Expected a dataset name, a source or a list of examples, " f"got {type(data).__name__}."
+  )
 
 
-def shuffle_buffer(examples: Iterable[Any], size: int,
-                   rng: np.random.Generator) -> Iterator[Any]:
+def shuffle_buffer(examples: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
   """Approximate shuffle of a stream with a `size`-slot buffer, seeded."""
   buffer = []
   for example in examples:
@@ -99,8 +101,9 @@ def shuffle_buffer(examples: Iterable[Any], size: int,
     yield buffer[j]
 
 
-def resume_stream(source: Source, cost: Callable[[Any], int],
-                  skip: int = 0) -> Iterator[tuple[Any, int]]:
+def resume_stream(
+    source: Source, cost: Callable[[Any], int], skip: int = 0
+) -> Iterator[tuple[Any, int]]:
   """Infinite epochs of `source`, after `skip` units have been consumed.
 
   Yields (example, units of it already consumed); only the first example
@@ -112,8 +115,9 @@ def resume_stream(source: Source, cost: Callable[[Any], int],
   if source.examples is not None:
     per_epoch = sum(cost(x) for x in source.examples)
     if per_epoch == 0:
-      raise errors.DataError("The dataset yields nothing to train on (every example "
-                             "is empty or too short).")
+      raise errors.DataError(
+          "The dataset yields nothing to train on (every example " "is empty or too short)."
+      )
     epoch, skip = divmod(skip, per_epoch)
   while True:
     any_units = False
@@ -126,13 +130,14 @@ def resume_stream(source: Source, cost: Callable[[Any], int],
       yield example, skip
       skip = 0
     if not any_units:
-      raise errors.DataError(f"Epoch {epoch} of the dataset yielded nothing to "
-                             "train on (no examples, or all empty).")
+      raise errors.DataError(
+          f"Epoch {epoch} of the dataset yielded nothing to "
+          "train on (no examples, or all empty)."
+      )
     epoch += 1
 
 
-def lookahead(items: Iterable[Any], window: int
-              ) -> Iterator[tuple[Any, list[Any]]]:
+def lookahead(items: Iterable[Any], window: int) -> Iterator[tuple[Any, list[Any]]]:
   """Yields (item, the next up to `window` - 1 items) for every item."""
   it = iter(items)
   ahead = list(itertools.islice(it, window))
@@ -154,13 +159,12 @@ def seeded_rng(seed: int, *keys: int) -> np.random.Generator:
 
 def check_process(process_index: int, process_count: int) -> None:
   if not 0 <= process_index < process_count:
-    raise ValueError(f"process_index={process_index} must be in "
-                     f"[0, process_count={process_count}).")
+    raise ValueError(
+        f"process_index={process_index} must be in " f"[0, process_count={process_count})."
+    )
 
 
-def take_share(items: Sequence[Any], process_index: int,
-               process_count: int) -> list[Any]:
+def take_share(items: Sequence[Any], process_index: int, process_count: int) -> list[Any]:
   """This process's stride of `items` (for data that lives in memory)."""
   check_process(process_index, process_count)
   return list(items[process_index::process_count])
-

@@ -22,8 +22,13 @@ META_FILE = "tokenizer_meta.json"
 SPECIAL_NAMES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
 # Piece strings used when we train a tokenizer ourselves, in id order.
 DEFAULT_SPECIAL_PIECES = {
-    "pad": "<pad>", "unk": "<unk>", "cls": "[CLS]", "sep": "[SEP]",
-    "mask": "[MASK]", "bos": "<s>", "eos": "</s>",
+    "pad": "<pad>",
+    "unk": "<unk>",
+    "cls": "[CLS]",
+    "sep": "[SEP]",
+    "mask": "[MASK]",
+    "bos": "<s>",
+    "eos": "</s>",
 }
 # Word-start markers: SentencePiece '▁', byte-level BPE 'Ġ' (space),
 # 'Ċ' (newline), 'ĉ' (tab).
@@ -42,7 +47,8 @@ def require_texts(kind: str, texts: Iterable[str]) -> list[str]:
   if not texts:
     raise errors.DataError(
         f"Cannot train a {kind!r} tokenizer: the training corpus is empty "
-        "(it yielded no non-empty text).")
+        "(it yielded no non-empty text)."
+    )
   return texts
 
 
@@ -59,8 +65,9 @@ class Tokenizer(abc.ABC):
   def __init__(self, special_ids: dict[str, Optional[int]]):
     unknown = set(special_ids) - set(SPECIAL_NAMES)
     if unknown:
-      raise ValueError(f"Unknown special token names {sorted(unknown)}; "
-                       f"known: {SPECIAL_NAMES}.")
+      raise ValueError(
+          f"Unknown special token names {sorted(unknown)}; " f"known: {SPECIAL_NAMES}."
+      )
     self._special_ids = {n: special_ids.get(n) for n in SPECIAL_NAMES}
 
   # --- what each kind implements -------------------------------------------
@@ -128,7 +135,8 @@ class Tokenizer(abc.ABC):
     if missing:
       raise ValueError(
           f"The {self.kind!r} tokenizer has no {', '.join(missing)} token(s), "
-          "which this objective needs; pass special_ids=... when loading it.")
+          "which this objective needs; pass special_ids=... when loading it."
+      )
 
   def normal_ids(self) -> np.ndarray:
     """Ids that may replace a masked token: everything but special tokens."""
@@ -173,8 +181,12 @@ class Tokenizer(abc.ABC):
   def save(self, directory: str) -> None:
     os.makedirs(directory, exist_ok=True)
     self._save_model(directory)
-    meta = {"kind": self.kind, "fingerprint": self.fingerprint,
-            "vocab_size": self.vocab_size, "special_ids": self._special_ids}
+    meta = {
+        "kind": self.kind,
+        "fingerprint": self.fingerprint,
+        "vocab_size": self.vocab_size,
+        "special_ids": self._special_ids,
+    }
     with open(os.path.join(directory, META_FILE), "w") as f:
       json.dump(meta, f, indent=2, sort_keys=True)
 
@@ -183,16 +195,18 @@ class Tokenizer(abc.ABC):
     """Loads any saved tokenizer and checks the files were not altered."""
     meta = read_meta(directory)
     if meta["kind"] not in _REGISTRY:
-      raise ValueError(f"{directory} holds a tokenizer of unknown kind "
-                       f"{meta['kind']!r}; known: {sorted(_REGISTRY)}.")
+      raise ValueError(
+          f"{directory} holds a tokenizer of unknown kind "
+          f"{meta['kind']!r}; known: {sorted(_REGISTRY)}."
+      )
     tokenizer = _REGISTRY[meta["kind"]]._load_model(directory, meta)
-    check_fingerprint(tokenizer, meta["fingerprint"],
-                      context=f"the tokenizer files in {directory}")
+    check_fingerprint(tokenizer, meta["fingerprint"], context=f"the tokenizer files in {directory}")
     return tokenizer
 
   def __repr__(self):
-    return (f"{type(self).__name__}(vocab_size={self.vocab_size}, "
-            f"fingerprint={self.fingerprint})")
+    return (
+        f"{type(self).__name__}(vocab_size={self.vocab_size}, " f"fingerprint={self.fingerprint})"
+    )
 
 
 def _is_word_char(char: str) -> bool:
@@ -215,14 +229,14 @@ def _piece_ends_word(piece: str) -> bool:
 def read_meta(directory: str) -> dict:
   path = os.path.join(directory, META_FILE)
   if not os.path.exists(path):
-    raise errors.MissingFileError(
-        f"No saved tokenizer in {directory} (missing {META_FILE}).")
+    raise errors.MissingFileError(f"No saved tokenizer in {directory} (missing {META_FILE}).")
   with open(path) as f:
     return json.load(f)
 
 
-def check_fingerprint(tokenizer: Tokenizer, expected: str, *,
-                      context: str = "the checkpoint") -> None:
+def check_fingerprint(
+    tokenizer: Tokenizer, expected: str, *, context: str = "the checkpoint"
+) -> None:
   """Raises TokenizerMismatchError unless `tokenizer` has that fingerprint."""
   if tokenizer.fingerprint != expected:
     raise TokenizerMismatchError(
@@ -231,4 +245,5 @@ def check_fingerprint(tokenizer: Tokenizer, expected: str, *,
         f"{tokenizer.kind!r} tokenizer with fingerprint "
         f"{tokenizer.fingerprint} (vocab_size={tokenizer.vocab_size}). Load "
         "the tokenizer saved with the run (Tokenizer.load(workdir/tokenizer)) "
-        "or start a fresh workdir.")
+        "or start a fresh workdir."
+    )

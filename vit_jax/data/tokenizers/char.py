@@ -32,8 +32,7 @@ class CharTokenizer(base.Tokenizer):
     self._special = self.special_id_set()
 
   @classmethod
-  def train(cls, texts: Iterable[str],
-            vocab_size: Optional[int] = None) -> "CharTokenizer":
+  def train(cls, texts: Iterable[str], vocab_size: Optional[int] = None) -> "CharTokenizer":
     """Keeps every character, or the most frequent ones if vocab_size is set.
 
     Characters are ordered by code point (ties in frequency can't reorder the
@@ -48,8 +47,10 @@ class CharTokenizer(base.Tokenizer):
     if vocab_size is not None:
       budget = vocab_size - len(specials)
       if budget < 1:
-        raise errors.ConfigError(f"vocab_size={vocab_size} leaves no room for "
-                                 f"characters after {len(specials)} special tokens.")
+        raise errors.ConfigError(
+            f"vocab_size={vocab_size} leaves no room for "
+            f"characters after {len(specials)} special tokens."
+        )
       chars = sorted(chars, key=lambda c: (-counts[c], c))[:budget]
     return cls(specials + sorted(chars))
 

@@ -9,7 +9,10 @@ import os
 from typing import Iterable, Optional, Sequence
 
 import tokenizers
-from tokenizers import decoders, models, pre_tokenizers, trainers
+from tokenizers import decoders
+from tokenizers import models
+from tokenizers import pre_tokenizers
+from tokenizers import trainers
 
 from vit_jax.data.tokenizers import base
 
@@ -31,28 +34,34 @@ class HfTokenizer(base.Tokenizer):
 
   kind = "hf_tokenizers"
 
-  def __init__(self, tokenizer: tokenizers.Tokenizer,
-               special_ids: Optional[dict[str, Optional[int]]] = None):
+  def __init__(
+      self, tokenizer: tokenizers.Tokenizer, special_ids: Optional[dict[str, Optional[int]]] = None
+  ):
     # Text that spells a special token ("[MASK]") stays text: only our code
     # inserts special ids.
     tokenizer.encode_special_tokens = True
     self._tok = tokenizer
-    found = {name: next((tokenizer.token_to_id(t) for t in candidates
-                         if tokenizer.token_to_id(t) is not None), None)
-             for name, candidates in _TOKEN_CANDIDATES.items()}
+    found = {
+        name: next(
+            (tokenizer.token_to_id(t) for t in candidates if tokenizer.token_to_id(t) is not None),
+            None,
+        )
+        for name, candidates in _TOKEN_CANDIDATES.items()
+    }
     found.update(special_ids or {})
     super().__init__(found)
     added = tokenizer.get_added_tokens_decoder()
     self._special = super().special_id_set() | frozenset(
-        i for i, token in added.items() if token.special)
+        i for i, token in added.items() if token.special
+    )
     # WordPiece (BERT) marks continuations with '##' instead of word starts.
     model_type = json.loads(tokenizer.to_str())["model"]["type"]
     self._wordpiece = model_type == "WordPiece"
 
   @classmethod
-  def train_byte_level_bpe(cls, texts: Iterable[str],
-                           vocab_size: int, **trainer_options
-                           ) -> "HfTokenizer":
+  def train_byte_level_bpe(
+      cls, texts: Iterable[str], vocab_size: int, **trainer_options
+  ) -> "HfTokenizer":
     """GPT-2 style byte-level BPE; specials take ids 0..6.
 
     `trainer_options` go to `tokenizers.trainers.BpeTrainer`.
@@ -63,17 +72,19 @@ class HfTokenizer(base.Tokenizer):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, show_progress=False,
+        vocab_size=vocab_size,
+        show_progress=False,
         special_tokens=list(base.DEFAULT_SPECIAL_PIECES.values()),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        **trainer_options)
+        **trainer_options,
+    )
     tok.train_from_iterator(texts, trainer, length=len(texts))
     return cls(tok)
 
   @classmethod
-  def from_file(cls, path: str,
-                special_ids: Optional[dict[str, Optional[int]]] = None
-                ) -> "HfTokenizer":
+  def from_file(
+      cls, path: str, special_ids: Optional[dict[str, Optional[int]]] = None
+  ) -> "HfTokenizer":
     """Loads an existing `tokenizer.json`."""
     return cls(tokenizers.Tokenizer.from_file(path), special_ids)
 
@@ -110,5 +121,4 @@ class HfTokenizer(base.Tokenizer):
 
   @classmethod
   def _load_model(cls, directory: str, meta: dict) -> "HfTokenizer":
-    return cls.from_file(os.path.join(directory, _MODEL_FILE),
-                         meta["special_ids"])
+    return cls.from_file(os.path.join(directory, _MODEL_FILE), meta["special_ids"])

@@ -1,1 +1,0 @@
-from tests.training.conftest import digits_dir  # pylint: disable=unused-import
