@@ -31,24 +31,14 @@ def get_config(arg=None):
   c.seq_len = 128
   c.nsp = args["nsp"]
   c.masking = ml_collections.ConfigDict(dict(rate=0.15, whole_word=False, span=False))
-  c.model = ml_collections.ConfigDict(
-      dict(
-          name="bert" if args["nsp"] else "bert_mlm",
-          variant=args["variant"],
-          max_len=config_defaults.follows(c, "seq_len"),  # `--config.seq_len=512` reaches the model
-          # No dropout for the short CPU default: it underfits, and attention dropout's random
-          # masks cost more than the matmuls on a CPU. BERT's own value is 0.1.
-          dropout_rate=0.0,
-          attention_dropout_rate=0.0,
-          attention_impl="xla",
-          dtype="float32",
-          remat="none",
-          scan_layers=False,
-          width=placeholder(int),
-          depth=placeholder(int),
-          num_heads=placeholder(int),
-          mlp_dim=placeholder(int),
-      )
+  # No dropout for the short CPU default (see text_model); BERT's own value is 0.1.
+  c.model = config_defaults.text_model(
+      c,
+      "bert" if args["nsp"] else "bert_mlm",
+      args["variant"],
+      remat="none",
+      scan_layers=False,
+      mlp_dim=placeholder(int),
   )
   c.batch_size = 32
   c.total_steps = 2_500

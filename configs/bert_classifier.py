@@ -14,7 +14,6 @@ Fine-tune the embedded-corpus MLM model on SST-2 (needs glue/sst2 prepared; not 
   command to resume is refused. From a BERT-base run, pass its --config.tokenizer.* values.
 """
 
-import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import config_args
@@ -31,20 +30,13 @@ def get_config(arg=None):
   )
   c.num_classes = NUM_CLASSES.get(args["dataset"], 2)
   c.seq_len = 128
-  c.model = ml_collections.ConfigDict(
-      dict(
-          name="bert_classifier",
-          variant=args["variant"],
-          max_len=config_defaults.follows(c, "seq_len"),
-          dropout_rate=0.1,
-          attention_dropout_rate=0.1,
-          attention_impl="xla",
-          dtype="float32",
-          width=placeholder(int),
-          depth=placeholder(int),
-          num_heads=placeholder(int),
-          mlp_dim=placeholder(int),
-      )
+  c.model = config_defaults.text_model(
+      c,
+      "bert_classifier",
+      args["variant"],
+      dropout_rate=0.1,  # fine-tuning, as in the BERT paper
+      attention_dropout_rate=0.1,
+      mlp_dim=placeholder(int),
   )
   c.batch_size = 32
   c.total_steps = 2_000

@@ -17,9 +17,6 @@ GPT-2 small on C4 with a byte-level BPE (GPU/TPU; not run here):
       --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 --workdir=W
 """
 
-import ml_collections
-from ml_collections.config_dict import placeholder
-
 from vit_jax import config_args
 from vit_jax import config_defaults
 
@@ -28,23 +25,8 @@ def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="embedded", variant="nano", runlocal=False))
   c = config_defaults.text_defaults("causal_lm", args["dataset"])
   c.seq_len = 128
-  c.model = ml_collections.ConfigDict(
-      dict(
-          # max_len follows seq_len: `--config.seq_len=256` sizes the position table too.
-          name="gpt",
-          variant=args["variant"],
-          max_len=config_defaults.follows(c, "seq_len"),
-          posemb="learn",
-          dropout_rate=0.0,
-          attention_dropout_rate=0.0,
-          attention_impl="xla",
-          dtype="float32",
-          remat="none",
-          scan_layers=False,
-          width=placeholder(int),
-          depth=placeholder(int),
-          num_heads=placeholder(int),
-      )
+  c.model = config_defaults.text_model(
+      c, "gpt", args["variant"], posemb="learn", remat="none", scan_layers=False
   )
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
   c.total_steps = 3_000

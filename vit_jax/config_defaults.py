@@ -98,6 +98,28 @@ def text_defaults(
   return c
 
 
+def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings):
+  """A text model's config: its preset, `max_len` following `c.seq_len`, and `settings`.
+
+  The defaults suit the short CPU runs: no dropout (it underfits them, and attention dropout's
+  random masks cost more than the matmuls on a CPU), XLA attention, float32. Width, depth and
+  heads of None keep the preset's shape.
+  """
+  defaults = dict(
+      name=name,
+      variant=variant,
+      max_len=follows(c, "seq_len"),  # `--config.seq_len=512` reaches the position table too
+      dropout_rate=0.0,
+      attention_dropout_rate=0.0,
+      attention_impl="xla",
+      dtype="float32",
+      width=placeholder(int),
+      depth=placeholder(int),
+      num_heads=placeholder(int),
+  )
+  return ml_collections.ConfigDict({**defaults, **settings})
+
+
 def shrink_for_runlocal(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """`runlocal`: a few steps and two eval batches, to check the wiring rather than learn."""
   c.total_steps, c.batch_size, c.log_every, c.eval_every, c.checkpoint_every = 4, 8, 1, 4, 2

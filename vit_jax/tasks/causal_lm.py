@@ -18,21 +18,8 @@ class CausalLM(text_common.TokenLossTask):
     # The bar a character model must beat: entropy of the validation text's character frequencies.
     self.unigram_bits = corpus.validation_char_entropy() if config.dataset == "embedded" else None
 
-  def _batches(self, split, train, start_step, process_index, process_count):
-    c = self.config
-    return batches.clm_batches(
-        c.dataset,
-        self.tokenizer,
-        batch_size=c.batch_size // process_count,
-        seq_len=c.seq_len,
-        split=split,
-        train=train,
-        seed=c.seed,
-        start_step=start_step,
-        data_dir=c.data_dir,
-        process_index=process_index,
-        process_count=process_count,
-    )
+  def _batches(self, **batch_args):
+    return batches.clm_batches(seq_len=self.config.seq_len, **batch_args)
 
   def model_inputs(self, batch):
     return batch["inputs"], batch["positions"], batch["segment_ids"]

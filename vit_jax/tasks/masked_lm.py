@@ -34,25 +34,13 @@ class MaskedLM(text_common.TextTask):
       counts.update(t for t in self.tokenizer.encode(doc) if t not in special)
     return counts.most_common(1)[0][0] if counts else 0
 
-  def _batches(self, split, train, start_step, process_index, process_count):
+  def _batches(self, **batch_args):
     c = self.config
     masking_config = masking.MaskingConfig(
         rate=c.masking.rate, whole_word=c.masking.whole_word, span=c.masking.span
     )
     return batches.mlm_batches(
-        c.dataset,
-        self.tokenizer,
-        batch_size=c.batch_size // process_count,
-        seq_len=c.seq_len,
-        split=split,
-        train=train,
-        seed=c.seed,
-        start_step=start_step,
-        masking_config=masking_config,
-        nsp=self.nsp,
-        data_dir=c.data_dir,
-        process_index=process_index,
-        process_count=process_count,
+        seq_len=c.seq_len, masking_config=masking_config, nsp=self.nsp, **batch_args
     )
 
   def model_inputs(self, batch):

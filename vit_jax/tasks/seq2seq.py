@@ -16,21 +16,10 @@ class Seq2Seq(text_common.TokenLossTask):
         jnp.zeros((batch_size, c.target_len), jnp.int32),
     )
 
-  def _batches(self, split, train, start_step, process_index, process_count):
+  def _batches(self, **batch_args):
     c = self.config
     return seq2seq_batches.seq2seq_batches(
-        c.dataset,
-        self.tokenizer,
-        batch_size=c.batch_size // process_count,
-        input_len=c.input_len,
-        target_len=c.target_len,
-        split=split,
-        train=train,
-        seed=c.seed,
-        start_step=start_step,
-        data_dir=c.data_dir,
-        process_index=process_index,
-        process_count=process_count,
+        input_len=c.input_len, target_len=c.target_len, **batch_args
     )
 
   def model_inputs(self, batch):

@@ -17,21 +17,8 @@ class TextClassification(text_common.TextTask):
   def model_overrides(self) -> dict:
     return {**super().model_overrides(), "num_classes": self.config.num_classes}
 
-  def _batches(self, split, train, start_step, process_index, process_count):
-    c = self.config
-    return batches.cls_batches(
-        c.dataset,
-        self.tokenizer,
-        batch_size=c.batch_size // process_count,
-        seq_len=c.seq_len,
-        split=split,
-        train=train,
-        seed=c.seed,
-        start_step=start_step,
-        data_dir=c.data_dir,
-        process_index=process_index,
-        process_count=process_count,
-    )
+  def _batches(self, **batch_args):
+    return batches.cls_batches(seq_len=self.config.seq_len, **batch_args)
 
   def model_inputs(self, batch):
     return batch["tokens"], batch["token_type_ids"], batch["input_mask"]

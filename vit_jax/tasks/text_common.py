@@ -49,8 +49,8 @@ def tokenizer_for(config, workdir: str):
 class TextTask(task_base.Task):
   """What text tasks share: the workdir's tokenizer and the plumbing around their batches.
 
-  Subclasses implement `_batches(split, train, start_step, process_index, process_count)`,
-  `model_inputs(batch)` and the loss and metric methods of the contract (vit_jax/tasks/base.py).
+  Subclasses implement `_batches(**batch_args)`, `model_inputs(batch)` and the loss and metric
+  methods of the contract (vit_jax/tasks/base.py).
   """
 
   def __init__(self, config, workdir: str):
@@ -70,14 +70,33 @@ class TextTask(task_base.Task):
     return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
 
   def train_batches(self, start_step, process_index, process_count):
-    return self._batches(self.config.train_split, True, start_step, process_index, process_count)
+    split = self.config.train_split
+    return self._batches(**self._batch_args(split, True, start_step, process_index, process_count))
 
   def eval_batches(self, process_index, process_count):
-    return self._batches(self.config.eval_split, False, 0, process_index, process_count)
+    split = self.config.eval_split
+    return self._batches(**self._batch_args(split, False, 0, process_index, process_count))
+
+  def _batch_args(self, split, train, start_step, process_index, process_count) -> dict:
+    """The arguments every text batch function takes (vit_jax/data/text/batches.py)."""
+    c = self.config
+    return dict(
+        dataset=c.dataset,
+        tokenizer=self.tokenizer,
+        batch_size=c.batch_size // process_count,  # the config's batch is the global one
+        split=split,
+        train=train,
+        seed=c.seed,
+        start_step=start_step,
+        data_dir=c.data_dir,
+        process_index=process_index,
+        process_count=process_count,
+    )
 
   @abc.abstractmethod
-  def _batches(self, split, train, start_step, process_index, process_count):
-    """Batches of `split` for this process's share (endless and shuffled when `train`)."""
+  def _batches(self, **batch_args):
+    """This process's batches: a batch function called with `batch_args` and the task's own
+    options (endless and shuffled when `batch_args["train"]`)."""
 
 
 class TokenLossTask(TextTask):

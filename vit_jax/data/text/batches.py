@@ -14,6 +14,7 @@ train=False: one pass in stored order; the last batch is padded with rows of
   so all processes run the same number of eval steps.
 """
 
+import dataclasses
 import functools
 from typing import Any, Iterator, Optional
 
@@ -32,21 +33,53 @@ _MASK_STREAM, _NSP_STREAM = 1, 2
 NSP_LOOKAHEAD = 16
 
 
+@dataclasses.dataclass(frozen=True)
+class Stream:
+  """What every batch function shares: which examples this process reads, and in what order.
+
+  The batch functions take these fields as keyword arguments (`dataset` positionally); the
+  module docstring says what `train`, `start_step` and `num_batches` do.
+  """
+
+  dataset: Any  # a name from vit_jax.data.text.datasets, a source, or a list of examples
+  split: str = "train"
+  train: bool = True
+  seed: int = 0
+  start_step: int = 0
+  num_batches: Optional[int] = None
+  data_dir: Optional[str] = None
+  process_index: int = 0
+  process_count: int = 1
+
+  def examples(self, kind: str, encode, cost, skip: int) -> Iterator[tuple[Any, int]]:
+    """(encoded example, units already consumed): resumed epochs after `skip` units, or one
+    eval pass. `kind` is what a named dataset yields ("documents", "labeled" or "pairs")."""
+    if isinstance(self.dataset, str):
+      source = text.load_source(
+          self.dataset,
+          self.split,
+          kind=kind,
+          data_dir=self.data_dir,
+          process_index=self.process_index,
+          process_count=self.process_count,
+          seed=self.seed,
+      )
+    else:
+      source = sources.as_source(self.dataset, self.seed)
+    encoded = source.map_batches(encode)
+    if self.train:
+      return sources.resume_stream(encoded, cost, skip)
+    return ((example, 0) for example in encoded.single_pass())
+
+  def batch(self, rows, batch_size: int, pad_row: Batch) -> Iterator[Batch]:
+    """Training drops a partial last batch; eval pads it, and up to `num_batches`, with pad_row."""
+    if self.train:
+      return packing.batch_rows(rows, batch_size)
+    return packing.batch_rows(rows, batch_size, pad_row, self.num_batches)
+
+
 def clm_batches(
-    dataset,
-    tokenizer,
-    *,
-    batch_size: int,
-    seq_len: int,
-    split: str = "train",
-    train: bool = True,
-    seed: int = 0,
-    start_step: int = 0,
-    num_batches: Optional[int] = None,
-    add_eos: bool = True,
-    data_dir: Optional[str] = None,
-    process_index: int = 0,
-    process_count: int = 1,
+    dataset, tokenizer, *, batch_size: int, seq_len: int, add_eos: bool = True, **stream_args
 ) -> Iterator[Batch]:
   """Causal-LM batches of packed documents.
 
@@ -56,23 +89,19 @@ def clm_batches(
   the last token of every segment (EOS, or the cut of a split document) has
   weight 0, as does padding.
   """
-  source = resolve_source(dataset, split, "documents", seed, data_dir, process_index, process_count)
+  stream = Stream(dataset, **stream_args)
   eos = [tokenizer.eos_id] if add_eos and tokenizer.eos_id is not None else []
-  documents = source.map_batches(functools.partial(encode_all, tokenizer, suffix=eos))
+  encode = functools.partial(encode_all, tokenizer, suffix=eos)
+  skip = stream.start_step * batch_size * seq_len
+  examples = stream.examples("documents", encode, cost=len, skip=skip)
   pad_id = _pad_id(tokenizer)
-  stream = example_stream(documents, train, cost=len, skip=start_step * batch_size * seq_len)
-  rows = packing.pack_documents((doc[done:] for doc, done in stream), seq_len, pad_id)
-  pad_row = (
-      None
-      if train
-      else {
-          "tokens": np.full(seq_len, pad_id, np.int32),
-          "segment_ids": np.zeros(seq_len, np.int32),
-          "positions": np.zeros(seq_len, np.int32),
-      }
-  )
-  batches = packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
-  return (_clm_batch(batch, pad_id) for batch in batches)
+  rows = packing.pack_documents((doc[done:] for doc, done in examples), seq_len, pad_id)
+  pad_row = {
+      "tokens": np.full(seq_len, pad_id, np.int32),
+      "segment_ids": np.zeros(seq_len, np.int32),
+      "positions": np.zeros(seq_len, np.int32),
+  }
+  return (_clm_batch(batch, pad_id) for batch in stream.batch(rows, batch_size, pad_row))
 
 
 def mlm_batches(
@@ -81,16 +110,9 @@ def mlm_batches(
     *,
     batch_size: int,
     seq_len: int,
-    split: str = "train",
-    train: bool = True,
-    seed: int = 0,
-    start_step: int = 0,
-    num_batches: Optional[int] = None,
     masking_config: masking.MaskingConfig = masking.MaskingConfig(),
     nsp: bool = False,
-    data_dir: Optional[str] = None,
-    process_index: int = 0,
-    process_count: int = 1,
+    **stream_args,
 ) -> Iterator[Batch]:
   """Masked-LM batches; masking is redrawn per step (seeded by step).
 
@@ -103,44 +125,31 @@ def mlm_batches(
   (B, P), P = masking_config.predictions(L); nsp_label int32 (B,) with nsp.
   """
   tokenizer.require("cls", "sep", "mask")
-  source = resolve_source(dataset, split, "documents", seed, data_dir, process_index, process_count)
-  documents = source.map_batches(functools.partial(encode_all, tokenizer))
+  stream = Stream(dataset, **stream_args)
   chunk = seq_len - 3 if nsp else seq_len - 2
+  cost = functools.partial(_nsp_rows if nsp else _plain_rows, chunk)
+  first_step = stream.start_step if stream.train else 0
+  start_row = stream.start_step * batch_size
+  examples = stream.examples("documents", functools.partial(encode_all, tokenizer), cost, start_row)
   if chunk < 2:
     raise errors.ConfigError(f"seq_len={seq_len} is too short for masked LM rows.")
-  cost = functools.partial(_nsp_rows if nsp else _plain_rows, chunk)
-  start_row = start_step * batch_size
-  stream = example_stream(documents, train, cost, skip=start_row)
   if nsp:
     rows = _nsp_row_stream(
-        stream, tokenizer, seq_len, chunk, seed, first_row=start_row if train else 0
+        examples, tokenizer, seq_len, chunk, stream.seed, first_step * batch_size
     )
   else:
     rows = (
         _bert_row(tokenizer, seq_len, doc[i * chunk : (i + 1) * chunk])
-        for doc, done in stream
+        for doc, done in examples
         for i in range(done, cost(doc))
     )
-  pad_row = None if train else _pad_bert_row(tokenizer, seq_len, nsp)
-  batches = packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
-  mask = functools.partial(_mask_batch, tokenizer, masking_config, seed)
-  return (mask(step, batch) for step, batch in enumerate(batches, start=start_step if train else 0))
+  batches = stream.batch(rows, batch_size, _pad_bert_row(tokenizer, seq_len, nsp))
+  mask = functools.partial(_mask_batch, tokenizer, masking_config, stream.seed)
+  return (mask(step, batch) for step, batch in enumerate(batches, start=first_step))
 
 
 def cls_batches(
-    dataset,
-    tokenizer,
-    *,
-    batch_size: int,
-    seq_len: int,
-    split: str = "train",
-    train: bool = True,
-    seed: int = 0,
-    start_step: int = 0,
-    num_batches: Optional[int] = None,
-    data_dir: Optional[str] = None,
-    process_index: int = 0,
-    process_count: int = 1,
+    dataset, tokenizer, *, batch_size: int, seq_len: int, **stream_args
 ) -> Iterator[Batch]:
   """Classification batches: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`.
 
@@ -149,49 +158,20 @@ def cls_batches(
   where input_mask[:, 0] == 1.
   """
   tokenizer.require("cls", "sep")
-  source = resolve_source(dataset, split, "labeled", seed, data_dir, process_index, process_count)
-  encoded = source.map_batches(functools.partial(_encode_labeled, tokenizer))
-  stream = example_stream(encoded, train, cost=lambda _: 1, skip=start_step * batch_size)
-  rows = (
-      _classification_row(tokenizer, seq_len, segments, label) for (segments, label), _ in stream
+  stream = Stream(dataset, **stream_args)
+  encode = functools.partial(_encode_labeled, tokenizer)
+  examples = stream.examples(
+      "labeled", encode, cost=lambda _: 1, skip=stream.start_step * batch_size
   )
-  pad_row = None if train else {**_pad_bert_row(tokenizer, seq_len, False), "label": np.int32(0)}
-  batches = packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
+  rows = (
+      _classification_row(tokenizer, seq_len, segments, label) for (segments, label), _ in examples
+  )
+  pad_row = {**_pad_bert_row(tokenizer, seq_len, False), "label": np.int32(0)}
+  batches = stream.batch(rows, batch_size, pad_row)
   return ({k: v for k, v in batch.items() if k != "positions"} for batch in batches)
 
 
 # --- shared plumbing (also used by seq2seq_batches) --------------------------
-def resolve_source(
-    dataset,
-    split: str,
-    kind: str,
-    seed: int,
-    data_dir: Optional[str],
-    process_index: int,
-    process_count: int,
-) -> sources.Source:
-  if isinstance(dataset, str):
-    return text.load_source(
-        dataset,
-        split,
-        kind=kind,
-        data_dir=data_dir,
-        process_index=process_index,
-        process_count=process_count,
-        seed=seed,
-    )
-  return sources.as_source(dataset, seed)
-
-
-def example_stream(
-    source: sources.Source, train: bool, cost, skip: int
-) -> Iterator[tuple[Any, int]]:
-  """(example, units already consumed): resumed epochs, or one eval pass."""
-  if train:
-    return sources.resume_stream(source, cost, skip)
-  return ((example, 0) for example in source.single_pass())
-
-
 def encode_all(tokenizer, texts: list[str], suffix=()) -> list[np.ndarray]:
   suffix = list(suffix)
   return [np.asarray(ids + suffix, dtype=np.int32) for ids in tokenizer.encode_batch(texts)]

@@ -7,53 +7,30 @@ of vit_jax.data.text.batches.
 """
 
 import functools
-from typing import Iterator, Optional
+from typing import Iterator
 
 import numpy as np
 
 from vit_jax.data.text import batches as text_batches
-from vit_jax.data.text import packing
 
 
 def seq2seq_batches(
-    dataset,
-    tokenizer,
-    *,
-    batch_size: int,
-    input_len: int,
-    target_len: int,
-    split: str = "train",
-    train: bool = True,
-    seed: int = 0,
-    start_step: int = 0,
-    num_batches: Optional[int] = None,
-    data_dir: Optional[str] = None,
-    process_index: int = 0,
-    process_count: int = 1,
+    dataset, tokenizer, *, batch_size: int, input_len: int, target_len: int, **stream_args
 ) -> Iterator[text_batches.Batch]:
   """Keys: inputs, input_mask int32 (B, Li); decoder_inputs, targets int32
-  (B, Lt); weights float32 (B, Lt).
+  (B, Lt); weights float32 (B, Lt). `stream_args` are text_batches.Stream's.
 
   Sources and targets end with EOS (if the tokenizer has one; truncation
   keeps it). decoder_inputs is the target shifted right behind BOS, or behind
   PAD for tokenizers without BOS (the T5 convention).
   """
-  source = text_batches.resolve_source(
-      dataset, split, "pairs", seed, data_dir, process_index, process_count
-  )
-  encoded = source.map_batches(functools.partial(_encode_pairs, tokenizer))
-  stream = text_batches.example_stream(
-      encoded, train, cost=lambda _: 1, skip=start_step * batch_size
-  )
-  rows = (_row(tokenizer, input_len, target_len, src, tgt) for (src, tgt), _ in stream)
-  pad_row = (
-      None
-      if train
-      else _row(
-          tokenizer, input_len, target_len, np.zeros(0, np.int32), np.zeros(0, np.int32), pad=True
-      )
-  )
-  return packing.batch_rows(rows, batch_size, pad_row, None if train else num_batches)
+  stream = text_batches.Stream(dataset, **stream_args)
+  encode = functools.partial(_encode_pairs, tokenizer)
+  examples = stream.examples("pairs", encode, cost=lambda _: 1, skip=stream.start_step * batch_size)
+  rows = (_row(tokenizer, input_len, target_len, src, tgt) for (src, tgt), _ in examples)
+  empty = np.zeros(0, np.int32)
+  pad_row = _row(tokenizer, input_len, target_len, empty, empty, pad=True)
+  return stream.batch(rows, batch_size, pad_row)
 
 
 def _encode_pairs(tokenizer, pairs: list) -> list:
