@@ -80,17 +80,9 @@ def generate(
   for i, p in enumerate(prompts):
     tokens_BxN[i, : len(p)] = p
   if not use_cache:
+    sample = functools.partial(sample_logits, temperature=temperature, top_k=top_k, top_p=top_p)
     return _generate_uncached(
-        model_config,
-        params,
-        tokens_BxN,
-        lengths_B,
-        max_new_tokens,
-        temperature,
-        top_k,
-        top_p,
-        eos_id,
-        seed,
+        model_config, params, tokens_BxN, lengths_B, max_new_tokens, sample, eos_id, seed
     )
   decode = _compiled_decoder(
       model_config, tokens_BxN.shape, int(lengths_B.min()), temperature, top_k, top_p
@@ -173,21 +165,14 @@ def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, 
 
 
 def _generate_uncached(
-    model_config,
-    params,
-    tokens_BxN,
-    lengths_B,
-    max_new_tokens,
-    temperature,
-    top_k,
-    top_p,
-    eos_id,
-    seed,
+    model_config, params, tokens_BxN, lengths_B, max_new_tokens, sample, eos_id, seed
 ):
-  """Reference path: recomputes the whole sequence for every token, sampling on the host side."""
+  """Reference path: recomputes the whole sequence for every token, sampling on the host side.
+
+  `sample(logits_BxV, key)` draws the next tokens (B,), as in the cached path's loop."""
   model = build_model(model_config)
   full_fn = jax.jit(lambda toks: model.apply({"params": params}, toks))
-  sample = jax.jit(lambda logits, key: sample_logits(logits, key, temperature, top_k, top_p))
+  sample = jax.jit(sample)
   batch, total = tokens_BxN.shape
   rng = jax.random.PRNGKey(seed)
   done_B = np.zeros(batch, bool)

@@ -5,9 +5,9 @@ import os
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
 from tests.training import helpers
+from vit_jax.interop import orbax_format
 
 CONFIGS = os.path.join(helpers.ROOT, "configs")
 
@@ -65,12 +65,6 @@ def sgd(config, lr: float = 0.5):
 def read_state(workdir, step: int) -> dict:
   """Flat {path: array} of a checkpoint's whole train state: params, optimizer state and step."""
   state_dir = os.path.join(str(workdir), "checkpoints", str(step), "state")
-  checkpointer = ocp.StandardCheckpointer()
-  metadata = checkpointer.metadata(state_dir)
-  tree = getattr(metadata, "item_metadata", metadata)
-  tree = getattr(tree, "tree", tree)
-  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
-  state = checkpointer.restore(state_dir, target)
+  state = orbax_format.read_state_dir(state_dir)
   flat = jax.tree_util.tree_flatten_with_path(state)[0]
   return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in flat}

@@ -101,3 +101,18 @@ def test_cases_are_what_they_claim():
   assert (sums["correct"], sums["tokens"], sums["exact"], sums["rows"]) == (1.0, 3.0, 0.0, 1.0)
   sums = jax.device_get(masked(True).eval_sums(*mlm_case()))
   assert (sums["correct"], sums["masked"], sums["nsp_correct"], sums["rows"]) == (1, 2, 0, 1)
+
+
+@pytest.mark.parametrize(
+    "task, count_key",
+    [
+        (classification.ImageClassification, "count"),
+        (text_classification.TextClassification, "rows"),
+    ],
+)
+def test_classification_summary_is_per_example(task, count_key):
+  sums = {"loss": np.float32(3.0), "correct": np.float32(1.0), count_key: np.float32(4.0)}
+  want = {"eval_accuracy": 0.25, "eval_loss": 0.75, "eval_examples": 4.0}
+  assert task.eval_summary(sums) == want
+  empty = {"loss": 0.0, "correct": 0.0, count_key: 0.0}  # no examples: zeros, not NaN
+  assert task.eval_summary(empty) == {"eval_accuracy": 0.0, "eval_loss": 0.0, "eval_examples": 0.0}

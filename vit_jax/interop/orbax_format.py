@@ -53,15 +53,20 @@ def read_params(path: str) -> dict:
 
 
 def _read_step_params(step_dir: str) -> dict:
-  state_dir = os.path.join(find_step_dir(step_dir), "state")
+  state = read_state_dir(os.path.join(find_step_dir(step_dir), "state"))
+  return {k: np.asarray(v) for k, v in common.flatten(state["params"]).items()}
+
+
+def read_state_dir(state_dir: str):
+  """The whole train state saved in `state_dir` (params, optimizer state, step), restored onto
+  this host's first device whatever mesh saved it."""
   checkpointer = ocp.StandardCheckpointer()
   metadata = checkpointer.metadata(state_dir)
   tree = getattr(metadata, "item_metadata", metadata)
   tree = getattr(tree, "tree", tree)
   device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
-  state = checkpointer.restore(state_dir, target)
-  return {k: np.asarray(v) for k, v in common.flatten(state["params"]).items()}
+  return checkpointer.restore(state_dir, target)
 
 
 def read(path: str) -> converted.Checkpoint:

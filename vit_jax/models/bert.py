@@ -148,11 +148,13 @@ def gather_positions(x_BxLxD, positions_BxP):
   return jnp.take_along_axis(x_BxLxD, positions_BxP[..., None], axis=1)
 
 
-class BertForPreTraining(nn.Module):
-  """BERT with the masked-LM and next-sentence heads. Returns a dict of logits."""
+class BertWithHead(nn.Module):
+  """`Bert` under "bert", then the subclass's `head` on its sequence and pooled outputs.
 
-  bert: Bert  # its parameters live under "bert"
-  next_sentence: bool = True
+  Takes Bert's inputs, then the head's own (positional after all five of Bert's, or by name).
+  """
+
+  bert: Bert
 
   @nn.compact
   def __call__(
@@ -162,18 +164,28 @@ class BertForPreTraining(nn.Module):
       input_mask_BxL=None,
       positions_BxL=None,
       segment_ids_BxL=None,
-      masked_positions_BxP=None,
+      *head_inputs,
       train: bool = False,
+      **named_head_inputs,
   ):
-    encoder = self.bert
-    x_BxLxD, pooled_BxD = encoder(
+    x_BxLxD, pooled_BxD = self.bert(
         tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL, segment_ids_BxL, train=train
     )
+    return self.head(x_BxLxD, pooled_BxD, *head_inputs, train=train, **named_head_inputs)
+
+
+class BertForPreTraining(BertWithHead):
+  """BERT with the masked-LM and next-sentence heads. Returns a dict of logits."""
+
+  next_sentence: bool = True
+
+  def head(self, x_BxLxD, pooled_BxD, masked_positions_BxP=None, *, train: bool):
+    del train  # the heads have no dropout
     if masked_positions_BxP is not None:
       x_BxLxD = gather_positions(x_BxLxD, masked_positions_BxP)
-    embedding_VxD = encoder.variables["params"]["word_embeddings"]["embedding"]
+    embedding_VxD = self.bert.variables["params"]["word_embeddings"]["embedding"]
     out = {
-        "mlm_logits": MlmHead(encoder.norm_eps, encoder.activation, name="mlm")(
+        "mlm_logits": MlmHead(self.bert.norm_eps, self.bert.activation, name="mlm")(
             x_BxLxD, embedding_VxD
         )
     }
@@ -188,27 +200,14 @@ class BertForMaskedLM(BertForPreTraining):
   next_sentence: bool = False
 
 
-class BertForSequenceClassification(nn.Module):
+class BertForSequenceClassification(BertWithHead):
   """BERT pooled output -> dropout -> linear classifier. Returns logits (B, num_classes)."""
 
-  bert: Bert
   num_classes: int = 2
 
-  @nn.compact
-  def __call__(
-      self,
-      tokens_BxL,
-      token_type_ids_BxL=None,
-      input_mask_BxL=None,
-      positions_BxL=None,
-      segment_ids_BxL=None,
-      train: bool = False,
-  ):
-    encoder = self.bert
-    _, pooled_BxD = encoder(
-        tokens_BxL, token_type_ids_BxL, input_mask_BxL, positions_BxL, segment_ids_BxL, train=train
-    )
-    pooled_BxD = nn.Dropout(encoder.dropout_rate)(pooled_BxD, deterministic=not train)
+  def head(self, x_BxLxD, pooled_BxD, *, train: bool):
+    del x_BxLxD  # classification reads only the pooled first token
+    pooled_BxD = nn.Dropout(self.bert.dropout_rate)(pooled_BxD, deterministic=not train)
     return nn.Dense(self.num_classes, kernel_init=INIT, name="classifier")(pooled_BxD).astype(
         jnp.float32
     )

@@ -55,6 +55,10 @@ class BlockConfig(BlockOptions):
     options = {f.name: getattr(model, f.name) for f in dataclasses.fields(BlockOptions)}
     return cls(**options, **family)
 
+  def dtypes(self) -> dict:
+    """The compute and parameter dtypes every layer of a block takes."""
+    return dict(dtype=jnp.dtype(self.dtype), param_dtype=jnp.dtype(self.param_dtype))
+
   def attention(self, name: str, decode: bool = False, rope: Optional[bool] = None):
     return attention.MultiHeadAttention(
         num_heads=self.num_heads,
@@ -62,27 +66,20 @@ class BlockConfig(BlockOptions):
         implementation=self.attention_impl,
         rope=self.rope if rope is None else rope,
         decode=decode,
-        dtype=jnp.dtype(self.dtype),
-        param_dtype=jnp.dtype(self.param_dtype),
         name=name,
+        **self.dtypes(),
     )
 
   def norm(self, name: str):
-    return nn.LayerNorm(
-        epsilon=self.norm_eps,
-        dtype=jnp.dtype(self.dtype),
-        param_dtype=jnp.dtype(self.param_dtype),
-        name=name,
-    )
+    return nn.LayerNorm(epsilon=self.norm_eps, name=name, **self.dtypes())
 
   def mlp(self, name: str):
     return layers.MlpBlock(
         mlp_dim=self.mlp_dim,
         activation=self.activation,
         dropout_rate=self.dropout_rate,
-        dtype=jnp.dtype(self.dtype),
-        param_dtype=jnp.dtype(self.param_dtype),
         name=name,
+        **self.dtypes(),
     )
 
 

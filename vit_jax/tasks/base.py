@@ -75,3 +75,13 @@ class Task(abc.ABC):
     """Keyword rules for fitting pretrained params to this task's model
     (`interop.finetune_params`)."""
     return {}
+
+
+def per_example_summary(loss_sum, correct_sum, examples) -> dict:
+  """Classification eval metrics from summed per-example loss and hits; no examples reads 0."""
+  denominator = max(float(examples), 1.0)
+  return {
+      "eval_accuracy": float(correct_sum) / denominator,
+      "eval_loss": float(loss_sum) / denominator,
+      "eval_examples": float(examples),
+  }

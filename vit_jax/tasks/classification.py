@@ -47,22 +47,22 @@ class ImageClassification(base.Task):
     return pipeline.train_iterator(
         c.dataset,
         c.train_split,
-        global_batch_size=c.batch_size,
-        image_size=c.image_size,
         seed=c.seed,
         start_step=start_step,
-        data_dir=c.data_dir,
         augment=augment,
-        process_index=process_index,
-        process_count=process_count,
-        download=c.download,
+        **self._pipeline_settings(process_index, process_count),
     )
 
   def eval_batches(self, process_index: int, process_count: int):
     c = self.config
     return pipeline.eval_iterator(
-        c.dataset,
-        c.eval_split,
+        c.dataset, c.eval_split, **self._pipeline_settings(process_index, process_count)
+    )
+
+  def _pipeline_settings(self, process_index: int, process_count: int) -> dict:
+    """What the train and eval pipelines share: batch and image size, the source, this process."""
+    c = self.config
+    return dict(
         global_batch_size=c.batch_size,
         image_size=c.image_size,
         data_dir=c.data_dir,
@@ -104,9 +104,4 @@ class ImageClassification(base.Task):
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
-    count = max(float(sums["count"]), 1.0)
-    return {
-        "eval_accuracy": float(sums["correct"]) / count,
-        "eval_loss": float(sums["loss"]) / count,
-        "eval_examples": float(sums["count"]),
-    }
+    return base.per_example_summary(sums["loss"], sums["correct"], sums["count"])

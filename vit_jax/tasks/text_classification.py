@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import optax
 
 from vit_jax.data.text import batches
+from vit_jax.tasks import base
 from vit_jax.tasks import text_common
 
 
@@ -44,9 +45,4 @@ class TextClassification(text_common.TextTask):
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
-    rows = max(float(sums["rows"]), 1.0)
-    return {
-        "eval_accuracy": float(sums["correct"]) / rows,
-        "eval_loss": float(sums["loss"]) / rows,
-        "eval_examples": float(sums["rows"]),
-    }
+    return base.per_example_summary(sums["loss"], sums["correct"], sums["rows"])
