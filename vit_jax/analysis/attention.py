@@ -1,8 +1,9 @@
 """Attention weights of every layer, attention rollout, and mean attention distance.
 
-The weights come from the models' own path: `EncoderBlock` sows them into "intermediates" when
-called with `return_attention=True`. ViT passes that flag down; BERT and GPT do not, so an
-interceptor switches it on for every encoder block of any model, one path for all of them.
+The weights come from the models' own path: an `Encoder` stack called with
+`return_attention=True` makes each of its blocks sow them into "intermediates". ViT passes that
+flag down; BERT and GPT do not, so an interceptor switches it on for every encoder stack of any
+model, one path for all of them.
 
 Shape letters: B batch, H heads, T queries, S keys, N patches, L layers.
 """
@@ -13,13 +14,14 @@ import flax.linen as nn
 import jax
 import numpy as np
 
+from vit_jax import errors
 from vit_jax.models import transformer
 
-_RETURN_ATTENTION_ARG = 4  # EncoderBlock(x, mask, deterministic, positions, return_attention)
+_RETURN_ATTENTION_ARG = 4  # Encoder(x, mask, deterministic, positions, return_attention)
 
 
 def _return_attention(next_fun, args, kwargs, context):
-  if isinstance(context.module, transformer.EncoderBlock) and context.method_name == "__call__":
+  if isinstance(context.module, transformer.Encoder) and context.method_name == "__call__":
     if len(args) > _RETURN_ATTENTION_ARG:
       args = args[:_RETURN_ATTENTION_ARG] + (True,) + args[_RETURN_ATTENTION_ARG + 1 :]
     else:
@@ -50,7 +52,7 @@ def attention_weights(module, params, *inputs, **kwargs):
 
   collect(state.get("intermediates", {}), ())
   if not found:
-    raise ValueError(
+    raise errors.ConfigError(
         f"{type(module).__name__} sowed no attention weights; inspect needs a model "
         "built from transformer encoder blocks (ViT, BERT, GPT)."
     )
@@ -105,8 +107,8 @@ def query_attention(weights_BxHxTxT, query: str, prefix_tokens: int = 0):
   p = prefix_tokens
   if query == "cls":
     if not p:
-      raise ValueError("This model has no cls token; use the mean query (--query=mean).")
+      raise errors.ConfigError("This model has no cls token; use the mean query (--query=mean).")
     return weights_BxHxTxT[..., 0, p:]
   if query == "mean":
     return weights_BxHxTxT[..., p:, p:].mean(axis=-2)
-  raise ValueError(f"Unknown query {query!r}; choose 'cls' or 'mean'.")
+  raise errors.ConfigError(f"Unknown query {query!r}; choose 'cls' or 'mean'.")

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 
+from vit_jax import errors
 from vit_jax import interop
 from vit_jax.interop import models as interop_models
 
@@ -59,20 +60,20 @@ def load(path: str) -> Loaded:
   """Reads `path` with every layer its own module (no scan, no remat: same params, and the
   attention weights can be sown per layer)."""
   if not os.path.exists(path):
-    raise FileNotFoundError(
+    raise errors.MissingFileError(
         f"{path} does not exist; pass one of our workdirs, an .npz or a "
         "Hugging Face model directory."
     )
   config = _workdir_config(path) if os.path.isdir(path) else {}
   if config and not _has_checkpoint(path):
-    raise FileNotFoundError(
+    raise errors.MissingFileError(
         f"The workdir {path} has no checkpoint yet (nothing in "
         f"{os.path.join(path, 'checkpoints')}); train it with vit_jax.main "
         "first or pass another workdir."
     )
   probe = interop.load(path)
   if probe.model.get("name") not in ("vit",) + TEXT_MODELS:
-    raise ValueError(
+    raise errors.ConfigError(
         f"Cannot inspect a {probe.model.get('name')!r} model; ViT, BERT and GPT "
         "models can be inspected."
     )
@@ -121,7 +122,7 @@ def prefix_tokens(loaded: Loaded) -> int:
 
 def require_image_model(loaded: Loaded) -> None:
   if loaded.name != "vit":
-    raise ValueError(
+    raise errors.ConfigError(
         f"{loaded.path} is a text model ({loaded.name}); image plots need a ViT. "
         "Pass --text instead of --image."
     )
@@ -129,7 +130,7 @@ def require_image_model(loaded: Loaded) -> None:
 
 def require_text_model(loaded: Loaded) -> None:
   if not loaded.is_text:
-    raise ValueError(
+    raise errors.ConfigError(
         f"{loaded.path} is an image model ({loaded.name}); pass --image files, " "not --text."
     )
 
@@ -143,7 +144,7 @@ def tokenizer(loaded: Loaded):
   hf_file = os.path.join(loaded.path, "tokenizer.json")
   if os.path.isdir(loaded.path) and os.path.isfile(hf_file):
     return tokenizers.load_pretrained(hf_file)
-  raise FileNotFoundError(
+  raise errors.MissingFileError(
       f"No tokenizer for {loaded.path}: text needs one of our workdirs or a "
       "Hugging Face directory with tokenizer.json."
   )
