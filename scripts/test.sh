@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Quickstart: set up with the test extras, then run the whole test suite.
-# Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow" tests/models
+# Quickstart: set up with the test extras, then run the test suite (what CI runs).
+# By default tests marked `slow` are left out (each is a longer variant of something the default
+# run already checks); pass -m to choose, e.g. scripts/test.sh -m "slow or not slow" (everything)
+# or scripts/test.sh -m slow. Other arguments go to pytest, e.g. scripts/test.sh tests/models
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
-exec .venv/bin/python -m pytest -q -n 2 --durations=15 "$@"
+marker=(-m "not slow")
+for arg in "$@"; do
+  case "$arg" in -m|-m*) marker=() ;; esac
+done
+exec .venv/bin/python -m pytest -q -n 2 --durations=15 "${marker[@]}" "$@"

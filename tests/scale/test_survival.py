@@ -42,7 +42,6 @@ def rows(workdir):
   return helpers.read_metrics(workdir) if os.path.exists(path) else []
 
 
-@pytest.mark.slow
 def test_sigterm_checkpoints_and_resumes_exactly(tmp_path, digits_dir):
   straight = helpers.run(command(tmp_path / "straight", digits_dir))
   assert straight.returncode == 0, straight.stderr[-3000:]

@@ -22,7 +22,6 @@ def fast_adam(config, lr):
   return config
 
 
-@pytest.mark.slow  # ~25 s of CPU each
 @pytest.mark.parametrize(
     "family,steps,lr,min_drop",
     [

@@ -28,7 +28,6 @@ def halves_totals(config, workdir):
   ]
 
 
-@pytest.mark.slow  # ~30 s of CPU per family (two 1-step trainer runs)
 @pytest.mark.parametrize("family", ["seq2seq", "vit"])
 def test_two_microbatches_give_the_full_batch_step(tmp_path, digits_dir, family):
   """One SGD step with grad_accum_steps=2 equals the step on the whole batch, to 1e-6.
@@ -69,7 +68,6 @@ def saved_steps(workdir):
   return sorted(int(d.name) for d in (workdir / "checkpoints").iterdir() if d.name.isdigit())
 
 
-@pytest.mark.slow
 def test_nonfinite_step_changes_no_param_or_optimizer_state(tmp_path, digits_dir):
   skip_dir, stop_dir = tmp_path / "skip", tmp_path / "stop"
   nan_run(digits_dir, skip_dir, "skip")
