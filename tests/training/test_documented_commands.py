@@ -245,20 +245,29 @@ def test_convert_command_parses(command):
   assert args.to in convert.FORMATS and args.src and args.dst
 
 
-GENERATE_PARSE = """
-import json, sys
-from vit_jax import generate
-for argv in json.loads(sys.argv[1]):
-  generate.FLAGS.unparse_flags()
-  generate.FLAGS(["generate", *argv])
-  print(json.dumps([generate.FLAGS.workdir, generate.FLAGS.max_new_tokens]))
+FLAGS_PARSE = """
+import importlib, json, sys
+module = importlib.import_module(sys.argv[1])
+for argv in json.loads(sys.argv[2]):
+  module.FLAGS.unparse_flags()
+  module.FLAGS([sys.argv[1], *argv])
+  print(json.dumps([getattr(module.FLAGS, name) for name in json.loads(sys.argv[3])]))
 """
 
 
-def test_generate_commands_parse_and_name_a_generating_run(tmp_path, monkeypatch, capsys):
-  commands = [c for c in COMMANDS if c.module == "vit_jax.generate"]
+def parsed_flags(module: str, names: list[str]) -> list[tuple]:
+  """(commands of `module`, the values of flags `names` each parses to), parsed by the module's
+  own absl flags in one subprocess (flags are process-global)."""
+  commands = [c for c in COMMANDS if c.module == module]
   result = subprocess.run(
-      [sys.executable, "-c", GENERATE_PARSE, json.dumps([list(c.argv) for c in commands])],
+      [
+          sys.executable,
+          "-c",
+          FLAGS_PARSE,
+          module,
+          json.dumps([list(c.argv) for c in commands]),
+          json.dumps(names),
+      ],
       env=helpers.env(),
       capture_output=True,
       text=True,
@@ -267,9 +276,13 @@ def test_generate_commands_parse_and_name_a_generating_run(tmp_path, monkeypatch
       check=False,
   )
   assert result.returncode == 0, result.stderr[-2000:]
+  return list(zip(commands, map(json.loads, result.stdout.splitlines()), strict=True))
+
+
+def test_generate_commands_parse_and_name_a_generating_run(tmp_path, monkeypatch, capsys):
+  parsed = parsed_flags("vit_jax.generate", ["workdir", "max_new_tokens"])
   monkeypatch.chdir(helpers.ROOT)
-  for command, line in zip(commands, result.stdout.splitlines(), strict=True):
-    workdir, max_new_tokens = json.loads(line)
+  for command, (workdir, max_new_tokens) in parsed:
     source = training_command(workdir)
     assert source, f"{command.text}: no documented training command writes {workdir}"
     config = resolve_config(with_local_paths(source, tmp_path), monkeypatch, capsys)
@@ -278,28 +291,7 @@ def test_generate_commands_parse_and_name_a_generating_run(tmp_path, monkeypatch
       assert max_new_tokens < config.model.max_len, command.text
 
 
-FLAGS_PARSE = """
-import importlib, json, sys
-module = importlib.import_module(sys.argv[1])
-for argv in json.loads(sys.argv[2]):
-  module.FLAGS.unparse_flags()
-  module.FLAGS([sys.argv[1], *argv])
-  print(module.FLAGS.checkpoint)
-"""
-
-
 @pytest.mark.parametrize("module", ["vit_jax.inspect", "vit_jax.predict"])
 def test_inspect_and_predict_commands_parse(module):
-  commands = [c for c in COMMANDS if c.module == module]
-  assert commands
-  result = subprocess.run(
-      [sys.executable, "-c", FLAGS_PARSE, module, json.dumps([list(c.argv) for c in commands])],
-      env=helpers.env(),
-      capture_output=True,
-      text=True,
-      cwd=helpers.ROOT,
-      timeout=300,
-      check=False,
-  )
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert len(result.stdout.split()) == len(commands)
+  parsed = parsed_flags(module, ["checkpoint"])
+  assert parsed and all(checkpoint for _, (checkpoint,) in parsed)
