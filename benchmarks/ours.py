@@ -1,118 +1,112 @@
 """Our side of each workload: a step callable that runs one timed unit and waits for it.
 
-Training steps are built the way `vit_jax/train.py` builds its step: `build_model`, a jit-compiled
-value_and_grad + optax AdamW update with donated state and the trainer's non-finite guard (a
-non-finite step keeps the old params and optimizer state).
+Training steps are the trainer's own: `train_step.make_train_step` (gradient accumulation off, the
+non-finite guard on) with the task's real `apply`, `totals` and `loss`, optax AdamW, jit-compiled
+with the state donated, exactly as `vit_jax/train.py` builds it. The tasks are built without data
+(no dataset is opened and no tokenizer trained): the batches are random tensors of the real shapes.
 """
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 
 from vit_jax import sampling
+from vit_jax import train_step
 from vit_jax.models import build_model
+from vit_jax.tasks import base
+from vit_jax.tasks import causal_lm
+from vit_jax.tasks import classification
+from vit_jax.tasks import masked_lm
 
 
-def _train_step(model, loss_fn, params):
-  tx = optax.adamw(1e-4, weight_decay=0.01)
-  state = {"params": params, "opt_state": tx.init(params)}
+class _CausalLM(causal_lm.CausalLM):
+  """The causal-LM task's step code without its tokenizer (nothing here reads text)."""
 
-  def step(state, batch):
-    loss, grads = jax.value_and_grad(lambda p: loss_fn(model, p, batch))(state["params"])
-    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-    new_params = optax.apply_updates(state["params"], updates)
-    finite = jnp.isfinite(loss) & jnp.isfinite(optax.global_norm(grads))
-    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
-    return {
-        "params": keep(new_params, state["params"]),
-        "opt_state": keep(opt_state, state["opt_state"]),
-    }, loss
-
-  return jax.jit(step, donate_argnums=(0,)), state
+  def __init__(self):  # pylint: disable=super-init-not-called
+    base.Task.__init__(self, ml_collections.ConfigDict())
 
 
-def _runner(step, state, batch):
-  holder = {"state": state}
+class _MaskedLM(masked_lm.MaskedLM):
+  """The MLM task's step code (no next-sentence head) without its tokenizer."""
+
+  def __init__(self):  # pylint: disable=super-init-not-called
+    base.Task.__init__(self, ml_collections.ConfigDict())
+    self.nsp = False
+
+
+def _runner(task, model, batch):
+  """One jitted trainer step on `batch`, repeated; returns the callable that times one step."""
+  params = jax.jit(lambda: model.init(jax.random.PRNGKey(0), *task.model_inputs(batch))["params"])()
+  schedule = optax.constant_schedule(1e-4)
+  tx = optax.adamw(schedule, weight_decay=0.01)
+  step = jax.jit(
+      train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1)),
+      donate_argnums=(0,),
+  )
+  holder = {"state": {"params": params, "opt_state": tx.init(params), "step": jnp.int32(0)}}
 
   def run():
-    holder["state"], loss = step(holder["state"], batch)
-    loss.block_until_ready()
+    holder["state"], metrics = step(holder["state"], batch)
+    metrics["train_loss"].block_until_ready()
 
   return run
 
 
-def _init(model, *inputs):
-  return jax.jit(lambda: model.init(jax.random.PRNGKey(0), *inputs)["params"])()
-
-
 def vit_train(config, batch_size, image_size):
-  model = build_model(config)
+  task = classification.ImageClassification(
+      ml_collections.ConfigDict({"image_size": image_size}), num_classes=config["num_classes"]
+  )
   rng = np.random.default_rng(0)
+  label_B = rng.integers(0, config["num_classes"], batch_size)
   batch = {
-      "image": jnp.asarray(
-          rng.standard_normal((batch_size, image_size, image_size, 3)), jnp.float32
-      ),
-      "label": jnp.asarray(rng.integers(0, config["num_classes"], batch_size), jnp.int32),
+      "image": rng.standard_normal((batch_size, image_size, image_size, 3)).astype(np.float32),
+      "label": label_B.astype(np.int32),
+      "labels": np.eye(config["num_classes"], dtype=np.float32)[label_B],  # one-hot soft labels
   }
-
-  def loss_fn(model, params, batch):
-    logits_BxC = model.apply({"params": params}, batch["image"], train=True)
-    return optax.softmax_cross_entropy_with_integer_labels(logits_BxC, batch["label"]).mean()
-
-  return _runner(*_train_step(model, loss_fn, _init(model, batch["image"][:1])), batch)
+  return _runner(task, build_model(config), jax.tree.map(jnp.asarray, batch))
 
 
 def gpt_train(config, batch_size, seq_len):
-  model = build_model(config)
-  tokens_BxT = jnp.asarray(
-      np.random.default_rng(0).integers(0, config["vocab_size"], (batch_size, seq_len + 1)),
-      jnp.int32,
-  )
-
-  def loss_fn(model, params, tokens_BxT):
-    logits_BxTxV = model.apply({"params": params}, tokens_BxT[:, :-1], train=True)
-    return optax.softmax_cross_entropy_with_integer_labels(logits_BxTxV, tokens_BxT[:, 1:]).mean()
-
-  return _runner(*_train_step(model, loss_fn, _init(model, tokens_BxT[:1, :-1])), tokens_BxT)
+  tokens_BxT = np.random.default_rng(0).integers(0, config["vocab_size"], (batch_size, seq_len + 1))
+  batch = {
+      "inputs": tokens_BxT[:, :-1],
+      "targets": tokens_BxT[:, 1:],
+      "positions": np.tile(np.arange(seq_len), (batch_size, 1)),
+      "segment_ids": np.ones((batch_size, seq_len), np.int32),  # one document per row
+      "weights": np.ones((batch_size, seq_len), np.float32),
+  }
+  batch = {
+      k: jnp.asarray(v, jnp.float32 if k == "weights" else jnp.int32) for k, v in batch.items()
+  }
+  return _runner(_CausalLM(), build_model(config), batch)
 
 
 def bert_mlm_train(config, batch_size, seq_len, masked):
-  model = build_model(config)
   rng = np.random.default_rng(0)
   batch = {
       "tokens": rng.integers(0, config["vocab_size"], (batch_size, seq_len)),
-      "positions": np.sort(
+      "token_type_ids": np.zeros((batch_size, seq_len)),
+      "input_mask": np.ones((batch_size, seq_len)),
+      "positions": np.tile(np.arange(seq_len), (batch_size, 1)),
+      "masked_positions": np.sort(
           rng.permuted(np.tile(np.arange(seq_len), (batch_size, 1)), axis=1)[:, :masked], axis=1
       ),
-      "targets": rng.integers(0, config["vocab_size"], (batch_size, masked)),
+      "masked_targets": rng.integers(0, config["vocab_size"], (batch_size, masked)),
+      "masked_weights": np.ones((batch_size, masked)),
   }
-  batch = {k: jnp.asarray(v, jnp.int32) for k, v in batch.items()}
-  ones_BxL = jnp.ones((batch_size, seq_len), jnp.int32)
-
-  def loss_fn(model, params, batch):
-    out = model.apply(
-        {"params": params},
-        batch["tokens"],
-        jnp.zeros_like(ones_BxL),
-        ones_BxL,
-        None,
-        None,
-        batch["positions"],
-        train=True,
-        rngs={"dropout": jax.random.PRNGKey(0)},
-    )
-    return optax.softmax_cross_entropy_with_integer_labels(
-        out["mlm_logits"], batch["targets"]
-    ).mean()
-
-  params = _init(model, batch["tokens"][:1], None, None, None, None, batch["positions"][:1])
-  return _runner(*_train_step(model, loss_fn, params), batch)
+  batch = {
+      k: jnp.asarray(v, jnp.float32 if k == "masked_weights" else jnp.int32)
+      for k, v in batch.items()
+  }
+  return _runner(_MaskedLM(), build_model(config), batch)
 
 
 def gpt_decode(config, batch_size, prompt_len, new_tokens):
   model = build_model(config)
-  params = _init(model, jnp.zeros((1, 8), jnp.int32))
+  params = jax.jit(lambda: model.init(jax.random.PRNGKey(0), jnp.zeros((1, 8), jnp.int32)))()
+  params = params["params"]
   prompts = np.random.default_rng(0).integers(0, config["vocab_size"], (batch_size, prompt_len))
 
   def run():  # everything a user's call costs, compile excepted (warm-up compiles)
