@@ -16,6 +16,7 @@ vit_jax), which saves their import time per mutant; --no_fork runs a fresh inter
 import argparse
 import ast
 import copy
+import importlib
 import os
 import random
 import shutil
@@ -256,17 +257,19 @@ def run_tests(copy_dir: str, tests, timeout: float, fork: bool) -> str:
 def preload() -> None:
   """Imports the heavy libraries once, in the parent, so forked children start warm."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  # pylint: disable=g-import-not-at-top,unused-import
-  # ruff: noqa: F401
-  import flax.linen
-  import jax
-  import optax
-  import orbax.checkpoint
-  import pytest
-  import tensorflow
-  import tensorflow_datasets
-  import torchvision  # before TF, as tests/conftest.py does
-
+  # In this order: torchvision segfaults when TensorFlow is already loaded (tests/conftest.py
+  # imports it first too). A list, so an import sorter cannot reorder it.
+  for name in (
+      "torchvision",
+      "flax.linen",
+      "jax",
+      "optax",
+      "orbax.checkpoint",
+      "pytest",
+      "tensorflow",
+      "tensorflow_datasets",
+  ):
+    importlib.import_module(name)
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
