@@ -89,6 +89,9 @@ def run() -> None:
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
+  except KeyboardInterrupt:
+    print("sweep: interrupted; rerun the same command to resume.", file=sys.stderr)
+    sys.exit(130)
   sys.exit(code)
 
 

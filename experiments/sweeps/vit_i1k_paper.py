@@ -3,7 +3,7 @@
 Ready for a pod, not for 2 CPU cores: the smallest run is ViT-S/16 for 90 epochs, about 7 hours
 on a TPU v3-8 (big_vision's report, below). Print the commands for a queue with
 
-  python -m vit_jax.sweep run experiments/sweeps/vit_i1k_paper.py --root=gs://BUCKET/vit_i1k \
+  python -m vit_jax.sweep run experiments/sweeps/vit_i1k_paper.py --root=/shared/sweeps/vit_i1k \
       --print_commands
 
 then, once the runs are done, `collect`, `fit` and `plot` with the same --root.

@@ -6,7 +6,7 @@ vit_i21k.py calls its augmentation choice "a good average between 30ep and 300ep
 the original ViT paper's (Dosovitskiy et al. 2021; "num_epochs=90" for the released ImageNet-21k
 checkpoints, in google-research/vision_transformer issue #2). Print the commands for a queue:
 
-  python -m vit_jax.sweep run experiments/sweeps/vit_i21k_paper.py --root=gs://BUCKET/vit_i21k \
+  python -m vit_jax.sweep run experiments/sweeps/vit_i21k_paper.py --root=/shared/sweeps/vit_i21k \
       --print_commands
 
 Data: ImageNet-21k is not in public TFDS (big_vision's vit_i21k.py says so too). Register a TFDS
