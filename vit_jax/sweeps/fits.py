@@ -38,17 +38,20 @@ def points(fit_name: str, metric: str, evals: list[dict]) -> tuple[list[dict], s
       return [], "no eval point with a metric and a FLOP count"
     keep = powerlaw.pareto_frontier([r["flops"] for r in usable], [r[metric] for r in usable])
     return [usable[i] for i in keep], "Pareto frontier of all eval points over compute"
-  finals = [r for r in usable if r["final"] and r.get("train_examples") and r.get("params")]
-  if not finals:
-    return [], "no finished run with a parameter count and a training-set size"
+  finals = [r for r in usable if r["final"] and r.get("params")]
   if fit_name == "data":
+    finals = [r for r in finals if r.get("train_examples")]
+    if not finals:
+      return [], "no finished run with a counted training set"
     largest = max(r["params"] for r in finals)
     chosen, key = [r for r in finals if r["params"] == largest], "train_examples"
     what = f"best final {metric} per training-set size of the largest model ({largest:,} params)"
-  else:
-    largest = max(r["train_examples"] for r in finals)
-    chosen, key = [r for r in finals if r["train_examples"] == largest], "params"
-    what = f"best final {metric} per model size on the largest training set ({largest:,} examples)"
+  else:  # runs without a counted training set (text) all count as the largest
+    if not finals:
+      return [], "no finished run with a parameter count"
+    largest = max(r.get("train_examples") or 0 for r in finals)
+    chosen = [r for r in finals if (r.get("train_examples") or 0) == largest]
+    key, what = "params", f"best final {metric} per model size on the largest training set"
   best = {}
   for row in chosen:
     if row[key] not in best or row[metric] < best[row[key]][metric]:

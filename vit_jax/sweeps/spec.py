@@ -127,7 +127,8 @@ def expand(raw: dict, path: str = "<sweep>") -> Sweep:
     if not values:
       raise errors.ConfigError(f"{path}: grid key {key!r} has no values.")
   metric = raw.get("metric", "error")
-  fits = tuple(raw.get("fits", ("compute",)))
+  fits = raw.get("fits", ("compute",))
+  fits = (fits,) if isinstance(fits, str) else tuple(fits)
   if metric not in METRICS:
     raise errors.ConfigError(f"{path}: metric={metric!r} must be one of {list(METRICS)}.")
   if not fits or set(fits) - set(FITS):
