@@ -14,14 +14,26 @@ import jax
 class MetricsLog:
   """Writes one JSON object per logged step and the same scalars to TensorBoard."""
 
-  def __init__(self, workdir: str, total_steps: int, start_step: int, progress: str = "auto"):
+  def __init__(
+      self,
+      workdir: str,
+      total_steps: int,
+      start_step: int,
+      progress: str = "auto",
+      started: float | None = None,
+  ):
+    """`started`: when this attempt began (time.time()); records carry `elapsed_s`, the wall time
+    since then plus the last `elapsed_s` of earlier attempts, so it sums over resumes."""
     self.enabled = jax.process_index() == 0
     self.total_steps = total_steps
     self.start_step = start_step
     self.start_time = time.time()
+    self.started = self.start_time if started is None else started
     if not self.enabled:
       return
-    self.jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
+    path = os.path.join(workdir, "metrics.jsonl")
+    self.elapsed_before = earlier_elapsed(path)
+    self.jsonl = open(path, "a", encoding="utf-8")
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 
     self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
@@ -42,6 +54,7 @@ class MetricsLog:
     if not self.enabled:
       return
     row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
+    row["elapsed_s"] = round(self.elapsed_before + time.time() - self.started, 3)
     self.jsonl.write(json.dumps(row) + "\n")
     self.jsonl.flush()
     for key, value in metrics.items():
@@ -66,3 +79,17 @@ class MetricsLog:
       self.bar.close()
     self.jsonl.close()
     self.tb.close()
+
+
+def earlier_elapsed(path: str) -> float:
+  """The largest `elapsed_s` in an existing metrics file (0 for a new run or older logs)."""
+  if not os.path.isfile(path):
+    return 0.0
+  latest = 0.0
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      try:
+        latest = max(latest, float(json.loads(line).get("elapsed_s", 0.0)))
+      except (ValueError, AttributeError):  # a line torn by a killed run
+        continue
+  return latest

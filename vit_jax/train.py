@@ -5,6 +5,7 @@ fine-tuned), the update step, evaluation, and the loop with logging, checkpoints
 non-finite checks. The same code runs on one CPU and on a multi-host pod.
 """
 
+import json
 import os
 import time
 
@@ -26,6 +27,9 @@ from vit_jax import tasks
 from vit_jax import train_step as train_step_lib
 from vit_jax import validation
 from vit_jax.models import build_model
+from vit_jax.models import counting
+
+RUN_INFO_FILE = "run_info.json"  # parameter count, training FLOPs per example, train-set size
 
 
 class NonFiniteError(FloatingPointError):
@@ -37,6 +41,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
   With `total_steps=0` a new workdir gets the initialized model saved as step 0 (to export it).
   """
+  started = time.time()
   data_notes = validation.validate_training(config, workdir)  # before anything is written
   os.makedirs(workdir, exist_ok=True)
   rng = jax.random.PRNGKey(config.seed)
@@ -96,9 +101,20 @@ def train_and_evaluate(config, workdir: str) -> dict:
       opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
       state = {"params": params, "opt_state": opt_state, "step": state["step"]}
   start_step = int(state["step"])
+  mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
+    # What a scaling sweep needs without rebuilding the model (vit_jax/sweeps/collect.py).
+    run_info = {
+        "num_params": counting.count_params(abstract_state["params"]),
+        "train_flops_per_example": mfu_meter.flops_per_example,
+        "train_examples": task.train_size(),
+        "batch_size": config.batch_size,
+        "total_steps": config.total_steps,
+    }
+    with open(os.path.join(workdir, RUN_INFO_FILE), "w", encoding="utf-8") as f:
+      json.dump(run_info, f, indent=2)
     task.save_assets(workdir)
 
   # ---- Update step and evaluation (vit_jax/train_step.py) -----------------------------------
@@ -133,8 +149,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
     return task.eval_summary(jax.device_get(sums))
 
   # ---- Loop -----------------------------------------------------------------------------------
-  mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
-  log = metrics_log.MetricsLog(workdir, config.total_steps, start_step, config.progress)
+  log = metrics_log.MetricsLog(
+      workdir, config.total_steps, start_step, config.progress, started=started
+  )
   if data_notes:  # e.g. corrupt images skipped
     log.write(start_step, data_notes)
   train_batches = host_input.train_batches(

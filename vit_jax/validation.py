@@ -58,6 +58,11 @@ def get(config, dotted: str):
   return value
 
 
+def has_key(config, dotted: str) -> bool:
+  """Whether `config` has the (dotted) key, e.g. "optimizer.lr"."""
+  return get(config, dotted) is not _MISSING
+
+
 def config_problems(config) -> list[str]:
   """Every out-of-range, unknown-choice or inconsistent value, each naming its --config key."""
   problems = []

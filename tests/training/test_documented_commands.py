@@ -211,6 +211,7 @@ def test_commands_are_found():
       "vit_jax.convert",
       "vit_jax.inspect",
       "vit_jax.predict",
+      "vit_jax.sweep",
   }
   assert set(UNCHECKED) <= texts, "an UNCHECKED command is no longer documented: drop it"
 
@@ -295,3 +296,18 @@ def test_generate_commands_parse_and_name_a_generating_run(tmp_path, monkeypatch
 def test_inspect_and_predict_commands_parse(module):
   parsed = parsed_flags(module, ["checkpoint"])
   assert parsed and all(checkpoint for _, (checkpoint,) in parsed)
+
+
+@pytest.mark.parametrize(
+    "command", [c for c in COMMANDS if c.module == "vit_jax.sweep"], ids=lambda c: c.text
+)
+def test_sweep_command_parses_and_its_runs_check(command):
+  """The sweep file loads and every run's config passes the checks `run` makes first."""
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax import sweep
+  from vit_jax.sweeps import checks
+  from vit_jax.sweeps import spec
+
+  args = sweep.parse_args(list(command.argv))
+  configs = checks.check_all(spec.load(os.path.join(helpers.ROOT, args.sweep_file)))
+  assert configs and all(c.total_steps > 0 for c in configs.values())

@@ -41,6 +41,11 @@ class Task(abc.ABC):
   def eval_batches(self, process_index: int, process_count: int):
     """One pass over this process's share of the eval split (padded rows weigh nothing)."""
 
+  def train_size(self) -> int | None:
+    """Examples in the training split, for scaling studies; None where it is not counted (e.g.
+    streamed text)."""
+    return None
+
   # ---- Loss and metrics -----------------------------------------------------------------------
   @abc.abstractmethod
   def totals(self, batch: dict) -> dict:

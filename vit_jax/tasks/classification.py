@@ -59,6 +59,10 @@ class ImageClassification(base.Task):
         c.dataset, c.eval_split, **self._pipeline_settings(process_index, process_count)
     )
 
+  def train_size(self) -> int:
+    c = self.config
+    return pipeline.split_size(c.dataset, c.train_split, data_dir=c.data_dir, download=c.download)
+
   def _pipeline_settings(self, process_index: int, process_count: int) -> dict:
     """What the train and eval pipelines share: batch and image size, the source, this process."""
     c = self.config

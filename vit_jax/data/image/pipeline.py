@@ -70,6 +70,15 @@ def dataset_info(
   return DatasetInfo(source.name, source.num_classes, source.train_split, source.eval_split)
 
 
+def split_size(
+    dataset: str, split: str | None = None, *, data_dir: str | None = None, download: bool = False
+) -> int:
+  """Examples in `split` (a slice such as "train[:10%]" counts its share); None: the train split."""
+  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  split = _split_or_default(split, source.train_split, source, "train")
+  return _cardinality(source.read(split, 0, 1), f"{dataset} {split}")
+
+
 def train_iterator(
     dataset: str,
     split: str | None = None,

@@ -1,0 +1,182 @@
+"""Run dirs -> two CSVs: `runs.csv` (one row per run) and `evals.csv` (one row per eval point).
+
+Everything comes from what the trainer wrote in each workdir: `config.json`, `metrics.jsonl`
+(eval records, and `elapsed_s`, the wall time summed over resumes) and `run_info.json` (parameter
+count, training FLOPs per example, training-set size). No model is rebuilt.
+
+Training FLOPs = train_flops_per_example x examples seen, where train_flops_per_example is 3x the
+model's forward matmul FLOPs on one example (vit_jax/flops.py) and examples seen = step x
+batch_size. Errors are 1 - eval_accuracy.
+"""
+
+import csv
+import json
+import math
+import os
+
+from vit_jax.sweeps import runner
+from vit_jax.sweeps import spec
+
+RUNS_CSV, EVALS_CSV = "runs.csv", "evals.csv"
+DESCRIBE = [
+    "run",
+    "model",
+    "model_name",
+    "variant",
+    "width",
+    "depth",
+    "params",
+    "train_split",
+    "train_examples",
+    "batch_size",
+    "total_steps",
+    "lr",
+    "seed",
+]
+METRIC_KEYS = {"error": "eval_accuracy", "loss": "eval_loss", "bits_per_char": "eval_bits_per_char"}
+EVAL_COLUMNS = DESCRIBE + ["step", "examples_seen", "epochs", "flops", "wall_s"]
+EVAL_COLUMNS += list(METRIC_KEYS) + ["final"]
+RUN_COLUMNS = DESCRIBE + ["status", "steps_done", "examples_seen", "flops", "wall_s"]
+RUN_COLUMNS += [f"{w}_{m}" for m in METRIC_KEYS for w in ("final", "best")]
+
+
+def metric_values(row: dict) -> dict:
+  """{error, loss, bits_per_char} of one eval record (None where the task does not log it)."""
+  acc = row.get("eval_accuracy")
+  return {
+      "error": None if acc is None else 1.0 - acc,
+      "loss": row.get("eval_loss"),
+      "bits_per_char": row.get("eval_bits_per_char"),
+  }
+
+
+def describe(name: str, workdir: str) -> dict | None:
+  """The run's settings from config.json and run_info.json; None if it never started."""
+  config_path = os.path.join(workdir, "config.json")
+  if not os.path.isfile(config_path):
+    return None
+  with open(config_path, encoding="utf-8") as f:
+    config = json.load(f)
+  info = {}
+  info_path = os.path.join(workdir, "run_info.json")
+  if os.path.isfile(info_path):
+    with open(info_path, encoding="utf-8") as f:
+      info = json.load(f)
+  model = config.get("model", {})
+  label = " ".join(str(model[k]) for k in ("name", "variant") if model.get(k))
+  label += "".join(f" {k[0]}{model[k]}" for k in ("width", "depth") if model.get(k))
+  return {
+      "run": name,
+      "model": label,
+      "model_name": model.get("name"),
+      "variant": model.get("variant"),
+      "width": model.get("width"),
+      "depth": model.get("depth"),
+      "params": info.get("num_params"),
+      "train_split": config.get("train_split"),
+      "train_examples": info.get("train_examples"),
+      "batch_size": config.get("batch_size"),
+      "total_steps": config.get("total_steps"),
+      "lr": config.get("optimizer", {}).get("lr"),
+      "seed": config.get("seed"),
+      "_flops_per_example": info.get("train_flops_per_example"),
+  }
+
+
+def run_rows(name: str, workdir: str) -> tuple[dict, list[dict]]:
+  """(the run's summary row, its eval rows)."""
+  desc = describe(name, workdir)
+  if desc is None:
+    return {"run": name, "status": "not started"}, []
+  per_example = desc.pop("_flops_per_example")
+  records = runner.read_metrics(workdir)
+  evals = []
+  for record in records:
+    if not runner.is_eval(record):
+      continue
+    seen = record["step"] * desc["batch_size"]
+    evals.append(
+        {
+            **desc,
+            "step": record["step"],
+            "examples_seen": seen,
+            "epochs": seen / desc["train_examples"] if desc["train_examples"] else None,
+            "flops": per_example * seen if per_example is not None else None,
+            "wall_s": record.get("elapsed_s"),
+            **metric_values(record),
+            "final": record["step"] == desc["total_steps"],
+        }
+    )
+  evals = _last_per_step(evals)  # a resumed run may have evaluated a step twice
+  done = max((r["step"] for r in records), default=0)
+  summary = {
+      **desc,
+      "status": "finished" if any(e["final"] for e in evals) else "partial",
+      "steps_done": done,
+      "examples_seen": done * desc["batch_size"],
+      "flops": per_example * done * desc["batch_size"] if per_example is not None else None,
+      "wall_s": max((r.get("elapsed_s", 0.0) for r in records), default=None),
+  }
+  for metric in METRIC_KEYS:
+    values = [e[metric] for e in evals if e[metric] is not None]
+    finals = [e[metric] for e in evals if e["final"] and e[metric] is not None]
+    summary[f"final_{metric}"] = finals[-1] if finals else None
+    summary[f"best_{metric}"] = min(values) if values else None
+  return summary, evals
+
+
+def _last_per_step(evals: list[dict]) -> list[dict]:
+  by_step = {e["step"]: e for e in evals}
+  return [by_step[s] for s in sorted(by_step)]
+
+
+def collect(sweep: spec.Sweep, root: str, out: str) -> tuple[list[dict], list[dict]]:
+  """Writes OUT/runs.csv and OUT/evals.csv for every run of `sweep` under `root`."""
+  runner.check_root(sweep, root, create=False)
+  runs, evals = [], []
+  for run in sweep.runs:
+    summary, rows = run_rows(run.name, os.path.join(root, run.name))
+    runs.append(summary)
+    evals.extend(rows)
+  os.makedirs(out, exist_ok=True)
+  write_csv(os.path.join(out, RUNS_CSV), RUN_COLUMNS, runs)
+  write_csv(os.path.join(out, EVALS_CSV), EVAL_COLUMNS, evals)
+  return runs, evals
+
+
+def write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
+  with open(path, "w", encoding="utf-8", newline="") as f:
+    writer = csv.DictWriter(f, columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+      writer.writerow({k: _cell(row.get(k)) for k in columns})
+
+
+def _cell(value):
+  if value is None:
+    return ""
+  if isinstance(value, float):
+    return repr(value) if math.isfinite(value) else ""
+  return value
+
+
+def read_csv(path: str) -> list[dict]:
+  """Rows of a CSV written here, numbers as numbers, empty cells as None, final as bool."""
+  with open(path, encoding="utf-8", newline="") as f:
+    return [{k: _parse(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _parse(key: str, text: str):
+  if text == "":
+    return None
+  if key == "final":
+    return text == "True"
+  if key in ("run", "model", "model_name", "variant", "train_split", "status"):
+    return text
+  try:
+    return int(text)
+  except ValueError:
+    try:
+      return float(text)
+    except ValueError:
+      return text

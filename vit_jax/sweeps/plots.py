@@ -1,0 +1,130 @@
+"""The sweep's PNGs: error vs compute (one colour per model size, the frontier and its fit), error
+vs training-set size per model size, and error vs model size. Log-log axes throughout."""
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+import numpy as np
+
+from vit_jax.sweeps import fits as fits_lib
+
+_DPI = 110
+
+
+def _groups(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+  """Rows by model, smallest model first, each label with its parameter count."""
+  by_model = {}
+  for row in rows:
+    by_model.setdefault(row["model"], []).append(row)
+  ordered = sorted(by_model.items(), key=lambda kv: (kv[1][0].get("params") or 0, kv[0]))
+  labelled = []
+  for model, members in ordered:
+    params = members[0].get("params")
+    labelled.append((f"{model} ({params / 1e6:.3g}M params)" if params else model, members))
+  return labelled
+
+
+def _colours(count: int):
+  return plt.get_cmap("viridis")(np.linspace(0.05, 0.85, max(count, 1)))
+
+
+def _fit_line(ax, entry: dict | None, x_values):
+  if not entry:
+    return
+  low, high = entry["ci95"]["b"]
+  x, y = fits_lib.curve(entry, min(x_values) / 1.5, max(x_values) * 1.5)
+  label = (
+      f"fit: {entry['formula']}\nexponent b = {entry['constants']['b']:.3g} [{low:.3g}, {high:.3g}]"
+  )
+  ax.plot(x, y, "k--", linewidth=1.3, label=label)
+
+
+def _finish(ax, fig, x_label: str, y_label: str, title: str, path: str) -> str:
+  ax.set_xscale("log")
+  ax.set_yscale("log")
+  ax.set_xlabel(x_label)
+  ax.set_ylabel(y_label)
+  ax.set_title(title, fontsize=10)
+  ax.grid(True, which="both", alpha=0.25)
+  low, high = ax.get_ylim()
+  if high < 10 * low:  # under a decade, log ticks leave the axis nearly bare: use round values
+    ticks = matplotlib.ticker.MaxNLocator(nbins=8).tick_values(low, high)
+    ax.set_yticks([t for t in ticks if low <= t <= high and t > 0])
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+  decimals = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}")
+  ax.yaxis.set_major_formatter(decimals)  # errors read better as 0.2 than as 2 x 10^-1
+  ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+  fig.savefig(path, dpi=_DPI, bbox_inches="tight")
+  plt.close(fig)
+  return path
+
+
+def compute_plot(evals, metric: str, fit: dict | None, path: str, title: str) -> str | None:
+  rows = [r for r in evals if r.get(metric) is not None and r.get("flops")]
+  if not rows:
+    return None
+  fig, ax = plt.subplots(figsize=(7.5, 5))
+  groups = _groups(rows)
+  for (label, members), colour in zip(groups, _colours(len(groups))):
+    for i, run in enumerate(sorted({r["run"] for r in members})):
+      points = sorted((r for r in members if r["run"] == run), key=lambda r: r["step"])
+      x, y = [r["flops"] for r in points], [r[metric] for r in points]
+      ax.plot(x, y, "-", color=colour, alpha=0.35, linewidth=1)
+      ax.plot(x, y, ".", color=colour, markersize=4, label=label if i == 0 else None)
+      ends = [r for r in points if r["final"]]
+      ax.plot([r["flops"] for r in ends], [r[metric] for r in ends], "o", color=colour, ms=6)
+  entry = (fit or {}).get("fits", {}).get("compute")
+  frontier = entry["points"] if entry else []
+  if frontier:
+    ax.plot(
+        [p["x"] for p in frontier],
+        [p["y"] for p in frontier],
+        "o",
+        mfc="none",
+        mec="black",
+        ms=9,
+        label="frontier (points fitted)",
+    )
+  _fit_line(ax, entry, [r["flops"] for r in rows])
+  label = fits_lib.METRIC_LABELS[metric]
+  x_label = "training compute (FLOPs = 3 x forward FLOPs per example x examples seen)"
+  return _finish(ax, fig, x_label, label, title + " (large dots: end of run)", path)
+
+
+def axis_plot(evals, metric: str, axis: str, fit: dict | None, path: str, title: str):
+  """Best final error vs `axis` ("data" or "params"), one line per model (data) or one line."""
+  column, _, _, x_label = fits_lib.AXES[axis]
+  finals = [r for r in evals if r["final"] and r.get(metric) is not None and r.get(column)]
+  if len({r[column] for r in finals}) < 2:
+    return None
+  fig, ax = plt.subplots(figsize=(7.5, 5))
+  if axis == "data":
+    groups = _groups(finals)
+  else:  # model size on the largest training set (or all runs when sizes are unknown)
+    largest = max((r.get("train_examples") or 0) for r in finals)
+    chosen = [r for r in finals if (r.get("train_examples") or 0) == largest]
+    groups = [("best run per model size", chosen)]
+  for (label, members), colour in zip(groups, _colours(len(groups))):
+    best = {}
+    for r in members:
+      if r[column] not in best or r[metric] < best[r[column]]:
+        best[r[column]] = r[metric]
+    x = sorted(best)
+    ax.plot(x, [best[v] for v in x], "o-", color=colour, label=label)
+  _fit_line(ax, (fit or {}).get("fits", {}).get(axis), [r[column] for r in finals])
+  return _finish(ax, fig, x_label, fits_lib.METRIC_LABELS[metric], title, path)
+
+
+def plot_all(sweep, evals: list[dict], fit: dict | None, out: str) -> list[str]:
+  name = os.path.splitext(os.path.basename(sweep.path))[0]
+  made = [
+      compute_plot(evals, sweep.metric, fit, os.path.join(out, "compute.png"), name),
+      axis_plot(evals, sweep.metric, "data", fit, os.path.join(out, "data.png"), name),
+      axis_plot(evals, sweep.metric, "params", fit, os.path.join(out, "params.png"), name),
+  ]
+  return [p for p in made if p]

@@ -1,0 +1,200 @@
+"""Sweep files: a base config and overrides, expanded into named runs of `vit_jax.main`.
+
+A sweep file is a Python file whose `get_sweep()` returns a dict (or a ConfigDict made with
+`allow_dotted_keys=True`) with these keys:
+
+  config  the base config as on the command line, e.g. "configs/gpt.py" or
+          "configs/vit.py:dataset=cifar10" (a path relative to the working directory or the repo).
+  fixed   {key: value}: overrides every run gets, e.g. {"optimizer.lr": 3e-3}.
+  runs    [{key: value}, ...]: an explicit list of runs (keys that go together, e.g. a model's
+          width, depth and heads); default one run with no overrides.
+  grid    {key: [values]}: crossed with every entry of `runs` (cartesian product, in key order).
+  name    a run-name rule with {key} placeholders, e.g. "w{model.width}-s{total_steps}"; default:
+          the keys that vary across runs, `width=64-total_steps=500`.
+  metric  what collect/fit/plot report: "error" (1 - eval_accuracy), "loss" (eval_loss, nats per
+          token or example) or "bits_per_char" (eval_bits_per_char).
+  fits    which power laws `fit` makes: any of "compute", "data", "params" (default: compute).
+
+Keys are `--config.` keys (`model.width`, `train_split`, `optimizer.lr`); each run becomes
+`python -m vit_jax.main --config=CONFIG --config.key=value ... --workdir=ROOT/NAME`.
+"""
+
+import dataclasses
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import re
+
+from vit_jax import errors
+
+SWEEP_KEYS = ("config", "fixed", "runs", "grid", "name", "metric", "fits")
+METRICS = ("error", "loss", "bits_per_char")
+FITS = ("compute", "data", "params")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  name: str
+  config: str  # the base config as written in the sweep file, with its :ARGS
+  overrides: tuple[tuple[str, object], ...]  # (dotted key, value), in the sweep's order
+
+  def flags(self) -> list[str]:
+    return [f"--config.{key}={flag_value(value, key, self.name)}" for key, value in self.overrides]
+
+  def argv(self, root: str, python: str = "python") -> list[str]:
+    """The command line of this run (config path resolved, workdir under `root`)."""
+    return [
+        python,
+        "-m",
+        "vit_jax.main",
+        f"--config={resolve_config(self.config)}",
+        *self.flags(),
+        f"--workdir={os.path.join(root, self.name)}",
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+  path: str
+  config: str
+  runs: tuple[Run, ...]
+  metric: str
+  fits: tuple[str, ...]
+
+  def identity(self) -> dict:
+    """What makes two sweeps the same: every run's name, config and overrides."""
+    runs = {r.name: [r.config, *r.flags()] for r in self.runs}
+    digest = hashlib.sha256(json.dumps(runs, sort_keys=True).encode()).hexdigest()[:16]
+    return {"sweep_file": self.path, "sweep_hash": digest, "runs": runs}
+
+
+def train_slice(fraction: float, split: str = "train") -> str:
+  """The TFDS slice holding the first `fraction` of `split`: 0.125 -> "train[:12.5%]"."""
+  if not 0 < fraction <= 1:
+    raise errors.ConfigError(f"training fraction {fraction} must be in (0, 1].")
+  return split if fraction == 1 else f"{split}[:{100 * fraction:g}%]"
+
+
+def resolve_config(config: str) -> str:
+  """`configs/X.py:ARGS` as given when the file exists from here, else from the repo root."""
+  path, sep, args = config.partition(":")
+  if not os.path.isabs(path) and not os.path.isfile(path):
+    if os.path.isfile(os.path.join(REPO_ROOT, path)):
+      path = os.path.join(REPO_ROOT, path)
+  return path + sep + args
+
+
+def flag_value(value, key: str, run: str) -> str:
+  """How `value` is written after `--config.key=`; what absl parses back to the same value."""
+  if isinstance(value, bool):
+    return "true" if value else "false"
+  if isinstance(value, (int, float, str)):
+    return repr(value) if isinstance(value, float) else str(value)
+  raise errors.ConfigError(
+      f"run {run!r}: {key}={value!r} cannot be passed on the command line (only bool, int, float "
+      "and str overrides can); set it in the base config instead."
+  )
+
+
+def load(path: str) -> Sweep:
+  """Reads and expands a sweep file; a malformed one is a ConfigError naming the problem."""
+  if not os.path.isfile(path):
+    raise errors.MissingFileError(f"sweep file {path!r} does not exist; see experiments/sweeps/.")
+  module_spec = importlib.util.spec_from_file_location("vit_jax_sweep_file", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  if not hasattr(module, "get_sweep"):
+    raise errors.ConfigError(f"sweep file {path} has no get_sweep() function.")
+  raw = module.get_sweep()
+  raw = raw.to_dict() if hasattr(raw, "to_dict") else dict(raw)
+  return expand(raw, path)
+
+
+def expand(raw: dict, path: str = "<sweep>") -> Sweep:
+  """The runs of a sweep dict: every entry of `runs` crossed with the `grid`, `fixed` added."""
+  unknown = sorted(set(raw) - set(SWEEP_KEYS))
+  if unknown:
+    raise errors.ConfigError(f"{path}: unknown sweep key(s) {unknown}; valid: {list(SWEEP_KEYS)}.")
+  if not isinstance(raw.get("config"), str) or not raw["config"]:
+    raise errors.ConfigError(f"{path}: `config` must name the base config, e.g. 'configs/vit.py'.")
+  fixed = dict(raw.get("fixed") or {})
+  entries = [dict(e) for e in (raw.get("runs") or [{}])]
+  grid = {k: list(v) for k, v in (raw.get("grid") or {}).items()}
+  for key, values in grid.items():
+    if not values:
+      raise errors.ConfigError(f"{path}: grid key {key!r} has no values.")
+  metric = raw.get("metric", "error")
+  fits = raw.get("fits", ("compute",))
+  fits = (fits,) if isinstance(fits, str) else tuple(fits)
+  if metric not in METRICS:
+    raise errors.ConfigError(f"{path}: metric={metric!r} must be one of {list(METRICS)}.")
+  if not fits or set(fits) - set(FITS):
+    raise errors.ConfigError(f"{path}: fits={list(fits)} must be a non-empty subset of {FITS}.")
+
+  combos = []
+  for entry in entries:
+    for values in itertools.product(*grid.values()):
+      point = dict(zip(grid, values))
+      clash = sorted(
+          (set(fixed) & set(entry)) | (set(fixed) & set(point)) | (set(entry) & set(point))
+      )
+      if clash:
+        raise errors.ConfigError(
+            f"{path}: key(s) {clash} set in more than one of fixed/runs/grid; set each key in "
+            "one place."
+        )
+      combos.append({**fixed, **entry, **point})
+  names = _names(combos, raw.get("name"), path)
+  runs = tuple(
+      Run(name, raw["config"], tuple(overrides.items())) for name, overrides in zip(names, combos)
+  )
+  return Sweep(os.path.abspath(path), raw["config"], runs, metric, fits)
+
+
+_PLACEHOLDER = re.compile(r"\{([\w.]+)(?::([^}]*))?\}")
+
+
+def _names(combos: list[dict], rule: str | None, path: str) -> list[str]:
+  if rule is None:  # the keys that vary, each run naming those it sets
+    varying = []
+    for combo in combos:
+      varying += [
+          k for k in combo if k not in varying and len({repr(c.get(k)) for c in combos}) > 1
+      ]
+    short = {k: k.rsplit(".", 1)[-1] for k in varying}
+    if len(set(short.values())) < len(short):  # two keys end alike: keep them whole
+      short = {k: k for k in varying}
+  names = []
+  for i, combo in enumerate(combos):
+    if rule is None:
+      parts = [f"{short[k]}={safe_name(format(combo[k]))}" for k in varying if k in combo]
+      names.append(safe_name("-".join(parts) or "run"))
+      continue
+
+    def fill(match, combo=combo, i=i):
+      key, spec = match.group(1), match.group(2) or ""
+      if key == "index":
+        return format(i, spec)
+      if key not in combo:
+        raise errors.ConfigError(
+            f"{path}: the name rule {rule!r} uses {{{key}}}, which run {i} does not set "
+            f"(it sets {sorted(combo)})."
+        )
+      return safe_name(format(combo[key], spec))
+
+    names.append(safe_name(_PLACEHOLDER.sub(fill, rule)))
+  duplicates = sorted({n for n in names if names.count(n) > 1})
+  if duplicates:
+    raise errors.ConfigError(
+        f"{path}: runs share the name(s) {duplicates}; put every varying key in the name rule."
+    )
+  return names
+
+
+def safe_name(text: str) -> str:
+  """A folder name: `train[:12.5%]` -> `train_12.5pct`, `S/16` -> `S_16`."""
+  text = re.sub(r"[^A-Za-z0-9._=+-]+", "_", text.replace("%", "pct"))
+  return re.sub(r"_+", "_", text).strip("_.") or "run"
