@@ -12,7 +12,9 @@ Small custom nets: --config.model.block_counts="(1,1,1)" --config.model.width=16
 Embedded default: a 3-stage net of one unit each (0.13 M parameters, 10.2 M forward FLOPs per
 image, as many as configs/vit.py's digits ViT's 10.6 M) on configs/vit.py's digits recipe:
   python -m vit_jax.main --config=configs/resnet.py --workdir=workdirs/resnet_digits
-  -> RESULT_TBD
+  -> test accuracy 99.44% (355 images; 98.87% at step 500, 99.15% at 1000), against the digits
+     ViT's 97.75%. 29 min 23 s wall, measured on 2 CPU cores shared with other jobs (load average
+     about 11; the run got 10.4 CPU-minutes): expect less on an idle machine.
 
 CIFAR-10 from scratch (ResNet-26x1 with the 3x3 "small" root, 32 px; not run here, needs a GPU):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10 --workdir=W
@@ -23,7 +25,8 @@ ImageNet-1k from scratch, ResNet-50x1 (BiT-S's architecture) with configs/vit.py
 recipe (AdamW, RandAugment, mixup, 90 epochs; BiT-S itself used SGD with step decay):
   python -m vit_jax.main --config=configs/resnet.py:dataset=imagenet2012 \
       --workdir=workdirs/resnet_imagenet
-  -> not reproduced here; a 90-epoch ResNet-50 reaches about 76% top-1.
+  -> not reproduced here; for reference, torchvision's 90-epoch BatchNorm ResNet-50 (SGD) reaches
+     76.1% top-1.
 
 Fine-tuning at 384 px from one of our ResNet-50x1 workdirs (BiT's released .npz files are not
 read yet):
