@@ -65,6 +65,7 @@ TARGETS = {
     "vit_jax/models/transformer.py": (MODEL_TESTS, None),
     "vit_jax/models/vit.py": (MODEL_TESTS, None),
     "vit_jax/models/mixer.py": (MODEL_TESTS, None),
+    "vit_jax/models/resnet.py": (["tests/models/test_resnet.py"], None),
     "vit_jax/models/gpt.py": (MODEL_TESTS, None),
     "vit_jax/models/bert.py": (MODEL_TESTS, None),
     "vit_jax/models/seq2seq.py": (MODEL_TESTS, None),

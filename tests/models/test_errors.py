@@ -45,8 +45,8 @@ def test_unknown_presets(cfg, message):
 
 
 def test_unknown_model_and_unknown_option():
-  with pytest.raises(ValueError, match="Unknown model 'resnet'"):
-    build_model({"name": "resnet"})
+  with pytest.raises(ValueError, match="Unknown model 'resnext'"):
+    build_model({"name": "resnext"})
   with pytest.raises(ValueError, match=r"Unknown option\(s\) \['widht'\] for model 'vit'"):
     build_model({"name": "vit", "widht": 3})
 

@@ -41,6 +41,10 @@ CASES = {
         {"name": "fnet", "patch_size": 8, "width": 32, "depth": 2, "mlp_dim": 64, "num_classes": 5},
         (IMAGES,),
     ),
+    "resnet": (
+        {"name": "resnet", "block_counts": (1, 1), "width": 32, "stem": "small", "num_classes": 5},
+        (IMAGES,),
+    ),
     "gpt_rope": (
         {"name": "gpt", "variant": "pico", "vocab_size": 13, "max_len": 8, "posemb": "rope"},
         (TOKENS,),

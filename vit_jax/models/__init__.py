@@ -1,4 +1,5 @@
-"""Model library: attention, blocks, and the ViT, Mixer/FNet, BERT, GPT and seq2seq families."""
+"""Model library: attention, blocks, and the ViT, BiT ResNet, Mixer/FNet, BERT, GPT and seq2seq
+families."""
 
 from vit_jax.models.bert import Bert
 from vit_jax.models.bert import BertForMaskedLM
@@ -9,6 +10,7 @@ from vit_jax.models.mixer import FNet
 from vit_jax.models.mixer import MlpMixer
 from vit_jax.models.registry import build_model
 from vit_jax.models.registry import MODELS
+from vit_jax.models.resnet import ResNetV2
 from vit_jax.models.seq2seq import EncoderDecoder
 from vit_jax.models.vit import ViT
 
@@ -23,5 +25,6 @@ __all__ = [
     "build_model",
     "MODELS",
     "EncoderDecoder",
+    "ResNetV2",
     "ViT",
 ]

@@ -14,6 +14,7 @@ from vit_jax import errors
 from vit_jax.models import bert
 from vit_jax.models import gpt
 from vit_jax.models import mixer
+from vit_jax.models import resnet
 from vit_jax.models import seq2seq
 from vit_jax.models import vit
 
@@ -47,6 +48,7 @@ _BUILDERS = {
     "vit": lambda kw, n: _make(vit.ViT, kw, n),
     "mixer": lambda kw, n: _make(mixer.MlpMixer, kw, n),
     "fnet": lambda kw, n: _make(mixer.FNet, kw, n),
+    "resnet": lambda kw, n: _make(resnet.ResNetV2, kw, n),
     "gpt": lambda kw, n: _make(gpt.Gpt, kw, n),
     "seq2seq": lambda kw, n: _make(seq2seq.EncoderDecoder, kw, n),
     "bert": _bert_task(bert.BertForPreTraining, {"next_sentence"}),
