@@ -31,7 +31,7 @@ def get_config(arg=None):
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
   c.total_steps = 3_000
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)
-  c.eval_every = 500
+  c.eval_every = c.checkpoint_every = 500  # saved at least as often as evaluated
   c.eval_max_batches = 40
   if args["runlocal"]:
     config_defaults.shrink_for_runlocal(c)

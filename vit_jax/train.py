@@ -195,11 +195,11 @@ def train_and_evaluate(config, workdir: str) -> dict:
         if done % config.log_every == 0 or is_last:
           log.write(done, averaged)
         pending, last_time, last_step = [], now, done
+      ckpt.save(done, state, force=is_last or preempted)  # first: a failing eval loses nothing
       if done % config.eval_every == 0 or is_last:
         eval_metrics = evaluate(state["params"])
         log.write(done, eval_metrics)
         last_time = time.time()  # eval time is not training throughput
-      ckpt.save(done, state, force=is_last or preempted)
       log.advance(done)
       if preempted:
         print(

@@ -134,6 +134,43 @@ def validate_generation(
     raise errors.ConfigError("; ".join(problems) + ".")
 
 
+# ---- Splits ------------------------------------------------------------------------------------
+SPLIT_KEYS = ("train_split", "eval_split")
+
+
+def check_tfds_split(builder, key: str, value: str, dataset: str, renamed=()) -> None:
+  """`--config.<key>=value` names an existing, non-empty split of `builder`, by the split counts
+  TFDS recorded when it prepared the data; TFDS parses slices and sums (`train[:10%]`,
+  `train+test`). `renamed`: (name, TFDS split) pairs a reader maps, e.g. ("validation", "test").
+
+  A builder with no recorded splits (`tfds.testing.mock_data` without metadata files accepts
+  any) is left to the reader.
+  """
+  splits = builder.info.splits
+  if not splits:
+    return
+  renamed = {name: split for name, split in renamed if name != split}
+  tfds_split = renamed.get(value, value)
+  shown = repr(value) if tfds_split == value else f"{value!r} (TFDS split {tfds_split!r})"
+  available = ", ".join(
+      [f"{name} ({info.num_examples} examples)" for name, info in splits.items()]
+      + [f"{name} (= {split})" for name, split in renamed.items()]
+  )
+  try:
+    count = splits[tfds_split].num_examples
+  except (KeyError, ValueError) as e:  # TFDS's way of saying it is no such split or slice
+    reason = str(e).strip("'\"").splitlines()[0][:200]
+    reason = "" if reason.startswith("Unknown split") else f" ({reason})"  # listed below
+    raise errors.DataError(
+        f"--config.{key}={shown} is not a split of {dataset!r}{reason}; available: "
+        f"{available}, or slices of them such as train[:10%]."
+    ) from None
+  if count == 0:
+    raise errors.DataError(
+        f"--config.{key}={shown} of {dataset!r} has no examples; available: {available}."
+    )
+
+
 # ---- Text data --------------------------------------------------------------------------------
 def _check_text_data(config) -> None:
   # pylint: disable=g-import-not-at-top
@@ -141,16 +178,22 @@ def _check_text_data(config) -> None:
   from vit_jax.data.text import datasets
 
   name = config.dataset
-  if not name.startswith(datasets.FILE_PREFIXES) and name != "embedded":
-    return  # TFDS text: the dataset reader reports a missing or unprepared split up front
-  for key in ("train_split", "eval_split"):
-    if config[key] not in TEXT_SPLITS:
+  datasets.dataset_kind(name)  # an unknown name is a ConfigError here, before the workdir exists
+  if name in datasets.TFDS_DATASETS:
+    _check_tfds_text(config, datasets.TFDS_DATASETS[name])
+    return
+  if name in datasets.TOY_DATASETS:
+    allowed = tuple(datasets.TOY_SIZES)
+  else:
+    allowed = TEXT_SPLITS if name.startswith(datasets.FILE_PREFIXES) else TEXT_SPLITS[:3]
+  for key in SPLIT_KEYS:
+    if config[key] not in allowed:
       raise errors.DataError(
           f"--config.{key}={config[key]!r} is not a split of {name!r}; use "
-          f"one of {', '.join(TEXT_SPLITS)}."
+          f"one of {', '.join(allowed)}."
       )
-  if name == "embedded":
-    return
+  if not name.startswith(datasets.FILE_PREFIXES):
+    return  # the embedded corpus and the toy tasks are generated: every split has examples
   for path in text_files(name):
     check_text_file(path)
   count = lambda split: sum(1 for _ in datasets.load_source(name, split).single_pass())
@@ -161,6 +204,20 @@ def _check_text_data(config) -> None:
         f"validation split (every {every}th document is held out, so at least {every} are "
         "needed): add files, or use paragraphs:PATTERN to split files at blank lines."
     )
+
+
+def _check_tfds_text(config, spec) -> None:
+  """The dataset is prepared and both splits exist and hold examples. The reader opens the eval
+  split only at the first eval, so without this a typo there costs the training before it."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds
+
+  from vit_jax.data.image import sources  # its ensure_prepared serves any TFDS builder
+
+  builder = tfds.builder(spec.tfds_name, data_dir=config.data_dir)
+  sources.ensure_prepared(builder)
+  for key in SPLIT_KEYS:  # spec.splits: e.g. lm1b's "validation" is its TFDS "test" split
+    check_tfds_split(builder, key, config[key], config.dataset, spec.splits)
 
 
 def text_files(name: str) -> list[str]:
@@ -205,13 +262,23 @@ def check_text_file(path: str) -> None:
 # ---- Image data -------------------------------------------------------------------------------
 def _check_image_data(config) -> dict:
   # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds
+
   from vit_jax.data.image import folder
   from vit_jax.data.image import sources
 
   source = sources.open_source(config.dataset, data_dir=config.data_dir, download=config.download)
-  for key in ("train_split", "eval_split"):
+  is_tfds = not config.dataset.startswith(sources.FOLDER_PREFIX)
+  builder = tfds.builder(config.dataset, data_dir=config.data_dir) if is_tfds else None
+  for key in SPLIT_KEYS:
     split = config[key] or getattr(source, key)
-    try:
+    if split is None:
+      raise errors.ConfigError(
+          f"--config.{key} is unset and {config.dataset!r} has no default one; set it."
+      )
+    if builder is not None:  # names the splits there are, with their sizes
+      check_tfds_split(builder, key, split, config.dataset)
+    try:  # and reading it: a folder's splits, or a TFDS split under mock_data
       ds = source.read(split, 0, 1)
     except errors.UserError:
       raise
@@ -222,7 +289,7 @@ def _check_image_data(config) -> dict:
       ) from e
     if int(ds.cardinality()) == 0:
       raise errors.DataError(f"--config.{key}={split!r} of {config.dataset!r} is empty.")
-  if not config.dataset.startswith(sources.FOLDER_PREFIX):
+  if is_tfds:
     return {}
   bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX) :])
   if bad and get(config, "bad_images") == "error":

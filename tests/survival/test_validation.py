@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+import tensorflow_datasets as tfds
 
 from configs import gpt as gpt_config
 from configs import vit as vit_config
@@ -117,6 +118,100 @@ def test_enough_text_documents_pass(tmp_path):
     write(tmp_path / "t" / f"d{i}.txt", "caf\u00e9 ok\n".encode())
   config = config_with(gpt_config, dataset=f"files:{tmp_path / 't' / '*.txt'}")
   assert validation.validate_training(config, str(tmp_path / "w")) == {}
+
+
+@pytest.fixture
+def shakespeare_dir(tmp_path):
+  """tiny_shakespeare as prepared by TFDS, metadata only (train 30, validation 1, test 0
+  examples), served by tfds.testing.mock_data: split checks read the recorded sizes."""
+  data_dir = str(tmp_path / "tfds")
+  builder = tfds.builder("tiny_shakespeare", data_dir=data_dir)
+  sizes = {"train": 30, "validation": 1, "test": 0}
+  builder.info.set_splits(
+      tfds.core.SplitDict(
+          [
+              tfds.core.SplitInfo(name=n, shard_lengths=[k], num_bytes=0, filename_template=None)
+              for n, k in sizes.items()
+          ]
+      )
+  )
+  os.makedirs(builder.data_dir)
+  builder.info.write_to_directory(builder.data_dir)
+  with tfds.testing.mock_data(policy=tfds.testing.MockPolicy.USE_FILES, data_dir=data_dir):
+    yield data_dir
+
+
+@pytest.mark.parametrize(
+    "key,value,named",
+    [
+        ("eval_split", "valid", "validation (1 examples)"),  # a typo: the splits there are
+        ("train_split", "trian", "train (30 examples)"),
+        ("eval_split", "test", "has no examples"),
+        ("train_split", "train[40:]", "incompatible with 30 examples"),  # TFDS parses the slice
+    ],
+)
+def test_missing_or_empty_tfds_text_split_is_named(shakespeare_dir, tmp_path, key, value, named):
+  from vit_jax import train  # pylint: disable=g-import-not-at-top
+
+  # runlocal and one layer: were the check gone, the (mocked) run would end in seconds
+  config = config_with(
+      gpt_config, "dataset=tiny_shakespeare,runlocal", data_dir=shakespeare_dir, model__depth=1
+  )
+  config[key] = value
+  with pytest.raises(errors.DataError) as e:
+    train.train_and_evaluate(config, str(tmp_path / "w"))  # validates before it builds anything
+  assert f"--config.{key}={value!r}" in str(e.value) and named in str(e.value)
+  assert not (tmp_path / "w").exists()
+
+
+def test_tfds_text_slices_pass(shakespeare_dir, tmp_path):
+  config = config_with(gpt_config, dataset="tiny_shakespeare", data_dir=shakespeare_dir)
+  config.train_split, config.eval_split = "train[:10%]", "validation+train[:1]"
+  assert validation.validate_training(config, str(tmp_path / "w")) == {}
+
+
+def test_lm1b_eval_split_names_its_tfds_split(tmp_path):
+  builder = tfds.builder("lm1b", data_dir=str(tmp_path))
+  builder.info.set_splits(
+      tfds.core.SplitDict(
+          [
+              tfds.core.SplitInfo(
+                  name="train", shard_lengths=[5], num_bytes=0, filename_template=None
+              )
+          ]
+      )
+  )
+  with pytest.raises(
+      errors.DataError, match=r"'validation' \(TFDS split 'test'\).*validation \(= test\)"
+  ):
+    validation.check_tfds_split(
+        builder, "eval_split", "validation", "lm1b", (("validation", "test"),)
+    )
+
+
+@pytest.mark.parametrize(
+    "key,value,named",
+    [
+        ("eval_split", "validation", "test (355 examples)"),
+        ("train_split", "train[:0]", "no examples"),
+    ],
+)
+def test_missing_or_empty_tfds_image_split_is_named(digits_dir, tmp_path, key, value, named):
+  config = config_with(vit_config, data_dir=digits_dir, **{key: value})
+  with pytest.raises(errors.DataError) as e:
+    validation.validate_training(config, str(tmp_path / "w"))
+  assert f"--config.{key}={value!r}" in str(e.value) and named in str(e.value)
+  assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(
+    "dataset,split", [("embedded", "all"), ("toy_reverse", "valid"), ("nonexistent", "train")]
+)
+def test_generated_text_splits_and_unknown_names(tmp_path, dataset, split):
+  config = config_with(gpt_config, dataset=dataset, eval_split=split)
+  with pytest.raises(errors.UserError, match="eval_split" if dataset != "nonexistent" else dataset):
+    validation.validate_training(config, str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
 
 
 @pytest.mark.parametrize("case", ["file", "under_file", "read_only"])

@@ -28,6 +28,7 @@ from tests.training import helpers
 from vit_jax import convert
 from vit_jax import main
 from vit_jax import tasks
+from vit_jax import validation
 from vit_jax.models import build_model
 
 PREFIX = "python -m vit_jax."
@@ -236,6 +237,19 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   for name in ("seq_len", "input_len", "target_len"):  # a derived length follows its source
     if name in config:
       assert config.model.max_len >= config[name], (name, config.model.max_len)
+
+
+def test_training_commands_validate_and_save_at_least_as_often_as_they_evaluate(
+    tmp_path, monkeypatch, capsys
+):
+  """A run that dies at its first eval has saved already (the trainer saves before it evals)."""
+  monkeypatch.chdir(helpers.ROOT)
+  for command in DISTINCT:
+    if command.text in UNCHECKED:
+      continue
+    config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
+    validation.validate_config(config)
+    assert config.checkpoint_every <= config.eval_every, command.text
 
 
 @pytest.mark.parametrize(

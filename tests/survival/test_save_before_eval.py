@@ -1,0 +1,26 @@
+"""A step that is both saved and evaluated is saved first: an eval that fails loses no training."""
+
+import os
+
+import pytest
+
+from tests.training import configs
+from vit_jax import train
+from vit_jax.tasks import classification
+
+
+class EvalFailed(Exception):
+  pass
+
+
+def test_an_eval_that_fails_finds_the_step_already_saved(digits_dir, tmp_path, monkeypatch):
+  def failing_eval(*_):
+    raise EvalFailed("the eval split broke")
+
+  monkeypatch.setattr(classification.ImageClassification, "eval_batches", failing_eval)
+  config = configs.tiny_vit(digits_dir, 4)
+  config.eval_every = config.checkpoint_every = 2
+  workdir = tmp_path / "w"
+  with pytest.raises(EvalFailed):
+    train.train_and_evaluate(config, str(workdir))
+  assert os.listdir(workdir / "checkpoints") == ["2"]  # the first eval's step, saved before it
