@@ -7,9 +7,11 @@ import pytest
 
 from tests.training import configs
 from tests.training import helpers
+from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
 from vit_jax import train
+from vit_jax.analysis import loading
 from vit_jax.models import build_model
 
 STEPS = 40
@@ -76,3 +78,12 @@ def test_finetuning_another_width_is_a_clear_error(trained):
       match=r"(?s)do not fit this model.*root_block/conv_root/kernel checkpoint \(3, 3, 3, 16\)",
   ):
     interop.finetune_params(init, workdir)
+
+
+def test_predict_inspect_and_convert_refuse_a_resnet_with_one_clear_error(trained):
+  """interop converts ViT, BERT and GPT only; the CLIs built on it name the model and stop."""
+  _, workdir, _ = trained
+  with pytest.raises(errors.UserError, match=r"supports the models .* not 'resnet'"):
+    loading.load(workdir)  # predict and inspect
+  with pytest.raises(errors.UserError, match=r"not 'resnet'"):
+    interop.load(workdir)  # convert
