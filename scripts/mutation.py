@@ -272,6 +272,7 @@ def preload() -> None:
   ):
     importlib.import_module(name)
 
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--module", action="append", help="only these modules (repeatable)")
