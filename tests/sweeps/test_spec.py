@@ -80,3 +80,18 @@ def test_train_slice_and_safe_names():
     spec.train_slice(0)
   assert spec.safe_name("variant=S/16") == "variant=S_16"
   assert spec.safe_name("train[:12.5%]") == "train_12.5pct"
+
+
+def test_a_runs_entry_may_replace_the_base_config():
+  sweep = spec.expand(
+      {
+          "config": "configs/vit.py:runlocal",
+          "runs": [{"model.name": "vit"}, {"config": "configs/resnet.py:runlocal"}],
+          "grid": {"seed": [0, 1]},
+      }
+  )
+  assert [r.config for r in sweep.runs] == ["configs/vit.py:runlocal"] * 2 + [
+      "configs/resnet.py:runlocal"
+  ] * 2
+  assert all("config" not in dict(r.overrides) for r in sweep.runs)
+  assert "configs/resnet.py" in " ".join(sweep.runs[-1].argv("/root"))

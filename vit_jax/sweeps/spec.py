@@ -7,7 +7,8 @@ A sweep file is a Python file whose `get_sweep()` returns a dict (or a ConfigDic
           "configs/vit.py:dataset=cifar10" (a path relative to the working directory or the repo).
   fixed   {key: value}: overrides every run gets, e.g. {"optimizer.lr": 3e-3}.
   runs    [{key: value}, ...]: an explicit list of runs (keys that go together, e.g. a model's
-          width, depth and heads); default one run with no overrides.
+          width, depth and heads); default one run with no overrides. An entry's "config" key
+          replaces the base config for its runs (e.g. a ViT and a ResNet in one sweep).
   grid    {key: [values]}: crossed with every entry of `runs` (cartesian product, in key order).
   name    a run-name rule with {key} placeholders, e.g. "w{model.width}-s{total_steps}"; default:
           the keys that vary across runs, `width=64-total_steps=500`.
@@ -149,7 +150,12 @@ def expand(raw: dict, path: str = "<sweep>") -> Sweep:
       combos.append({**fixed, **entry, **point})
   names = _names(combos, raw.get("name"), path)
   runs = tuple(
-      Run(name, raw["config"], tuple(overrides.items())) for name, overrides in zip(names, combos)
+      Run(
+          name,
+          overrides.get("config", raw["config"]),
+          tuple((k, v) for k, v in overrides.items() if k != "config"),
+      )
+      for name, overrides in zip(names, combos)
   )
   return Sweep(os.path.abspath(path), raw["config"], runs, metric, fits)
 
