@@ -1,4 +1,5 @@
-"""Image input: TFDS, folders and the embedded digits; augmentations; the batch pipeline."""
+"""Image input: TFDS, folders, the embedded digits and synthetic shapes; augmentations; the batch
+pipeline."""
 
 from vit_jax import runtime
 

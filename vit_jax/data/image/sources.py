@@ -5,8 +5,9 @@ with known cardinality. Decoding is left to the pipeline, so skipping
 examples on resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
-'sklearn_digits', 'imagenet_v2/matched-frequency', 'cifar10:3.0.2', ...) or
-'folder:/path/to/root' for root/<split>/<class>/*.jpg|png.
+'sklearn_digits', 'synthetic_shapes', 'imagenet_v2/matched-frequency',
+'cifar10:3.0.2', ...) or 'folder:/path/to/root' for root/<split>/<class>/*.jpg|png.
+The two built here (sklearn_digits, synthetic_shapes) are prepared on first use.
 """
 
 import dataclasses
@@ -20,6 +21,7 @@ from vit_jax import errors
 from vit_jax.data.errors import DatasetNotPreparedError
 from vit_jax.data.image import digits
 from vit_jax.data.image import folder as image_folder
+from vit_jax.data.image import shapes
 
 FOLDER_PREFIX = "folder:"
 
@@ -32,7 +34,10 @@ DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
     "oxford_iiit_pet": ("train", "test"),
     "oxford_flowers102": ("train", "test"),
     digits.NAME: ("train", "test"),
+    shapes.NAME: ("train", "test"),
 }
+# Built from what is on this machine (no download): prepared on the spot when missing.
+_BUILT_HERE = (digits.NAME, shapes.NAME)
 _OTHER_TFDS_SPLITS = ("train", "test")
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 
@@ -116,7 +121,8 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
 def ensure_prepared(builder: tfds.core.DatasetBuilder, *, download: bool = False) -> None:
   """Raises DatasetNotPreparedError unless `builder` can be read.
 
-  `sklearn_digits` (and anything with download=True) is prepared on the spot.
+  The datasets built here (sklearn_digits in seconds, synthetic_shapes in about a minute)
+  and anything with download=True are prepared on the spot.
   Under `tfds.testing.mock_data` nothing is on disk yet `as_dataset` is
   patched to serve fake examples, so the verdict comes from actually calling
   `as_dataset` (lazy: no data is read), which a real unprepared builder
@@ -124,7 +130,7 @@ def ensure_prepared(builder: tfds.core.DatasetBuilder, *, download: bool = False
   """
   if builder.is_prepared():
     return
-  if download or builder.name == digits.NAME:
+  if download or builder.name in _BUILT_HERE:
     builder.download_and_prepare()
     return
   try:
