@@ -94,9 +94,11 @@ def flag_value(value, key: str, run: str) -> str:
     return "true" if value else "false"
   if isinstance(value, (int, float, str)):
     return repr(value) if isinstance(value, float) else str(value)
+  if isinstance(value, (tuple, list)) and all(type(v) is int for v in value):
+    return str(tuple(value))  # absl parses "(1, 1, 1)" back into a tuple field
   raise errors.ConfigError(
-      f"run {run!r}: {key}={value!r} cannot be passed on the command line (only bool, int, float "
-      "and str overrides can); set it in the base config instead."
+      f"run {run!r}: {key}={value!r} cannot be passed on the command line (only bool, int, float, "
+      "str and tuple-of-int overrides can); set it in the base config instead."
   )
 
 
