@@ -1,15 +1,16 @@
 """Draws the synthetic_shapes examples: 32x32 RGB images, each a pure function of (seed, index).
 
-An example's label is `index % 10` (every split is balanced), and all its randomness comes from
-a generator seeded with (seed, index): a fixed vector of uniforms that sets every parameter,
-then the pixel noise. So examples can be drawn in any order or alone, and `draw_many` renders
-a batch at once (vectorised over examples) with the very same result. Each image is
+An example's label is `index % 10` (every split is balanced), and all its randomness is a
+counter-based hash of (seed, index) (`hashed_uniforms`): a fixed vector of uniforms that sets
+every parameter, then the pixel noise. So examples can be drawn in any order or alone, and
+`draw_many` renders a batch at once (vectorised over examples) with the very same result,
+about 0.25 ms of CPU per image. Each image is
 
   background  a linear gradient between two random colours, with 0-5 faint strokes and dots,
   object      the class's shape at a random position (centre within 7 px of the image centre),
               scale (radius 4.5..11 px) and rotation, in a random colour at least 0.25 away in
               luminance from the background's mean, lit by a mild linear gradient,
-  noise       Gaussian pixel noise, sigma 0.02..0.08 (of the 0..1 range).
+  noise       uniform pixel noise with a standard deviation of 0.02..0.08 (of the 0..1 range).
 
 The two texture classes fill a disk or square window with their pattern (stripes within 20
 degrees of horizontal, or a checkerboard at any angle; period 2.5..5 px), alternating the
@@ -17,7 +18,7 @@ object's colour with the background, so their outline says nothing about the cla
 
 Every item is a signed distance field in pixels (negative inside), evaluated at the 32x32 pixel
 centres; a pixel's coverage is 0.5 - distance clipped to [0, 1], which anti-aliases edges about
-as well as 4x4 supersampling at a sixteenth of the cost (preparing the dataset is drawing).
+as well as 4x4 supersampling at a sixteenth of the cost.
 """
 
 from typing import Sequence
