@@ -55,8 +55,13 @@ class ImageClassification(base.Task):
 
   def eval_batches(self, process_index: int, process_count: int):
     c = self.config
+    # The eval view matches training's: a central 87.5% crop after Inception crops, else the
+    # whole image (training then resizes the whole image; a crop would zoom eval by 14%).
     return pipeline.eval_iterator(
-        c.dataset, c.eval_split, **self._pipeline_settings(process_index, process_count)
+        c.dataset,
+        c.eval_split,
+        crop_fraction=0.875 if c.augment.inception_crop else 1.0,
+        **self._pipeline_settings(process_index, process_count),
     )
 
   def train_size(self) -> int:
