@@ -136,3 +136,55 @@ def test_segment_mask_blocks_other_segments_and_padding():
   seg = jnp.array([[1, 1, 2, 2, 0]])
   m = np.asarray(masks.segment_mask(seg))[0, 0]
   assert m[0, 1] and m[2, 3] and not m[1, 2] and not m[3, 0] and not m[:, 4].any()
+
+
+def test_mask_spec_dense_equals_the_dense_mask_builders():
+  seg_BxT = jnp.array([[1, 1, 2, 2, 0], [1, 2, 2, 3, 3]])
+  valid_BxT = jnp.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+  pairs = [
+      (masks.MaskSpec(causal=True), masks.causal_mask(5, 2)),
+      (
+          masks.MaskSpec(causal=True).with_segments(seg_BxT),
+          masks.combine(masks.causal_mask(5, 2), masks.segment_mask(seg_BxT)),
+      ),
+      (
+          masks.MaskSpec().with_padding(valid_BxT).with_segments(seg_BxT),
+          masks.combine(masks.padding_mask(valid_BxT), masks.segment_mask(seg_BxT)),
+      ),
+      (
+          masks.MaskSpec().with_padding(jnp.ones((2, 5)), valid_BxT),
+          masks.padding_mask(jnp.ones((2, 5)), valid_BxT),
+      ),
+  ]
+  for spec, dense in pairs:
+    np.testing.assert_array_equal(spec.dense(2, 5, 5), dense)
+  assert masks.MaskSpec().dense(2, 5, 5) is None
+  # Causal with fewer queries than keys: the last query sees every key.
+  rect_TxS = np.asarray(masks.MaskSpec(causal=True).dense(1, 2, 4))[0, 0]
+  np.testing.assert_array_equal(rect_TxS, [[1, 1, 1, 0], [1, 1, 1, 1]])
+
+
+@pytest.mark.parametrize("implementation", ["xla", "einsum", "chunked"])
+def test_a_mask_spec_gives_what_its_dense_mask_gives(implementation):
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 6, 16))
+  spec = masks.MaskSpec(causal=True).with_segments(jnp.array([[1, 1, 2, 2, 2, 0], [1] * 6]))
+  layer = make(implementation=implementation)
+  params = layer.init(jax.random.PRNGKey(1), x)
+  np.testing.assert_allclose(
+      layer.apply(params, x, mask=spec), layer.apply(params, x, mask=spec.dense(2, 6, 6)), atol=1e-6
+  )
+
+
+def test_mask_spec_errors_name_the_problem():
+  x = jnp.zeros((2, 5, 16))
+  params = make().init(jax.random.PRNGKey(1), x)
+  with pytest.raises(ValueError, match=r"kv_valid_BxS has shape \(2, 4\).*\(2, 5\)"):
+    make().apply(params, x, mask=masks.MaskSpec(kv_valid_BxS=jnp.ones((2, 4), bool)))
+  with pytest.raises(ValueError, match="already has segment ids"):
+    masks.MaskSpec().with_segments(jnp.ones((2, 5))).with_segments(jnp.ones((2, 5)))
+  decoder = make(decode=True)
+  cache = decoder.init(jax.random.PRNGKey(1), x)["cache"]
+  with pytest.raises(ValueError, match="KV cache builds the causal mask"):
+    decoder.apply(
+        {**params, "cache": cache}, x[:, :1], mask=masks.MaskSpec(causal=True), mutable=["cache"]
+    )

@@ -38,18 +38,23 @@ def assert_close(a, b):
   np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["none", "causal", "segments", "padding"])
-def test_values_and_gradients_equal_einsum_with_dense_masks(kind):
-  mask = dense_mask(kind)
+def assert_values_and_gradients_equal(chunked, mask, seed=0):
+  """chunked(q, k, v) against einsum attention under the dense `mask`."""
   reference = lambda q, k, v: attention.einsum_attention(q, k, v, mask)[0]
-  chunked = lambda q, k, v: chunked_attention.chunked_attention(q, k, v, mask, chunk_size=8)
-  q, k, v = qkv()
+  q, k, v = qkv(seed)
   assert_close(chunked(q, k, v), reference(q, k, v))
   loss = lambda fn: lambda *x: jnp.sum(fn(*x) * jnp.cos(jnp.arange(K)))
   for got, want in zip(
       jax.grad(loss(chunked), (0, 1, 2))(q, k, v), jax.grad(loss(reference), (0, 1, 2))(q, k, v)
   ):
     assert_close(got, want)
+
+
+@pytest.mark.parametrize("kind", ["none", "causal", "segments", "padding"])
+def test_values_and_gradients_equal_einsum_with_dense_masks(kind):
+  mask = dense_mask(kind)
+  chunked = lambda q, k, v: chunked_attention.chunked_attention(q, k, v, mask, chunk_size=8)
+  assert_values_and_gradients_equal(chunked, mask)
 
 
 def test_structural_masks_equal_dense_ones():
@@ -62,14 +67,34 @@ def test_structural_masks_equal_dense_ones():
   assert_close(got, attention.einsum_attention(q, k, v, mask)[0])
 
 
-def test_fully_masked_rows_match_the_reference():
-  q, k, v = qkv(2)
-  mask = jnp.zeros((B, 1, T, T), bool).at[:, :, :10, :].set(True)  # key rows >= 10 see nothing
-  mask = mask.transpose(0, 1, 3, 2)
-  assert_close(
-      chunked_attention.chunked_attention(q, k, v, mask, chunk_size=8),
-      attention.einsum_attention(q, k, v, mask)[0],
+def test_fully_masked_rows_match_the_reference_in_values_and_gradients():
+  # Every query sees keys < 10 only, and queries >= 30 see no key at all.
+  mask = jnp.zeros((B, 1, T, T), bool).at[:, :, :30, :10].set(True)
+  chunked = lambda q, k, v: chunked_attention.chunked_attention(q, k, v, mask, chunk_size=8)
+  assert_values_and_gradients_equal(chunked, mask, seed=2)
+
+
+@pytest.mark.parametrize("parts", ["causal_packed", "padding", "query_and_key_padding"])
+def test_mask_spec_parts_equal_their_dense_mask(parts):
+  """The parts MultiHeadAttention hands the kernel for a MaskSpec, against spec.dense()."""
+  valid_BxT = jnp.arange(T)[None, :] < jnp.array([[30], [T]])
+  spec = {
+      "causal_packed": masks.MaskSpec(causal=True).with_segments(segments()),
+      "padding": masks.MaskSpec().with_padding(valid_BxT),
+      "query_and_key_padding": masks.MaskSpec().with_padding(valid_BxT, valid_BxT[::-1]),
+  }[parts]
+  chunked = lambda q, k, v: chunked_attention.chunked_attention(
+      q,
+      k,
+      v,
+      causal=spec.causal,
+      q_segment_ids_BxT=spec.q_segment_ids_BxT,
+      kv_segment_ids_BxS=spec.kv_segment_ids_BxS,
+      q_valid_BxT=spec.q_valid_BxT,
+      kv_valid_BxS=spec.kv_valid_BxS,
+      chunk_size=8,
   )
+  assert_values_and_gradients_equal(chunked, spec.dense(B, T, T), seed=3)
 
 
 def test_gpt_selects_it_from_the_config():

@@ -49,6 +49,10 @@ class MultiHeadAttention(nn.Module):
       "chunked" (online softmax over key chunks, memory linear in length).
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
     decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding).
+
+  The call's `mask` is a dense boolean (B, 1, T, S) array or a `masks.MaskSpec`. A MaskSpec
+  reaches the chunked kernel as its parts (O(T + S) memory); the other kernels get it as a dense
+  mask built here, at the point of use.
   """
 
   num_heads: int
@@ -106,6 +110,14 @@ class MultiHeadAttention(nn.Module):
     v_BxSxHxK = projection("value")(inputs_kv_BxSxD)
 
     batch, q_len = inputs_q_BxTxD.shape[:2]
+    spec = masks_lib.MaskSpec()
+    if isinstance(mask, masks_lib.MaskSpec):
+      if self.decode:
+        raise ValueError(
+            "With decode=True the KV cache builds the causal mask over its slots; pass a dense "
+            "(B, 1, T, max_len) mask or None, not a MaskSpec."
+        )
+      spec, mask = mask, None
     if self.decode:
       if not self_attention:
         raise ValueError("The KV cache is for self-attention; cross-attention keys do not grow.")
@@ -125,24 +137,39 @@ class MultiHeadAttention(nn.Module):
       if positions_kv_BxS is not None:
         k_BxSxHxK = position.apply_rope(k_BxSxHxK, positions_kv_BxS, self.rope_base)
 
-    if mask is not None:
-      masks_lib.check_mask_shape(mask, batch, self.num_heads, q_len, k_BxSxHxK.shape[1])
-      mask = mask.astype(bool)
-
     use_dropout = self.dropout_rate > 0.0 and not deterministic
+    impl = "einsum" if return_weights or use_dropout else self.implementation
+    kv_len = k_BxSxHxK.shape[1]
+    masks_lib.check_mask_shape(spec, batch, self.num_heads, q_len, kv_len)
+    if mask is not None:
+      masks_lib.check_mask_shape(mask, batch, self.num_heads, q_len, kv_len)
+      mask = mask.astype(bool)
+    if impl != "chunked":  # the other kernels take one dense (B, 1, T, S) mask: build it here
+      mask = masks_lib.combine(mask, spec.dense(batch, q_len, kv_len))
+
     weights = None
-    if self.implementation == "einsum" or return_weights or use_dropout:
+    if impl == "einsum":
       dropout_fn = None
       if use_dropout:
         dropout_fn = lambda w: nn.Dropout(self.dropout_rate)(w, deterministic=False)
       out_BxTxHxK, weights = einsum_attention(
           q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, dropout_fn=dropout_fn
       )
-    elif self.implementation == "chunked":  # memory linear in length (chunked_attention.py)
-      out_BxTxHxK = chunked_attention.chunked_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask)
+    elif impl == "chunked":  # memory linear in length (chunked_attention.py)
+      out_BxTxHxK = chunked_attention.chunked_attention(
+          q_BxTxHxK,
+          k_BxSxHxK,
+          v_BxSxHxK,
+          mask,
+          causal=spec.causal,
+          q_segment_ids_BxT=spec.q_segment_ids_BxT,
+          kv_segment_ids_BxS=spec.kv_segment_ids_BxS,
+          q_valid_BxT=spec.q_valid_BxT,
+          kv_valid_BxS=spec.kv_valid_BxS,
+      )
     else:
       out_BxTxHxK = jax.nn.dot_product_attention(
-          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation=self.implementation
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation=impl
       )
 
     out_BxTxD = nn.DenseGeneral(

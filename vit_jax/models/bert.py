@@ -103,10 +103,7 @@ class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
     )
     x_BxLxD = nn.Dropout(self.dropout_rate)(x_BxLxD, deterministic=not train)
 
-    mask = masks.combine(
-        None if input_mask_BxL is None else masks.padding_mask(input_mask_BxL),
-        None if segment_ids_BxL is None else masks.segment_mask(segment_ids_BxL),
-    )
+    mask = masks.MaskSpec().with_padding(input_mask_BxL).with_segments(segment_ids_BxL)
     cfg = transformer.BlockConfig.from_model_config(
         self, num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, pre_ln=False
     )

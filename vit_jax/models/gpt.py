@@ -104,10 +104,7 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
 
     mask = None
     if not self.decode:  # the KV cache applies causality itself
-      mask = masks.combine(
-          masks.causal_mask(length, batch),
-          None if segment_ids_BxT is None else masks.segment_mask(segment_ids_BxT),
-      )
+      mask = masks.MaskSpec(causal=True).with_segments(segment_ids_BxT)
     cfg = transformer.BlockConfig.from_model_config(
         self,
         num_heads=shape.num_heads,

@@ -82,7 +82,8 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
     if input_mask_BxS is None:
       input_mask_BxS = jnp.ones_like(inputs_BxS)
     x_BxSxD = self._embed(inputs_BxS, None, train)
-    return self.encoder(x_BxSxD, masks.padding_mask(input_mask_BxS), deterministic=not train)
+    mask = masks.MaskSpec().with_padding(input_mask_BxS)
+    return self.encoder(x_BxSxD, mask, deterministic=not train)
 
   def decode_logits(
       self,
@@ -104,14 +105,13 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
     if self.decode and not self.is_initializing():
       positions_BxT = position.next_positions(self.position_index, batch, length, positions_BxT)
     y_BxTxD = self._embed(decoder_inputs_BxT, positions_BxT, train)
+    # Masks by their parts (masks.MaskSpec): attention builds a dense one only where needed.
     if self.decode:
       self_mask = None  # the KV cache applies causality
-      cross_mask = masks.padding_mask(jnp.ones((batch, length)), input_mask_BxS)
+      cross_mask = masks.MaskSpec().with_padding(jnp.ones((batch, length)), input_mask_BxS)
     else:
-      self_mask = masks.combine(
-          masks.causal_mask(length, batch), masks.padding_mask(target_mask_BxT)
-      )
-      cross_mask = masks.padding_mask(target_mask_BxT, input_mask_BxS)
+      self_mask = masks.MaskSpec(causal=True).with_padding(target_mask_BxT)
+      cross_mask = masks.MaskSpec().with_padding(target_mask_BxT, input_mask_BxS)
     y_BxTxD = self.decoder(y_BxTxD, encoded_BxSxD, self_mask, cross_mask, deterministic=not train)
     return self.token_embed.attend(y_BxTxD).astype(jnp.float32)
 
