@@ -173,7 +173,8 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
       failed.append((step_dir, e))
       continue
     for bad, e in failed:
-      reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+      reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+      reason = reason.split(" See full TensorStore details")[0][:160]  # orbax appends a spec
       where = f"; moved to {set_aside(bad)}" if move_damaged else ""
       print(
           f"warning: checkpoint {bad} is unreadable ({type(e).__name__}: {reason}); using step "
