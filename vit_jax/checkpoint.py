@@ -5,8 +5,11 @@ the model (its config and parameter shapes), so a workdir is never resumed with 
 """
 
 import json
+import logging
 import os
+import re
 import sys
+import traceback
 
 import jax
 import orbax.checkpoint as ocp
@@ -98,6 +101,59 @@ def set_aside(step_dir: str) -> str:
   return target
 
 
+_ORBAX_DIR = os.path.dirname(os.path.dirname(ocp.__file__))  # .../site-packages/orbax
+
+
+# How TensorStore words a failed read: an absl status code, e.g. "OUT_OF_RANGE: Error reading ..."
+_TENSORSTORE_ERROR = re.compile(
+    r"(CANCELLED|UNKNOWN|INVALID_ARGUMENT|DEADLINE_EXCEEDED|NOT_FOUND|ALREADY_EXISTS|"
+    r"PERMISSION_DENIED|RESOURCE_EXHAUSTED|FAILED_PRECONDITION|ABORTED|OUT_OF_RANGE|"
+    r"UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS|UNAUTHENTICATED): "
+)
+
+
+def _abandoned_read_error(e) -> bool:
+  """An error of one of the array reads orbax abandons when another array of the step fails."""
+  if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
+    return True  # a TensorStore read finishing after orbax closed the step's event loop
+  if isinstance(e, ValueError) and _TENSORSTORE_ERROR.match(str(e)):
+    return True  # a TensorStore future nobody awaits any more
+  frames = traceback.extract_tb(getattr(e, "__traceback__", None))
+  return any(frame.filename.startswith(_ORBAX_DIR) for frame in frames)
+
+
+class _AbandonedReadLogFilter(logging.Filter):
+
+  def filter(self, record):
+    error = record.exc_info[1] if record.exc_info else None
+    return not ("never retrieved" in record.getMessage() and _abandoned_read_error(error))
+
+
+def quiet_abandoned_reads() -> None:
+  """Drops the noise a damaged step leaves behind, process-wide (idempotent).
+
+  Orbax reads a step's arrays concurrently in a fresh event loop and closes the loop as soon as
+  one fails. The other reads then end on TensorStore threads and each prints a traceback: through
+  sys.unraisablehook ("Event loop is closed", or an exception in a collected orbax coroutine) and
+  through asyncio's logger ("Task exception was never retrieved"). The step's error itself
+  reaches `first_intact`, which reports it in one line; these reports of orbax's are dropped,
+  every other report still prints.
+  """
+  asyncio_log = logging.getLogger("asyncio")
+  if not any(isinstance(f, _AbandonedReadLogFilter) for f in asyncio_log.filters):
+    asyncio_log.addFilter(_AbandonedReadLogFilter())
+  previous = sys.unraisablehook
+  if getattr(previous, "drops_abandoned_reads", False):
+    return
+
+  def hook(unraisable):
+    if not _abandoned_read_error(unraisable.exc_value):
+      previous(unraisable)
+
+  hook.drops_abandoned_reads = True
+  sys.unraisablehook = hook
+
+
 def first_intact(candidates: list[str], read, move_damaged: bool = False):
   """(step_dir, read(step_dir)) of the newest of `candidates` (newest first) that reads.
 
@@ -106,6 +162,7 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
   is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer) or left in
   place (readers: generate, convert, init_from). User errors (another model) are not damage.
   """
+  quiet_abandoned_reads()  # before reading: a failed read's siblings report after it
   failed = []
   for step_dir in candidates:
     try:
@@ -116,7 +173,8 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
       failed.append((step_dir, e))
       continue
     for bad, e in failed:
-      reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+      reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+      reason = reason.split(" See full TensorStore details")[0][:160]  # orbax appends a spec
       where = f"; moved to {set_aside(bad)}" if move_damaged else ""
       print(
           f"warning: checkpoint {bad} is unreadable ({type(e).__name__}: {reason}); using step "

@@ -45,6 +45,13 @@ AT_LEAST = {
 }
 BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
 TEXT_SPLITS = ("train", "validation", "test", "all")
+# What each text task's batches read (vit_jax/data/text/batches.py, seq2seq_batches.py).
+TEXT_TASK_EXAMPLES = {
+    "causal_lm": "documents",
+    "masked_lm": "documents",
+    "text_classification": "labeled",
+    "seq2seq": "pairs",
+}
 _MISSING = object()
 
 
@@ -178,7 +185,8 @@ def _check_text_data(config) -> None:
   from vit_jax.data.text import datasets
 
   name = config.dataset
-  datasets.dataset_kind(name)  # an unknown name is a ConfigError here, before the workdir exists
+  # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
+  datasets.check_kind(name, TEXT_TASK_EXAMPLES.get(config.task, datasets.dataset_kind(name)))
   if name in datasets.TFDS_DATASETS:
     _check_tfds_text(config, datasets.TFDS_DATASETS[name])
     return

@@ -1,14 +1,19 @@
 """A damaged latest checkpoint: readers fall back to the newest intact step, and a resumed run
 moves the damaged step to checkpoints/damaged/STEP and ends bit-identical to a straight run."""
 
+import asyncio
+import gc
 import os
 import shutil
+import sys
 
+import jax
 import numpy as np
 import pytest
 
 from tests.survival import conftest
 from tests.training import helpers
+from vit_jax import checkpoint
 from vit_jax import interop
 
 
@@ -37,6 +42,7 @@ def test_reader_falls_back_to_the_intact_step(trained_copy, trained, how, capsys
     np.testing.assert_array_equal(params[key], expected[key], err_msg=key)
   warning = capsys.readouterr().err
   assert "checkpoints/4 is unreadable" in warning and "using step 2" in warning
+  assert warning.count("\n") == 1, warning[-3000:]  # one line
   assert conftest.snapshot(trained_copy) == before  # readers move nothing
 
 
@@ -59,3 +65,58 @@ def test_resume_past_a_damaged_step_is_bit_identical(trained_copy, trained, digi
   resumed = interop.read_params(str(trained_copy / "checkpoints" / "4"))
   for key in straight:
     np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
+
+
+@pytest.mark.parametrize("how", ["zero_length", "no_manifest"])
+def test_a_damaged_step_leaves_one_line_and_no_tracebacks(
+    tmp_path, how, monkeypatch, caplog, capsys
+):
+  """Orbax abandons a damaged step's other array reads; they must not print tracebacks."""
+  reports = []
+  monkeypatch.setattr(sys, "unraisablehook", lambda u: reports.append(repr(u.exc_value)))
+  rng = np.random.default_rng(0)  # incompressible, so every array lives in the data files
+  state = {f"w{i}": rng.standard_normal((64, 64), np.float32) for i in range(64)}  # many reads
+  record = {"model": {}, "param_shapes": {}}
+  ckpt = checkpoint.Checkpointer(str(tmp_path), 2, 3, record)
+  ckpt.save(2, state)
+  ckpt.save(4, state)
+  ckpt.close()
+  damage(str(tmp_path / "checkpoints" / "4"), how)
+  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+  ckpt = checkpoint.Checkpointer(str(tmp_path), 2, 3, record)
+  read = lambda d: ckpt.restore(int(os.path.basename(d)), abstract)
+  for _ in range(5):
+    step_dir, restored = checkpoint.first_intact(checkpoint.step_dirs(str(tmp_path)), read)
+    assert step_dir.endswith("/2")
+    np.testing.assert_array_equal(restored["w7"], state["w7"])
+  ckpt.close()
+  gc.collect()
+  assert capsys.readouterr().err.count("is unreadable") == 5
+  reports += [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()]
+  assert not reports, reports[:3]
+
+
+class Raises:
+
+  def __init__(self, error):
+    self.error = error
+
+  def __del__(self):
+    raise self.error
+
+
+def test_only_abandoned_read_reports_are_dropped(monkeypatch, caplog):
+  printed = []
+  monkeypatch.setattr(sys, "unraisablehook", lambda u: printed.append(str(u.exc_value)))
+  checkpoint.quiet_abandoned_reads()
+  checkpoint.quiet_abandoned_reads()  # idempotent: one hook, one filter
+  Raises(RuntimeError("Event loop is closed"))  # TensorStore calling into orbax's closed loop
+  Raises(RuntimeError("a bug of ours"))
+  loop = asyncio.new_event_loop()
+  for message in ["OUT_OF_RANGE: Error reading x in OCDBT database", "another failure"]:
+    loop.create_future().set_exception(ValueError(message))  # never retrieved
+    gc.collect()
+  loop.close()
+  assert printed == ["a bug of ours"]
+  logged = "\n".join(r.getMessage() + str(r.exc_info) for r in caplog.records)
+  assert "OUT_OF_RANGE" not in logged and "another failure" in logged

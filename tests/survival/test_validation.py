@@ -7,6 +7,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from configs import gpt as gpt_config
+from configs import seq2seq as seq2seq_config
 from configs import vit as vit_config
 from vit_jax import errors
 from vit_jax import validation
@@ -205,24 +206,45 @@ def test_missing_or_empty_tfds_image_split_is_named(digits_dir, tmp_path, key, v
 
 
 @pytest.mark.parametrize(
-    "dataset,split", [("embedded", "all"), ("toy_reverse", "valid"), ("nonexistent", "train")]
+    "config_name,dataset,named",
+    [
+        ("gpt", "embedded", "eval_split"),
+        ("seq2seq", "toy_reverse", "eval_split"),
+        ("gpt", "nope", "nope"),
+    ],
 )
-def test_generated_text_splits_and_unknown_names(tmp_path, dataset, split):
-  config = config_with(gpt_config, dataset=dataset, eval_split=split)
-  with pytest.raises(errors.UserError, match="eval_split" if dataset != "nonexistent" else dataset):
+def test_generated_text_splits_and_unknown_names(tmp_path, config_name, dataset, named):
+  module = {"gpt": gpt_config, "seq2seq": seq2seq_config}[config_name]
+  config = config_with(
+      module, dataset=dataset, eval_split="all" if dataset == "embedded" else "valid"
+  )
+  with pytest.raises(errors.UserError, match=named):
     validation.validate_training(config, str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
 
 
+def test_text_dataset_of_the_wrong_kind_is_refused_up_front(tmp_path):
+  for config, named in [
+      (config_with(gpt_config, dataset="toy_reverse"), "holds pairs, but documents"),
+      (config_with(seq2seq_config, dataset="embedded"), "holds documents, but pairs"),
+  ]:
+    with pytest.raises(errors.ConfigError, match=named):
+      validation.validate_training(config, str(tmp_path / "w"))
+  assert not (tmp_path / "w").exists()
+
+
 @pytest.mark.parametrize("case", ["file", "under_file", "read_only"])
-def test_unusable_workdir_is_refused(tmp_path, case):
+def test_unusable_workdir_is_refused(tmp_path, case, monkeypatch):
   target = tmp_path / "f"
   target.write_text("keep me")
   workdir = {"file": target, "under_file": target / "w", "read_only": tmp_path / "ro" / "w"}[case]
   if case == "read_only":
     (tmp_path / "ro").mkdir(mode=0o500)
-    if os.access(tmp_path / "ro", os.W_OK):
-      pytest.skip("running as root: permissions are not enforced")
+    if os.access(tmp_path / "ro", os.W_OK):  # root: permissions are not enforced, so say them
+      access = os.access
+      monkeypatch.setattr(
+          os, "access", lambda p, mode: access(p, mode) and os.stat(p).st_mode & 0o200
+      )
   with pytest.raises(errors.WorkdirError, match="--workdir"):
     workdir_safety.check_workdir(str(workdir))
   assert target.read_text() == "keep me"

@@ -12,6 +12,7 @@ vit_jax/validation.py counts them, or refuses them with bad_images=error.
 import dataclasses
 import functools
 import os
+import re
 import sys
 
 import tensorflow as tf
@@ -113,7 +114,8 @@ def _decodes_version(path: str, size: int, mtime_ns: int) -> bool:
     tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
     return True
   except tf.errors.OpError as e:
-    reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+    reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    reason = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\].*", "", reason)[:120]  # TF's op and device tags
     print(
         f"warning: skipping {path}: not a decodable image ({reason}).", file=sys.stderr, flush=True
     )

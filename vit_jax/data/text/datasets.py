@@ -104,6 +104,20 @@ def dataset_kind(name: str) -> str:
   raise errors.ConfigError(f"Unknown text dataset {name!r}. Known: " f"{', '.join(known_names())}.")
 
 
+def check_kind(name: str, kind: str) -> None:
+  """A ConfigError unless dataset `name` serves examples of `kind` (labeled ones serve documents
+  too)."""
+  if kind not in KINDS:
+    raise errors.ConfigError(f"Unknown example kind {kind!r}; known: {KINDS}.")
+  have = dataset_kind(name)
+  if have != kind and not (kind == "documents" and have == "labeled"):
+    with_kind = [n for n in known_names() if dataset_kind(n) == kind]
+    raise errors.ConfigError(
+        f"Dataset {name!r} holds {have}, but {kind} are needed "
+        f"here; datasets with {kind}: {', '.join(with_kind)}."
+    )
+
+
 def load_source(
     name: str,
     split: str = "train",
@@ -115,15 +129,7 @@ def load_source(
     seed: int = 0,
 ) -> text_sources.Source:
   """This process's share of dataset `name` as examples of `kind`."""
-  if kind not in KINDS:
-    raise errors.ConfigError(f"Unknown example kind {kind!r}; known: {KINDS}.")
-  have = dataset_kind(name)
-  if have != kind and not (kind == "documents" and have == "labeled"):
-    with_kind = [n for n in known_names() if dataset_kind(n) == kind]
-    raise errors.ConfigError(
-        f"Dataset {name!r} holds {have}, but {kind} are needed "
-        f"here; datasets with {kind}: {', '.join(with_kind)}."
-    )
+  check_kind(name, kind)
   text_sources.check_process(process_index, process_count)
   share = functools.partial(
       text_sources.take_share, process_index=process_index, process_count=process_count
