@@ -68,3 +68,26 @@ def test_seq2seq_cache_matches_teacher_forcing():
     cache = state["cache"]
     steps.append(out)
   assert float(jnp.abs(jnp.concatenate(steps, axis=1) - full).max()) <= 1e-5
+
+
+def test_rope_cache_without_positions_counts_from_the_cache_index():
+  """A decoding layer given no positions numbers queries from its cache index (0, 1, 2, ...),
+  so prefill + one-token steps equal one causal pass with RoPE at positions 0..T-1."""
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax.models import attention
+  from vit_jax.models import masks
+
+  x_BxTxD = jax.random.normal(jax.random.PRNGKey(0), (2, 7, 16))
+  layer = attention.MultiHeadAttention(num_heads=2, rope=True)
+  params = layer.init(jax.random.PRNGKey(1), x_BxTxD)["params"]
+  full_BxTxD = layer.apply({"params": params}, x_BxTxD, mask=masks.causal_mask(7, 2))
+  decoder = attention.MultiHeadAttention(num_heads=2, rope=True, decode=True)
+  cache = decoder.init(jax.random.PRNGKey(1), jnp.zeros_like(x_BxTxD))["cache"]
+  outs = []
+  for start, end in [(0, 3)] + [(t, t + 1) for t in range(3, 7)]:
+    out, state = decoder.apply(
+        {"params": params, "cache": cache}, x_BxTxD[:, start:end], mutable=["cache"]
+    )
+    cache = state["cache"]
+    outs.append(out)
+  assert float(jnp.abs(jnp.concatenate(outs, axis=1) - full_BxTxD).max()) <= 1e-5
