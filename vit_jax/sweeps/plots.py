@@ -1,6 +1,7 @@
 """The sweep's PNGs: error vs compute (one colour per model size, the frontier and its fit), error
 vs training-set size per model size, and error vs model size. Log-log axes throughout."""
 
+import math
 import os
 
 import matplotlib
@@ -56,6 +57,13 @@ def _finish(ax, fig, x_label: str, y_label: str, title: str, path: str) -> str:
     ticks = matplotlib.ticker.MaxNLocator(nbins=8).tick_values(low, high)
     ax.set_yticks([t for t in ticks if low <= t <= high and t > 0])
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+  low, high = ax.get_xlim()
+  if high < 100 * low:  # two decades or less: label 2x and 5x only (all minor labels collide)
+    ax.xaxis.set_minor_formatter(
+        matplotlib.ticker.FuncFormatter(
+            lambda v, _: f"{v:g}" if round(v / 10 ** math.floor(math.log10(v))) in (2, 5) else ""
+        )
+    )
   decimals = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}")
   ax.yaxis.set_major_formatter(decimals)  # errors read better as 0.2 than as 2 x 10^-1
   ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
