@@ -9,18 +9,32 @@ import pytest
 from tests.training import helpers
 from vit_jax.data.image import pipeline
 
-TINY = [
-    "--config.total_steps=4",
-    "--config.batch_size=16",
-    "--config.checkpoint_every=2",
-    "--config.keep_checkpoints=3",
-    "--config.eval_every=4",
-    "--config.eval_max_batches=1",
-    "--config.log_every=1",
-    "--config.progress=lines",
-    "--config.model.depth=1",
-    "--config.optimizer.warmup_steps=1",
-]
+# The tiny run the battery trains once; the same settings as flags and as an in-process config.
+TINY_SETTINGS = {
+    "total_steps": 4,
+    "batch_size": 16,
+    "checkpoint_every": 2,
+    "keep_checkpoints": 3,
+    "eval_every": 4,
+    "eval_max_batches": 1,
+    "log_every": 1,
+    "progress": "lines",
+    "model.depth": 1,
+    "optimizer.warmup_steps": 1,
+}
+TINY = [f"--config.{key}={value}" for key, value in TINY_SETTINGS.items()]
+
+
+def tiny_config(data_dir, **overrides):
+  """configs/vit.py with TINY_SETTINGS, what `tiny_command` trains with."""
+  config = helpers.vit_config("", data_dir=data_dir)
+  for key, value in {**TINY_SETTINGS, **overrides}.items():
+    *parents, last = key.split(".")
+    node = config
+    for parent in parents:
+      node = node[parent]
+    node[last] = value
+  return config
 
 
 @pytest.fixture(scope="session")
