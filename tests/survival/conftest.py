@@ -87,3 +87,18 @@ def assert_one_line_error(stderr: str, *names):
   assert len(lines) == 1, stderr[-3000:]
   for name in names:
     assert name in lines[0], (name, lines[0])
+
+
+def damage(step_dir, how):
+  """Damages checkpoint step `step_dir` as a crash or a bad disk would."""
+  state = os.path.join(step_dir, "state")
+  if how == "no_model_record":
+    shutil.rmtree(os.path.join(step_dir, "model"))
+    return
+  if how == "no_manifest":
+    os.remove(os.path.join(state, "manifest.ocdbt"))
+    return
+  files = [os.path.join(r, f) for r, _, fs in os.walk(state) for f in fs if "/d/" in r + "/"]
+  biggest = max(files, key=os.path.getsize)
+  with open(biggest, "r+b") as f:
+    f.truncate(0 if how == "zero_length" else os.path.getsize(biggest) // 2)
