@@ -9,18 +9,32 @@ import pytest
 from tests.training import helpers
 from vit_jax.data.image import pipeline
 
-TINY = [
-    "--config.total_steps=4",
-    "--config.batch_size=16",
-    "--config.checkpoint_every=2",
-    "--config.keep_checkpoints=3",
-    "--config.eval_every=4",
-    "--config.eval_max_batches=1",
-    "--config.log_every=1",
-    "--config.progress=lines",
-    "--config.model.depth=1",
-    "--config.optimizer.warmup_steps=1",
-]
+# The tiny run the battery trains once; the same settings as flags and as an in-process config.
+TINY_SETTINGS = {
+    "total_steps": 4,
+    "batch_size": 16,
+    "checkpoint_every": 2,
+    "keep_checkpoints": 3,
+    "eval_every": 4,
+    "eval_max_batches": 1,
+    "log_every": 1,
+    "progress": "lines",
+    "model.depth": 1,
+    "optimizer.warmup_steps": 1,
+}
+TINY = [f"--config.{key}={value}" for key, value in TINY_SETTINGS.items()]
+
+
+def tiny_config(data_dir, **overrides):
+  """configs/vit.py with TINY_SETTINGS, what `tiny_command` trains with."""
+  config = helpers.vit_config("", data_dir=data_dir)
+  for key, value in {**TINY_SETTINGS, **overrides}.items():
+    *parents, last = key.split(".")
+    node = config
+    for parent in parents:
+      node = node[parent]
+    node[last] = value
+  return config
 
 
 @pytest.fixture(scope="session")
@@ -73,3 +87,18 @@ def assert_one_line_error(stderr: str, *names):
   assert len(lines) == 1, stderr[-3000:]
   for name in names:
     assert name in lines[0], (name, lines[0])
+
+
+def damage(step_dir, how):
+  """Damages checkpoint step `step_dir` as a crash or a bad disk would."""
+  state = os.path.join(step_dir, "state")
+  if how == "no_model_record":
+    shutil.rmtree(os.path.join(step_dir, "model"))
+    return
+  if how == "no_manifest":
+    os.remove(os.path.join(state, "manifest.ocdbt"))
+    return
+  files = [os.path.join(r, f) for r, _, fs in os.walk(state) for f in fs if "/d/" in r + "/"]
+  biggest = max(files, key=os.path.getsize)
+  with open(biggest, "r+b") as f:
+    f.truncate(0 if how == "zero_length" else os.path.getsize(biggest) // 2)

@@ -4,7 +4,6 @@ moves the damaged step to checkpoints/damaged/STEP and ends bit-identical to a s
 import asyncio
 import gc
 import os
-import shutil
 import sys
 
 import jax
@@ -17,23 +16,9 @@ from vit_jax import checkpoint
 from vit_jax import interop
 
 
-def damage(step_dir, how):
-  state = os.path.join(step_dir, "state")
-  if how == "no_model_record":
-    shutil.rmtree(os.path.join(step_dir, "model"))
-    return
-  if how == "no_manifest":
-    os.remove(os.path.join(state, "manifest.ocdbt"))
-    return
-  files = [os.path.join(r, f) for r, _, fs in os.walk(state) for f in fs if "/d/" in r + "/"]
-  biggest = max(files, key=os.path.getsize)
-  with open(biggest, "r+b") as f:
-    f.truncate(0 if how == "zero_length" else os.path.getsize(biggest) // 2)
-
-
 @pytest.mark.parametrize("how", ["truncated", "zero_length", "no_manifest"])
 def test_reader_falls_back_to_the_intact_step(trained_copy, trained, how, capsys):
-  damage(str(trained_copy / "checkpoints" / "4"), how)
+  conftest.damage(str(trained_copy / "checkpoints" / "4"), how)
   before = conftest.snapshot(trained_copy)
   params = interop.read_params(str(trained_copy))
   expected = interop.read_params(str(trained / "checkpoints" / "2"))
@@ -47,7 +32,7 @@ def test_reader_falls_back_to_the_intact_step(trained_copy, trained, how, capsys
 
 
 def test_convert_falls_back_past_a_missing_model_record(trained_copy, tmp_path):
-  damage(str(trained_copy / "checkpoints" / "4"), "no_model_record")
+  conftest.damage(str(trained_copy / "checkpoints" / "4"), "no_model_record")
   from vit_jax import convert  # pylint: disable=g-import-not-at-top
 
   assert convert.main([str(trained_copy), str(tmp_path / "out.npz"), "--to", "npz"]) == 0
@@ -55,7 +40,7 @@ def test_convert_falls_back_past_a_missing_model_record(trained_copy, tmp_path):
 
 
 def test_resume_past_a_damaged_step_is_bit_identical(trained_copy, trained, digits_dir):
-  damage(str(trained_copy / "checkpoints" / "4"), "truncated")
+  conftest.damage(str(trained_copy / "checkpoints" / "4"), "truncated")
   result = helpers.run(conftest.tiny_command(trained_copy, digits_dir))
   assert result.returncode == 0, result.stderr[-3000:]
   assert "checkpoints/4 is unreadable" in result.stderr
@@ -81,7 +66,7 @@ def test_a_damaged_step_leaves_one_line_and_no_tracebacks(
   ckpt.save(2, state)
   ckpt.save(4, state)
   ckpt.close()
-  damage(str(tmp_path / "checkpoints" / "4"), how)
+  conftest.damage(str(tmp_path / "checkpoints" / "4"), how)
   abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
   ckpt = checkpoint.Checkpointer(str(tmp_path), 2, 3, record)
   read = lambda d: ckpt.restore(int(os.path.basename(d)), abstract)
