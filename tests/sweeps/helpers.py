@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from tests.training.helpers import snapshot  # noqa: F401  # re-exported for the sweep tests
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -38,14 +40,3 @@ def fake_run(workdir, *, config: dict, info: dict | None, rows: list[dict]) -> N
   with open(os.path.join(workdir, "metrics.jsonl"), "w", encoding="utf-8") as f:
     for row in rows:
       f.write(json.dumps(row) + "\n")
-
-
-def snapshot(directory) -> dict:
-  """{relative path: (size, mtime_ns)} of every file under `directory`."""
-  out = {}
-  for root, _, files in os.walk(directory):
-    for name in files:
-      path = os.path.join(root, name)
-      st = os.stat(path)
-      out[os.path.relpath(path, directory)] = (st.st_size, st.st_mtime_ns)
-  return out
