@@ -89,3 +89,10 @@ def test_collect_refuses_a_root_of_another_sweep(root, tmp_path):
 def test_collect_needs_a_run_sweep(tmp_path):
   with pytest.raises(errors.MissingFileError, match="run the sweep first"):
     collect.collect(spec.expand(SWEEP), str(tmp_path / "nothing"), str(tmp_path / "out"))
+
+
+def test_a_resnet_with_custom_stages_is_labelled_by_its_stages(tmp_path):
+  workdir = str(tmp_path / "r")
+  model = {"name": "resnet", "variant": "50x1", "block_counts": [1, 1, 1], "width": 32}
+  helpers.fake_run(workdir, config={**CONFIG, "model": model}, info=INFO, rows=[])
+  assert collect.describe("r", workdir)["model"] == "resnet blocks 1-1-1 w32"

@@ -64,6 +64,9 @@ def describe(name: str, workdir: str) -> dict | None:
       info = json.load(f)
   model = config.get("model", {})
   label = " ".join(str(model[k]) for k in ("name", "variant") if model.get(k))
+  if model.get("block_counts"):  # custom stages override the ResNet variant's
+    blocks = "-".join(str(n) for n in model["block_counts"])
+    label = f"{model.get('name')} blocks {blocks}"
   label += "".join(f" {k[0]}{model[k]}" for k in ("width", "depth") if model.get(k))
   return {
       "run": name,
