@@ -78,9 +78,9 @@ def main(argv=None) -> int:
   result = {"vit": vit, "resnet": resnet, "vit_at_least_as_good_from": crossover(vit, resnet)}
   with open(os.path.join(args.out, "crossover.json"), "w", encoding="utf-8") as f:
     json.dump(result, f, indent=1)
-  print(
-      f"wrote {png}; ViT at least as accurate from {result['vit_at_least_as_good_from']} examples"
-  )
+  start = result["vit_at_least_as_good_from"]
+  found = "no crossover" if start is None else f"ViT at least as accurate from {start} examples on"
+  print(f"wrote {png}; {found}")
   return 0
 
 
