@@ -28,16 +28,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTEST = ["-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-W", "ignore"]
-MODEL_TESTS = [
-    "tests/models/test_families.py",
-    "tests/models/test_properties.py",
-    "tests/models/test_param_counts.py",
-    "tests/models/test_kv_cache.py",
-]
-TASK_TESTS = [
-    "tests/training/test_eval_sums.py",
-    "tests/training/test_step_math.py::test_two_microbatches_give_the_full_batch_step",
-]
+TASK_TESTS = ["tests/training/test_task_losses.py", "tests/training/test_eval_sums.py"]
 LOSS_SCOPE = (
     "totals",
     "loss",
@@ -47,30 +38,97 @@ LOSS_SCOPE = (
     "_nsp_sums",
     "weighted_cross_entropy",
 )
-# module -> (targeted tests, functions to mutate (None: the whole module))
+PROPERTIES = "tests/models/test_properties.py"
+# module -> (targeted tests, functions to mutate (None: the whole module)). Each list holds the
+# tests that check the module against something independent (formulas, NumPy, timm or Hugging
+# Face), fastest first: pytest stops at the first failure (-x), so a killed mutant costs little.
 TARGETS = {
     "vit_jax/models/attention.py": (
         ["tests/models/test_attention.py", "tests/models/test_kv_cache.py"],
         None,
     ),
+    "vit_jax/models/chunked_attention.py": (
+        ["tests/perf/test_chunked_attention.py", "tests/models/test_attention.py"],
+        None,
+    ),
     "vit_jax/models/masks.py": (
-        ["tests/models/test_attention.py", "tests/language/test_generation.py"],
+        [
+            "tests/models/test_attention.py",
+            PROPERTIES + "::test_causal_gradient_is_exactly_zero_for_future_inputs",
+            PROPERTIES + "::test_packed_segments_leak_nothing",
+            PROPERTIES + "::test_bert_padding_leaves_real_tokens_unchanged",
+        ],
         None,
     ),
     "vit_jax/models/position.py": (
-        ["tests/models/test_families.py", "tests/models/test_properties.py"],
+        ["tests/models/test_position.py", "tests/models/test_kv_cache.py"],
         None,
     ),
-    "vit_jax/models/layers.py": (MODEL_TESTS, None),
-    "vit_jax/models/transformer.py": (MODEL_TESTS, None),
-    "vit_jax/models/vit.py": (MODEL_TESTS, None),
-    "vit_jax/models/mixer.py": (MODEL_TESTS, None),
+    "vit_jax/models/layers.py": (
+        [
+            "tests/models/test_layers.py",
+            PROPERTIES + "::test_patch_embedding_equals_explicit_patch_matmul",
+            "tests/interop/test_timm.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/transformer.py": (
+        [
+            "tests/models/test_transformer.py",
+            PROPERTIES,
+            "tests/interop/test_gpt2_hf.py::test_import",
+            "tests/interop/test_bert_hf.py::test_import_pretraining",
+        ],
+        None,
+    ),
+    "vit_jax/models/vit.py": (
+        [
+            "tests/models/test_param_counts.py",
+            "tests/models/test_errors.py",
+            "tests/interop/test_timm.py",
+            "tests/interop/test_vit_hf.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/mixer.py": (
+        ["tests/models/test_mixer.py", "tests/models/test_param_counts.py::test_mixer_b16"],
+        None,
+    ),
     "vit_jax/models/resnet.py": (["tests/models/test_resnet.py"], None),
-    "vit_jax/models/gpt.py": (MODEL_TESTS, None),
-    "vit_jax/models/bert.py": (MODEL_TESTS, None),
-    "vit_jax/models/seq2seq.py": (MODEL_TESTS, None),
-    "vit_jax/models/registry.py": (MODEL_TESTS, None),
-    "vit_jax/models/counting.py": (["tests/models/test_param_counts.py"], None),
+    "vit_jax/models/gpt.py": (
+        [
+            "tests/models/test_param_counts.py::test_gpt2_small_tied",
+            PROPERTIES + "::test_gpt_is_causal_in_its_token_embeddings",
+            "tests/interop/test_gpt2_hf.py",
+            "tests/models/test_kv_cache.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/bert.py": (
+        [
+            "tests/models/test_param_counts.py::test_bert_base_with_pooler",
+            PROPERTIES + "::test_bert_padding_leaves_real_tokens_unchanged",
+            "tests/interop/test_bert_hf.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/seq2seq.py": (
+        ["tests/models/test_seq2seq.py", "tests/models/test_kv_cache.py"],
+        None,
+    ),
+    "vit_jax/models/registry.py": (
+        ["tests/models/test_errors.py", "tests/models/test_param_counts.py"],
+        None,
+    ),
+    "vit_jax/models/counting.py": (
+        [
+            "tests/models/test_param_counts.py",
+            "tests/perf/test_flops.py::test_gpt_flops_are_palm_formula",
+            "tests/perf/test_flops.py::test_vit_flops_count_patches_attention_and_a_once_per_image_head",
+            "tests/perf/test_flops.py::test_bert_mlm_counts_its_tied_output_projection",
+        ],
+        None,
+    ),
     "vit_jax/data/text/masking.py": (["tests/text/test_masking.py"], None),
     "vit_jax/data/text/packing.py": (["tests/text/test_packing.py"], None),
     "vit_jax/tasks/classification.py": (TASK_TESTS, LOSS_SCOPE),
@@ -81,9 +139,9 @@ TARGETS = {
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/train_step.py": (
         [
-            "tests/training/test_step_math.py",
             "tests/training/test_train_step.py",
-            "tests/training/test_learning.py",
+            "tests/training/test_step_math.py",
+            "tests/training/test_learning.py::test_loss_falls_by_a_margin[vit-40-0.003-0.2]",
         ],
         None,
     ),
@@ -217,42 +275,90 @@ def copy_repository(destination: str) -> None:
   shutil.copy(os.path.join(ROOT, "pytest.ini"), destination)
 
 
-def run_tests(copy_dir: str, tests, timeout: float, fork: bool) -> str:
-  """'pass', 'fail' or 'timeout' of the targeted tests against the copy."""
-  args = PYTEST + list(tests)
-  if not fork:
-    env = dict(os.environ, PYTHONPATH=copy_dir, TF_CPP_MIN_LOG_LEVEL="3")
-    try:
-      code = subprocess.run(
+class Slot:
+  """One copy of the repository and the test process running in it (at most one at a time)."""
+
+  def __init__(self, copy_dir: str, fork: bool):
+    self.copy_dir, self.fork = copy_dir, fork
+    self.task = self.handle = None
+    self.restore = None  # (path, original source) of the file the running task changed
+
+  def start(self, task, tests, source_path, original, mutated) -> None:
+    """Writes the mutant (or leaves the original, for a baseline) and starts its tests."""
+    self.task, self.started = task, time.time()
+    path = os.path.join(self.copy_dir, source_path)
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(mutated if mutated is not None else original)
+    self.restore = (path, original)
+    args = PYTEST + list(tests)
+    if not self.fork:
+      env = dict(
+          os.environ,
+          PYTHONPATH=self.copy_dir,
+          TF_CPP_MIN_LOG_LEVEL="3",
+          PYTHONDONTWRITEBYTECODE="1",
+      )
+      self.handle = subprocess.Popen(
           [sys.executable, "-m", "pytest", *args],
-          cwd=copy_dir,
+          cwd=self.copy_dir,
           env=env,
           stdout=subprocess.DEVNULL,
           stderr=subprocess.DEVNULL,
-          timeout=timeout,
-      ).returncode
-    except subprocess.TimeoutExpired:
-      return "timeout"
-    return "pass" if code == 0 else "fail"
-  pid = os.fork()
-  if pid == 0:  # child: import vit_jax from the copy, run pytest, report by exit code
-    os.chdir(copy_dir)
-    sys.path.insert(0, copy_dir)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    import pytest  # pylint: disable=g-import-not-at-top
+      )
+      return
+    pid = os.fork()
+    if pid == 0:  # child: import vit_jax from the copy, run pytest, report by exit code
+      os.chdir(self.copy_dir)
+      sys.path.insert(0, self.copy_dir)
+      devnull = os.open(os.devnull, os.O_WRONLY)
+      os.dup2(devnull, 1)
+      os.dup2(devnull, 2)
+      import pytest  # pylint: disable=g-import-not-at-top
 
-    os._exit(int(pytest.main(args)))
-  deadline = time.time() + timeout
-  while time.time() < deadline:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-      return "pass" if os.waitstatus_to_exitcode(status) == 0 else "fail"
+      os._exit(int(pytest.main(args)))
+    self.handle = pid
+
+  def poll(self, timeout: float):
+    """None while running; else 'pass', 'fail' or 'timeout', with the copy restored."""
+    if self.fork:
+      done, status = os.waitpid(self.handle, os.WNOHANG)
+      code = os.waitstatus_to_exitcode(status) if done else None
+    else:
+      code = self.handle.poll()
+    if code is None:
+      if time.time() - self.started < timeout:
+        return None
+      if self.fork:
+        os.kill(self.handle, signal.SIGKILL)
+        os.waitpid(self.handle, 0)
+      else:
+        self.handle.kill()
+        self.handle.wait()
+      outcome = "timeout"
+    else:
+      outcome = "pass" if code == 0 else "fail"
+    path, original = self.restore
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(original)
+    self.task = self.handle = self.restore = None
+    return outcome
+
+
+def run_all(slots, tasks, timeout_of, on_done) -> None:
+  """Runs `tasks` [(key, tests, module, original, mutated)] on the free slots until all are done."""
+  pending = list(tasks)
+  while pending or any(s.task for s in slots):
+    for slot in slots:
+      if slot.task is None and pending:
+        key, tests, module, original, mutated = pending.pop(0)
+        slot.start(key, tests, module, original, mutated)
     time.sleep(0.05)
-  os.kill(pid, signal.SIGKILL)
-  os.waitpid(pid, 0)
-  return "timeout"
+    for slot in slots:
+      if slot.task is not None:
+        key, elapsed = slot.task, time.time() - slot.started
+        outcome = slot.poll(timeout_of(key))
+        if outcome is not None:
+          on_done(key, outcome, elapsed)
 
 
 def preload() -> None:
@@ -262,6 +368,10 @@ def preload() -> None:
   # imports it first too). A list, so an import sorter cannot reorder it.
   for name in (
       "torchvision",
+      "timm",
+      "transformers.models.gpt2.modeling_gpt2",  # transformers imports its models lazily
+      "transformers.models.bert.modeling_bert",
+      "transformers.models.vit.modeling_vit",
       "flax.linen",
       "jax",
       "optax",
@@ -285,6 +395,9 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--list", action="store_true", help="count the mutants and stop")
   parser.add_argument("--no_fork", action="store_true", help="a fresh interpreter per mutant")
+  parser.add_argument(
+      "--jobs", type=int, default=2, help="mutants tested at once, each in its own copy"
+  )
   args = parser.parse_args(argv)
   modules = args.module or list(TARGETS)
   unknown = [m for m in modules if m not in TARGETS]
@@ -309,33 +422,49 @@ def main(argv=None) -> int:
   fork = not args.no_fork
   if fork:
     preload()
-  results, started = {}, time.time()
-  with tempfile.TemporaryDirectory(prefix="mutation_") as copy_dir:
-    copy_repository(copy_dir)
-    for module, (tests, source, _, chosen) in plans.items():
-      path = os.path.join(copy_dir, module)
-      t0 = time.time()
-      if run_tests(copy_dir, tests, 1800, fork) != "pass":
+  # Two mutants of one file can have equal sizes and be written within the same second, which a
+  # cached .pyc (keyed on size and mtime) cannot tell apart: compile every module afresh.
+  sys.dont_write_bytecode = True
+  started = time.time()
+  with tempfile.TemporaryDirectory(prefix="mutation_") as scratch:
+    slots = []
+    for index in range(max(args.jobs, 1)):
+      copy_dir = os.path.join(scratch, str(index))
+      copy_repository(copy_dir)
+      slots.append(Slot(copy_dir, fork))
+
+    # Each module's tests run once unmutated: they must pass, and their time sets the timeout.
+    timeouts = {}
+
+    def baseline_done(module, outcome, elapsed):
+      if outcome == "pass":
+        timeouts[module] = max(60.0, 3 * elapsed)
+        print(f"{module}: targeted tests pass unmutated in {elapsed:.0f} s", flush=True)
+      else:
         print(f"{module}: its tests fail without any mutation; skipped.", flush=True)
-        continue
-      timeout = max(60.0, 3 * (time.time() - t0))
-      outcomes = []
+
+    baselines = [(m, tests, m, source, None) for m, (tests, source, _, _) in plans.items()]
+    run_all(slots, baselines, lambda _: 1800.0, baseline_done)
+
+    results = {m: [] for m in timeouts}
+    tasks = []
+    for module in timeouts:
+      tests, source, _, chosen = plans[module]
       for line, description, mutated in chosen:
-        with open(path, "w", encoding="utf-8") as f:
-          f.write(mutated)
-        outcome = run_tests(copy_dir, tests, timeout, fork)
-        outcomes.append((line, description, outcome))
-        print(
-            f"  {module}:{line} {description}: {'SURVIVED' if outcome == 'pass' else outcome}",
-            flush=True,
-        )
-      with open(path, "w", encoding="utf-8") as f:
-        f.write(source)
-      results[module] = outcomes
+        tasks.append(((module, line, description), tests, module, source, mutated))
+
+    def mutant_done(key, outcome, elapsed):
+      module, line, description = key
+      results[module].append((line, description, outcome))
+      verdict = "SURVIVED" if outcome == "pass" else outcome
+      print(f"  {module}:{line} {description}: {verdict} ({elapsed:.0f} s)", flush=True)
+
+    run_all(slots, tasks, lambda key: timeouts[key[0]], mutant_done)
 
   print(f"\nKill rate per module ({(time.time() - started) / 60:.1f} min):")
   survivors = []
   for module, outcomes in results.items():
+    outcomes.sort()
     killed = sum(o != "pass" for _, _, o in outcomes)
     print(f"  {module:42s} {killed:3d}/{len(outcomes):3d}  {killed / max(len(outcomes), 1):6.1%}")
     survivors += [f"{module}:{line}  {d}" for line, d, o in outcomes if o == "pass"]
