@@ -5,12 +5,15 @@ or drops one statement, in a copy of the repository; the module's targeted tests
 A mutant the tests pass is a *survivor*: a bug the suite would miss. Prints the kill rate per
 module and lists the survivors (file:line and the edit).
 
-  python scripts/mutation.py                                   # every module below (~30 min)
-  python scripts/mutation.py --module vit_jax/models/position.py --max_per_module 0   # all of one
-  python scripts/mutation.py --list                            # count mutants, run nothing
+  .venv/bin/python scripts/mutation.py            # 8 sampled mutants of each module below
+  .venv/bin/python scripts/mutation.py --module vit_jax/models/position.py --max_per_module 0
+  .venv/bin/python scripts/mutation.py --list     # count the mutants, run nothing
 
-Tests run in forked children of a process that has already imported JAX, Flax, optax and TF (not
-vit_jax), which saves their import time per mutant; --no_fork runs a fresh interpreter instead.
+First every targeted test runs once unmutated (a module whose tests fail is skipped; their
+durations set each module's timeout), then the mutants run two at a time (--jobs), each in its
+own copy of the repository. Tests run in forked children of a process that has already imported
+JAX, Flax, optax, TF, torch, timm and transformers (not vit_jax), which saves their import time
+per mutant; --no_fork runs a fresh interpreter instead. Measured time: README, "Tests".
 """
 
 import argparse
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from xml.etree import ElementTree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTEST = ["-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-W", "ignore"]
@@ -283,14 +287,15 @@ class Slot:
     self.task = self.handle = None
     self.restore = None  # (path, original source) of the file the running task changed
 
-  def start(self, task, tests, source_path, original, mutated) -> None:
-    """Writes the mutant (or leaves the original, for a baseline) and starts its tests."""
+  def start(self, task, args, source_path=None, original=None, mutated=None) -> None:
+    """Writes the mutant (if any) into the copy and starts pytest with `args` there."""
     self.task, self.started = task, time.time()
-    path = os.path.join(self.copy_dir, source_path)
-    with open(path, "w", encoding="utf-8") as f:
-      f.write(mutated if mutated is not None else original)
-    self.restore = (path, original)
-    args = PYTEST + list(tests)
+    self.restore = None
+    if source_path is not None:
+      path = os.path.join(self.copy_dir, source_path)
+      with open(path, "w", encoding="utf-8") as f:
+        f.write(mutated)
+      self.restore = (path, original)
     if not self.fork:
       env = dict(
           os.environ,
@@ -337,21 +342,23 @@ class Slot:
       outcome = "timeout"
     else:
       outcome = "pass" if code == 0 else "fail"
-    path, original = self.restore
-    with open(path, "w", encoding="utf-8") as f:
-      f.write(original)
+    if self.restore is not None:
+      path, original = self.restore
+      with open(path, "w", encoding="utf-8") as f:
+        f.write(original)
     self.task = self.handle = self.restore = None
     return outcome
 
 
 def run_all(slots, tasks, timeout_of, on_done) -> None:
-  """Runs `tasks` [(key, tests, module, original, mutated)] on the free slots until all are done."""
+  """Runs `tasks` [(key, pytest args, module, original, mutated)] on the free slots until all are
+  done; a task with module None runs the copy as it is."""
   pending = list(tasks)
   while pending or any(s.task for s in slots):
     for slot in slots:
       if slot.task is None and pending:
-        key, tests, module, original, mutated = pending.pop(0)
-        slot.start(key, tests, module, original, mutated)
+        key, *task = pending.pop(0)
+        slot.start(key, *task)
     time.sleep(0.05)
     for slot in slots:
       if slot.task is not None:
@@ -359,6 +366,36 @@ def run_all(slots, tasks, timeout_of, on_done) -> None:
         outcome = slot.poll(timeout_of(key))
         if outcome is not None:
           on_done(key, outcome, elapsed)
+
+
+def selects(spec: str, nodeid: str) -> bool:
+  """Whether the pytest argument `spec` (a file, or file::test) selects the test `nodeid`."""
+  return nodeid.split("[")[0] == spec or nodeid.split("::")[0] == spec
+
+
+def baseline(slots, test_lists, scratch):
+  """({test id: seconds}, {failed test ids}) of one unmutated run of every targeted test."""
+  union = sorted({spec for tests in test_lists for spec in tests})
+  files = {spec for spec in union if "::" not in spec}
+  union = [spec for spec in union if "::" not in spec or spec.split("::")[0] not in files]
+  chunks = [union[i :: len(slots)] for i in range(len(slots))]
+  reports = [os.path.join(scratch, f"baseline_{i}.xml") for i in range(len(chunks))]
+  options = [arg for arg in PYTEST if arg != "-x"]  # every test, not up to the first failure
+  tasks = [
+      (i, options + [f"--junitxml={reports[i]}"] + chunk) for i, chunk in enumerate(chunks) if chunk
+  ]
+  run_all(slots, tasks, lambda _: 3600.0, lambda *_: None)
+  durations, failed = {}, set()
+  for report in reports:
+    if not os.path.exists(report):
+      continue
+    for case in ElementTree.parse(report).iter("testcase"):
+      path = case.get("classname", "").replace(".", "/")
+      nodeid = f"{path}.py::{case.get('name')}"
+      durations[nodeid] = float(case.get("time", 0.0))
+      if case.find("failure") is not None or case.find("error") is not None:
+        failed.add(nodeid)
+  return durations, failed
 
 
 def preload() -> None:
@@ -389,7 +426,7 @@ def main(argv=None) -> int:
   parser.add_argument(
       "--max_per_module",
       type=int,
-      default=12,
+      default=8,
       help="mutants sampled per module (seeded); 0 runs them all",
   )
   parser.add_argument("--seed", type=int, default=0)
@@ -433,25 +470,29 @@ def main(argv=None) -> int:
       copy_repository(copy_dir)
       slots.append(Slot(copy_dir, fork))
 
-    # Each module's tests run once unmutated: they must pass, and their time sets the timeout.
+    # Every targeted test runs once, unmutated, in one pass over their union (split over the
+    # slots): a module whose tests fail there is skipped, and its tests' durations set the
+    # timeout of its mutants.
+    durations, failed = baseline(slots, [tests for tests, *_ in plans.values()], scratch)
     timeouts = {}
-
-    def baseline_done(module, outcome, elapsed):
-      if outcome == "pass":
-        timeouts[module] = max(60.0, 3 * elapsed)
-        print(f"{module}: targeted tests pass unmutated in {elapsed:.0f} s", flush=True)
-      else:
-        print(f"{module}: its tests fail without any mutation; skipped.", flush=True)
-
-    baselines = [(m, tests, m, source, None) for m, (tests, source, _, _) in plans.items()]
-    run_all(slots, baselines, lambda _: 1800.0, baseline_done)
+    for module, (tests, *_) in plans.items():
+      ran = [n for n in durations if any(selects(spec, n) for spec in tests)]
+      broken = [n for n in ran if n in failed]
+      if broken or not ran:
+        reason = f"{broken[0]} fails" if broken else "no test ran"
+        print(f"{module}: skipped, its targeted tests do not pass unmutated ({reason}).")
+        continue
+      seconds = sum(durations[n] for n in ran)
+      timeouts[module] = max(60.0, 3 * seconds + 20)
+      print(f"{module}: {len(ran)} targeted tests pass unmutated ({seconds:.0f} s)", flush=True)
 
     results = {m: [] for m in timeouts}
     tasks = []
     for module in timeouts:
       tests, source, _, chosen = plans[module]
       for line, description, mutated in chosen:
-        tasks.append(((module, line, description), tests, module, source, mutated))
+        args = PYTEST + list(tests)
+        tasks.append(((module, line, description), args, module, source, mutated))
 
     def mutant_done(key, outcome, elapsed):
       module, line, description = key
