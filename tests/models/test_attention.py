@@ -159,6 +159,14 @@ def test_mask_spec_dense_equals_the_dense_mask_builders():
   for spec, dense in pairs:
     np.testing.assert_array_equal(spec.dense(2, 5, 5), dense)
   assert masks.MaskSpec().dense(2, 5, 5) is None
+  # Queries and keys with their own segment ids (and lengths): each side's padding is its own.
+  q_seg_BxT, k_seg_BxS = jnp.array([[1, 2, 0], [2, 2, 1]]), jnp.array(
+      [[1, 1, 2, 0, 0], [1, 2, 0, 2, 0]]
+  )
+  np.testing.assert_array_equal(
+      masks.MaskSpec().with_segments(q_seg_BxT, k_seg_BxS).dense(2, 3, 5),
+      masks.segment_mask(q_seg_BxT, k_seg_BxS),
+  )
   # Causal with fewer queries than keys: the last query sees every key.
   rect_TxS = np.asarray(masks.MaskSpec(causal=True).dense(1, 2, 4))[0, 0]
   np.testing.assert_array_equal(rect_TxS, [[1, 1, 1, 0], [1, 1, 1, 1]])
