@@ -79,6 +79,7 @@ TARGETS = {
     "vit_jax/models/transformer.py": (
         [
             "tests/models/test_transformer.py",
+            "tests/models/test_block_config.py::test_scanned_layers_compute_the_unrolled_stack",
             PROPERTIES,
             "tests/interop/test_gpt2_hf.py::test_import",
             "tests/interop/test_bert_hf.py::test_import_pretraining",
@@ -87,20 +88,30 @@ TARGETS = {
     ),
     "vit_jax/models/vit.py": (
         [
+            "tests/models/test_presets.py",
             "tests/models/test_param_counts.py",
             "tests/models/test_errors.py",
+            "tests/models/test_position.py::test_vit_cls_token_gets_no_fixed_embedding",
             "tests/interop/test_timm.py",
             "tests/interop/test_vit_hf.py",
         ],
         None,
     ),
     "vit_jax/models/mixer.py": (
-        ["tests/models/test_mixer.py", "tests/models/test_param_counts.py::test_mixer_b16"],
+        [
+            "tests/models/test_mixer.py",
+            "tests/models/test_param_counts.py::test_mixer_b16",
+            "tests/models/test_presets.py::test_image_classifiers_default_to_imagenet_classes",
+        ],
         None,
     ),
-    "vit_jax/models/resnet.py": (["tests/models/test_resnet.py"], None),
+    "vit_jax/models/resnet.py": (
+        ["tests/models/test_presets.py", "tests/models/test_resnet.py"],
+        None,
+    ),
     "vit_jax/models/gpt.py": (
         [
+            "tests/models/test_presets.py::test_gpt_presets_and_default_vocabulary_follow_gpt2",
             "tests/models/test_param_counts.py::test_gpt2_small_tied",
             PROPERTIES + "::test_gpt_is_causal_in_its_token_embeddings",
             "tests/interop/test_gpt2_hf.py",
@@ -110,6 +121,7 @@ TARGETS = {
     ),
     "vit_jax/models/bert.py": (
         [
+            "tests/models/test_presets.py::test_bert_presets_follow_turc_et_al",
             "tests/models/test_param_counts.py::test_bert_base_with_pooler",
             PROPERTIES + "::test_bert_padding_leaves_real_tokens_unchanged",
             "tests/interop/test_bert_hf.py",
@@ -121,7 +133,11 @@ TARGETS = {
         None,
     ),
     "vit_jax/models/registry.py": (
-        ["tests/models/test_errors.py", "tests/models/test_param_counts.py"],
+        [
+            "tests/models/test_errors.py",
+            "tests/models/test_presets.py",
+            "tests/models/test_param_counts.py",
+        ],
         None,
     ),
     "vit_jax/models/counting.py": (

@@ -49,8 +49,13 @@ def test_mixer_b16():
 def test_param_table_sums_to_total():
   model = build_model({"name": "vit", "variant": "Ti/16", "num_classes": 10})
   params = abstract_params(model, jnp.zeros((1, 32, 32, 3)))
-  rows = counting.param_table(params, depth=2)
+  rows = counting.param_table(params)  # two levels deep by default
   assert sum(n for _, n in rows) == counting.count_params(params)
+  assert [name for name, _ in rows[:2]] == [
+      "Transformer/encoder_norm",
+      "Transformer/encoderblock_0",
+  ]
+  assert ("embedding", 16 * 16 * 3 * 192 + 192) in counting.param_table(params, depth=1)
   # q, k, v, out kernels and biases; two MLP layers; two LayerNorms.
   block = (4 * 192 * 192 + 4 * 192) + (2 * 192 * 768 + 768 + 192) + 2 * 2 * 192
   assert ("Transformer/encoderblock_0", block) in rows

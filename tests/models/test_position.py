@@ -172,3 +172,14 @@ def test_bad_widths_are_config_errors():
     position.sincos_1d(4, 5)
   with pytest.raises(errors.ConfigError, match="divisible by 4"):
     position.sincos_2d(2, 2, 6)
+
+
+def test_vit_cls_token_gets_no_fixed_embedding():
+  """With a cls token and 2-D sin-cos, the table covers the patches; the cls slot adds nothing."""
+  model = build_model(
+      {"name": "vit", "variant": "Ti/8", "depth": 1, "num_classes": 3, "posemb": "sincos2d"}
+  )
+  params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 16, 16, 3)))["params"]
+  assert "posembed_input" not in params["Transformer"]  # nothing learned
+  logits = model.apply({"params": params}, jnp.ones((2, 16, 16, 3)))
+  assert logits.shape == (2, 3)

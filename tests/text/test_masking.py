@@ -138,3 +138,15 @@ def test_masking_needs_a_mask_token(train_docs):
   no_mask = tokenizers.HfTokenizer(tok._tok, {"mask": None})  # pylint: disable=protected-access
   with pytest.raises(ValueError, match="mask"):
     masking.mask_tokens(np.zeros((1, 4), np.int32), np.random.default_rng(0), no_mask)
+
+
+def test_span_layouts_reach_every_unit_and_stay_in_the_row():
+  selector = masking._SpanSelector(masking.MaskingConfig(span=True))  # pylint: disable=protected-access
+  units = [np.array([i]) for i in range(20)]
+  rng = np.random.default_rng(0)
+  counts = np.zeros(20)
+  for _ in range(2000):
+    chosen = selector.select(units, rng)
+    assert len(set(chosen.tolist())) == len(chosen) and chosen.max(initial=0) < 20
+    counts[chosen] += 1
+  assert (counts > 0).all(), counts  # first and last units included: layouts start at 0

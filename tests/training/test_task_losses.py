@@ -139,18 +139,23 @@ def test_masked_lm_loss_adds_nsp_per_real_row(nsp):
   assert (summary["eval_mlm_loss"], summary["eval_mlm_accuracy"]) == (1.5, 0.5)
   assert summary["eval_majority_accuracy"] == 0.25 and summary["eval_masked_tokens"] == 4.0
   assert summary.get("eval_nsp_accuracy") == (0.5 if nsp else None)
+  one = task.eval_summary({**sums, "nll": 3.0, "correct": 1.0, "masked": 1.0, "rows": 1.0})
+  assert (one["eval_mlm_loss"], one["eval_mlm_accuracy"]) == (3.0, 1.0)  # one token is one
+  none = task.eval_summary({**sums, "nll": 0.0, "correct": 0.0, "masked": 0.0, "rows": 0.0})
+  assert none["eval_mlm_loss"] == 0.0 and none["eval_masked_tokens"] == 0.0
 
 
 def test_text_classification_loss_is_per_real_row():
   task = object.__new__(text_classification.TextClassification)
   logits = RNG.normal(size=(3, 4)).astype(np.float32)
+  logits[0, 1] = 5.0  # row 0 right, row 1 wrong: an accuracy of 1/2, not 0 or 1
+  logits[1, 0] = 5.0
   batch = {"label": np.array([1, 2, 3]), "input_mask": np.array([[1, 1], [1, 0], [0, 0]])}
   totals = task.totals(batch)
   assert float(totals["rows"]) == 2.0
   loss, metrics = task.loss(logits, batch, totals)
   np.testing.assert_allclose(float(loss), nll_of(logits, batch["label"])[:2].mean(), rtol=1e-5)
-  hits = (logits.argmax(-1) == batch["label"])[:2].mean()
-  np.testing.assert_allclose(float(metrics["train_accuracy"]), hits)
+  np.testing.assert_allclose(float(metrics["train_accuracy"]), 0.5)
   assert_adds_up(task, logits, batch, 1)
   summary = task.eval_summary({"loss": 3.0, "correct": 1.0, "rows": 2.0})
   assert summary == {"eval_accuracy": 0.5, "eval_loss": 1.5, "eval_examples": 2.0}

@@ -1,7 +1,9 @@
 """The trainer's update step on real digits batches: the non-finite guard and accumulation."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from tests.training import helpers
 from vit_jax import optimizer as optimizer_lib
@@ -54,3 +56,44 @@ def test_gradient_accumulation_equals_the_full_batch_step(digits_dir):
     np.testing.assert_allclose(metrics_accum[key], metrics_full[key], rtol=1e-5, err_msg=key)
   for a, b in zip(leaves(new_accum["params"]), leaves(new_full["params"])):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+class _SqrtTask:
+  """loss = sum(sqrt(w)) (+ NaN on request): its gradient is infinite where w is 0."""
+
+  def __init__(self, nan_loss=False):
+    self.nan_loss = nan_loss
+
+  def totals(self, batch):
+    del batch
+    return {}
+
+  def apply(self, model, params, batch, train, rng):
+    del model, batch, train, rng
+    return params["w"]
+
+  def loss(self, w, batch, totals):
+    del batch, totals
+    loss = jnp.sum(jnp.sqrt(w))
+    if self.nan_loss:  # NaN loss, finite gradient
+      loss = loss + jax.lax.stop_gradient(jnp.nan)
+    return loss, {}
+
+
+def test_a_step_with_only_its_loss_or_only_its_gradients_non_finite_changes_nothing():
+  tx = optax.sgd(0.1)
+  for w, task in (([0.0, 1.0], _SqrtTask()), ([4.0, 1.0], _SqrtTask(nan_loss=True))):
+    params = {"w": jnp.array(w)}
+    state = {"params": params, "opt_state": tx.init(params), "step": jnp.int32(0)}
+    step = train_step.make_train_step(task, None, tx, lambda s: 0.1, jax.random.PRNGKey(0))
+    new_state, metrics = jax.jit(step)(state, {})
+    assert np.isfinite(metrics["train_loss"]) != np.isfinite(metrics["grad_norm"])
+    assert metrics["finite"] == 0.0 and int(new_state["step"]) == 1
+    np.testing.assert_array_equal(new_state["params"]["w"], w)
+  # And a finite step moves: the guard is not simply always on.
+  params = {"w": jnp.array([4.0, 1.0])}
+  state = {"params": params, "opt_state": tx.init(params), "step": jnp.int32(0)}
+  step = train_step.make_train_step(_SqrtTask(), None, tx, lambda s: 0.1, jax.random.PRNGKey(0))
+  new_state, metrics = jax.jit(step)(state, {})
+  assert metrics["finite"] == 1.0
+  np.testing.assert_allclose(new_state["params"]["w"], [4.0 - 0.1 * 0.25, 1.0 - 0.1 * 0.5])

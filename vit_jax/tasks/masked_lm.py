@@ -94,12 +94,12 @@ class MaskedLM(text_common.TextTask):
     return sums
 
   def eval_summary(self, sums: dict) -> dict:
-    masked = max(float(sums["masked"]), 1.0)
+    masked = max(float(sums["masked"]), 1.0)  # no masked tokens reads 0, not NaN
     out = {
         "eval_mlm_loss": float(sums["nll"]) / masked,
         "eval_mlm_accuracy": float(sums["correct"]) / masked,
         "eval_majority_accuracy": float(sums["majority"]) / masked,
-        "eval_masked_tokens": masked,
+        "eval_masked_tokens": float(sums["masked"]),
     }
     if self.nsp:
       out["eval_nsp_accuracy"] = float(sums["nsp_correct"]) / max(float(sums["rows"]), 1.0)
