@@ -108,3 +108,23 @@ def test_classifier_head_starts_at_zero_with_its_bias_and_returns_fp32():
   features, variables = Head(0).init_with_output(jax.random.PRNGKey(1), x_BxD)
   np.testing.assert_array_equal(features, x_BxD)
   assert not variables  # no head, no parameters
+
+
+def test_defaults_add_no_dropout_and_start_the_head_bias_at_zero():
+  x_BxLxD = jnp.ones((2, 3, 4))
+  block = layers.MlpBlock(mlp_dim=8)
+  params = block.init(jax.random.PRNGKey(1), x_BxLxD)
+  train_out = block.apply(
+      params, x_BxLxD, deterministic=False, rngs={"dropout": jax.random.PRNGKey(2)}
+  )
+  np.testing.assert_array_equal(train_out, block.apply(params, x_BxLxD))
+
+  class DefaultHead(nn.Module):
+
+    @nn.compact
+    def __call__(self, x):
+      return layers.classifier_head(x, 6, jnp.float32)
+
+  logits, variables = DefaultHead().init_with_output(jax.random.PRNGKey(1), jnp.ones((3, 4)))
+  np.testing.assert_array_equal(variables["params"]["head"]["bias"], 0.0)
+  np.testing.assert_array_equal(logits, 0.0)  # uniform predictions at the start

@@ -10,6 +10,7 @@ from tests import peers
 from vit_jax.models import bert
 from vit_jax.models import build_model
 from vit_jax.models import gpt
+from vit_jax.models import mixer
 from vit_jax.models import resnet
 from vit_jax.models import vit
 
@@ -96,3 +97,12 @@ def test_image_classifiers_default_to_imagenet_classes(config):
       lambda: model.init_with_output(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)))[0]
   )
   assert logits.shape == (1, 1000)
+
+
+def test_mixer_presets_are_the_published_shapes():
+  """Tolstikhin et al. 2021, Table 1: (hidden width, blocks, token-MLP width, channel-MLP width)."""
+  published = {"S": (512, 8, 256, 2048), "B": (768, 12, 384, 3072), "L": (1024, 24, 512, 4096)}
+  for name, expected in published.items():
+    shape, patch = mixer.parse_mixer_variant(f"{name}/32")
+    actual = (shape.hidden_dim, shape.num_blocks, shape.tokens_mlp_dim, shape.channels_mlp_dim)
+    assert actual == expected and patch == 32, name

@@ -3,6 +3,7 @@ MLP and LayerNorm parameters: pre-LN x + f(LN(x)), post-LN LN(x + f(x)), in the 
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -136,3 +137,32 @@ def test_bad_remat_policy_and_long_sequences_are_config_errors():
     transformer.sequence_length_check(9, 8, "input sequence")
   transformer.sequence_length_check(8, 8)
   transformer.sequence_length_check(100, None)
+
+
+def test_stochastic_depth_alone_drops_whole_residual_branches_in_training():
+  cfg = transformer.BlockConfig(num_heads=2, mlp_dim=32, droppath_rate=0.5)
+  block = transformer.EncoderBlock(cfg, droppath_rate=0.5, deterministic=False)
+  x_BxLxD = jax.random.normal(jax.random.PRNGKey(0), (64, 5, 16))
+  params = block.init(jax.random.PRNGKey(3), x_BxLxD)
+  out = block.apply(params, x_BxLxD, rngs={"dropout": jax.random.PRNGKey(4)})
+  plain = transformer.EncoderBlock(cfg).apply(params, x_BxLxD)
+  # A sample whose both branches were dropped comes out as it went in (pre-LN residuals).
+  untouched = np.all(np.isclose(out, x_BxLxD, atol=1e-6), axis=(1, 2))
+  assert 0 < untouched.sum() < 64
+  assert not np.allclose(out, plain, atol=1e-3)
+
+
+def test_returned_attention_weights_are_sown_per_layer():
+  cfg = transformer.BlockConfig(num_heads=2, mlp_dim=32)
+  encoder = transformer.Encoder(cfg, num_layers=2)
+  params = encoder.init(jax.random.PRNGKey(3), X_BxLxD)
+  plain = encoder.apply(params, X_BxLxD, MASK)
+  out, state = encoder.apply(
+      params, X_BxLxD, MASK, return_attention=True, mutable=["intermediates"]
+  )
+  np.testing.assert_allclose(out, plain, atol=1e-6)
+  for i in range(2):
+    (weights_BxHxLxL,) = state["intermediates"][f"encoderblock_{i}"]["attention_weights"]
+    assert weights_BxHxLxL.shape == (2, 2, 5, 5)
+    np.testing.assert_allclose(weights_BxHxLxL.sum(-1), 1.0, atol=1e-5)
+    assert float(jnp.abs(jnp.triu(weights_BxHxLxL, k=1)).max()) == 0.0  # the causal mask held
