@@ -36,13 +36,16 @@ class _MaskedLM(masked_lm.MaskedLM):
     self.nsp = False
 
 
-def _runner(task, model, batch):
-  """One jitted trainer step on `batch`, repeated; returns the callable that times one step."""
+def _runner(task, model, batch, **step_options):
+  """One jitted trainer step on `batch`, repeated; returns the callable that times one step.
+
+  `step_options` go to `train_step.make_train_step` (the guard's cost is measured through it).
+  """
   params = jax.jit(lambda: model.init(jax.random.PRNGKey(0), *task.model_inputs(batch))["params"])()
   schedule = optax.constant_schedule(1e-4)
   tx = optax.adamw(schedule, weight_decay=0.01)
   step = jax.jit(
-      train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1)),
+      train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1), **step_options),
       donate_argnums=(0,),
   )
   holder = {"state": {"params": params, "opt_state": tx.init(params), "step": jnp.int32(0)}}
@@ -54,7 +57,7 @@ def _runner(task, model, batch):
   return run
 
 
-def vit_train(config, batch_size, image_size):
+def vit_train(config, batch_size, image_size, **step_options):
   task = classification.ImageClassification(
       ml_collections.ConfigDict({"image_size": image_size}), num_classes=config["num_classes"]
   )
@@ -65,10 +68,10 @@ def vit_train(config, batch_size, image_size):
       "label": label_B.astype(np.int32),
       "labels": np.eye(config["num_classes"], dtype=np.float32)[label_B],  # one-hot soft labels
   }
-  return _runner(task, build_model(config), jax.tree.map(jnp.asarray, batch))
+  return _runner(task, build_model(config), jax.tree.map(jnp.asarray, batch), **step_options)
 
 
-def gpt_train(config, batch_size, seq_len):
+def gpt_train(config, batch_size, seq_len, **step_options):
   tokens_BxT = np.random.default_rng(0).integers(0, config["vocab_size"], (batch_size, seq_len + 1))
   batch = {
       "inputs": tokens_BxT[:, :-1],
@@ -80,7 +83,7 @@ def gpt_train(config, batch_size, seq_len):
   batch = {
       k: jnp.asarray(v, jnp.float32 if k == "weights" else jnp.int32) for k, v in batch.items()
   }
-  return _runner(_CausalLM(), build_model(config), batch)
+  return _runner(_CausalLM(), build_model(config), batch, **step_options)
 
 
 def bert_mlm_train(config, batch_size, seq_len, masked):

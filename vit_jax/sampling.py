@@ -3,6 +3,8 @@
 The KV cache makes each new token cost one position of compute. `generate` prefills the prompts'
 common part in one call, then runs the token loop on device (`lax.while_loop`, stopping at EOS
 there) and syncs with the host once; its compiled decoder is kept per shape for the process.
+The LM head reads a (D, V) copy of the embedding made once per call (see `gpt.Gpt`) and the KV
+cache is stored head-major (`attention.MultiHeadAttention`), so no step copies either.
 Prompts of different lengths are decoded in lockstep without padding: at step t every row feeds
 its own token t (from its prompt while it lasts, then its last sample), so positions are shared
 and no mask is needed.
@@ -126,9 +128,15 @@ def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, 
   cache_shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), dummy_BxN))["cache"]
   cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
 
+  # Transposed once here, outside the loop (see gpt.Gpt.__call__).
+  embedding_DxV = jnp.transpose(params["wte"]["embedding"])
+
   def feed(cache, tokens_BxT):
     logits_BxTxV, state = model.apply(
-        {"params": params, "cache": cache}, tokens_BxT, mutable=["cache"]
+        {"params": params, "cache": cache},
+        tokens_BxT,
+        embedding_DxV=embedding_DxV,
+        mutable=["cache"],
     )
     return logits_BxTxV[:, -1], state["cache"]
 

@@ -19,11 +19,13 @@ def make_train_step(
     *,
     grad_accum_steps: int = 1,
     nan_at_step: int | None = None,
+    guard_nonfinite: bool = True,
 ):
   """`train_step(state, batch) -> (state, metrics)`, not yet jitted (callers pick shardings).
 
   `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
-  NaN, to exercise the non-finite guard.
+  NaN, to exercise the non-finite guard. `guard_nonfinite=False` applies every update as it is;
+  it exists to measure what the guard costs (`benchmarks/guard_cost.py`), the trainer keeps it on.
   """
 
   def grads_of(params, micro_batch, totals, rng):
@@ -66,6 +68,8 @@ def make_train_step(
     # A non-finite step changes nothing: params and optimizer state stay at the last good values.
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
     keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+    if not guard_nonfinite:
+      keep = lambda new, old: new
     new_state = {
         "params": keep(new_params, params),
         "opt_state": keep(opt_state, state["opt_state"]),

@@ -47,6 +47,14 @@ def test_nan_injection_poisons_the_gradients_and_the_step_changes_nothing(digits
     np.testing.assert_array_equal(a, b)
 
 
+def test_unguarded_step_applies_the_nan_update(digits_dir):
+  """guard_nonfinite=False (for measuring the guard's cost) really drops the guard."""
+  step, state, batch = setup(digits_dir, nan_at_step=1, guard_nonfinite=False)
+  state, metrics = step(state, batch)
+  assert metrics["finite"] == 0.0
+  assert all(np.isnan(p).all() for p in leaves(state["params"]))
+
+
 def test_gradient_accumulation_equals_the_full_batch_step(digits_dir):
   full, state, batch = setup(digits_dir)
   accumulated, _, _ = setup(digits_dir, grad_accum_steps=4)

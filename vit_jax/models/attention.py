@@ -48,7 +48,8 @@ class MultiHeadAttention(nn.Module):
     implementation: "xla" or "cudnn" (jax.nn.dot_product_attention), "einsum" (reference) or
       "chunked" (online softmax over key chunks, memory linear in length).
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
-    decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding).
+    decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding);
+      keys and values are stored head-major, (B, H, max_len, K).
 
   The call's `mask` is a dense boolean (B, 1, T, S) array or a `masks.MaskSpec`. A MaskSpec
   reaches the chunked kernel as its parts (O(T + S) memory); the other kernels get it as a dense
@@ -191,10 +192,13 @@ class MultiHeadAttention(nn.Module):
     The first call (during `init`) sizes the cache from the input: pass a (B, max_len, D) dummy.
     """
     initialized = self.has_variable("cache", "cached_key")
-    cached_k = self.variable("cache", "cached_key", jnp.zeros, k_BxTxHxK.shape, k_BxTxHxK.dtype)
-    cached_v = self.variable("cache", "cached_value", jnp.zeros, v_BxTxHxK.shape, v_BxTxHxK.dtype)
+    batch, new_len, heads, depth = k_BxTxHxK.shape
+    # Stored head-major, (B, H, S, K): the batch dims of the attention products come first, so
+    # XLA reads the cache in place instead of transposing all of it at every step.
+    shape_BxHxSxK = (batch, heads, new_len, depth)
+    cached_k = self.variable("cache", "cached_key", jnp.zeros, shape_BxHxSxK, k_BxTxHxK.dtype)
+    cached_v = self.variable("cache", "cached_value", jnp.zeros, shape_BxHxSxK, v_BxTxHxK.dtype)
     cache_index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
-    batch, new_len = q_BxTxHxK.shape[:2]
     start = cache_index.value if initialized else jnp.array(0, jnp.int32)
     if positions_q_BxT is None:
       positions_q_BxT = position.arange_positions(batch, new_len, start)
@@ -204,18 +208,18 @@ class MultiHeadAttention(nn.Module):
       causal = masks_lib.causal_mask(new_len, batch)
       return k_BxTxHxK, v_BxTxHxK, masks_lib.combine(causal, mask), positions_q_BxT
 
-    max_len = cached_k.value.shape[1]
+    max_len = cached_k.value.shape[2]
     zero = jnp.array(0, start.dtype)
-    cached_k.value = jax.lax.dynamic_update_slice(
-        cached_k.value, k_BxTxHxK.astype(cached_k.value.dtype), (zero, start, zero, zero)
-    )
-    cached_v.value = jax.lax.dynamic_update_slice(
-        cached_v.value, v_BxTxHxK.astype(cached_v.value.dtype), (zero, start, zero, zero)
-    )
+    for cached, new_BxTxHxK in ((cached_k, k_BxTxHxK), (cached_v, v_BxTxHxK)):
+      new_BxHxTxK = jnp.swapaxes(new_BxTxHxK, 1, 2).astype(cached.value.dtype)
+      cached.value = jax.lax.dynamic_update_slice(
+          cached.value, new_BxHxTxK, (zero, zero, start, zero)
+      )
     cache_index.value = start + new_len
     # Query t (at absolute slot start + t) sees cache slots <= start + t.
     slots_S = jnp.arange(max_len)
     query_slots_T = start + jnp.arange(new_len)
     visible_TxS = slots_S[None, :] <= query_slots_T[:, None]
     visible = jnp.broadcast_to(visible_TxS, (batch, 1, new_len, max_len))
-    return cached_k.value, cached_v.value, masks_lib.combine(visible, mask), positions_q_BxT
+    k_BxSxHxK, v_BxSxHxK = (jnp.swapaxes(c.value, 1, 2) for c in (cached_k, cached_v))
+    return k_BxSxHxK, v_BxSxHxK, masks_lib.combine(visible, mask), positions_q_BxT

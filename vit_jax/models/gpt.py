@@ -68,7 +68,20 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     )
 
   @nn.compact
-  def __call__(self, tokens_BxT, positions_BxT=None, segment_ids_BxT=None, train: bool = False):
+  def __call__(
+      self,
+      tokens_BxT,
+      positions_BxT=None,
+      segment_ids_BxT=None,
+      train: bool = False,
+      embedding_DxV=None,
+  ):
+    """Logits (B, T, V) of the next token at every position.
+
+    `embedding_DxV`: the token embedding already transposed, for decoding loops (see sampling.py):
+    XLA:CPU's product of a few rows with the (V, D) table read transposed is up to 10x slower
+    than with a (D, V) copy, and a loop pays it at every token.
+    """
     if self.posemb not in ("learn", "rope"):
       raise errors.ConfigError(
           f"Unknown GPT position embedding {self.posemb!r}; choose 'learn' or 'rope'."
@@ -114,5 +127,8 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     h_BxTxD = transformer.Encoder(
         cfg, num_layers=shape.depth, decode=self.decode, block_name="h", name="decoder"
     )(x_BxTxD, mask, deterministic=not train, positions_BxL=positions_BxT)
-    logits_BxTxV = wte.attend(h_BxTxD)
+    if embedding_DxV is None:
+      logits_BxTxV = wte.attend(h_BxTxD)
+    else:
+      logits_BxTxV = jnp.dot(h_BxTxD, embedding_DxV.astype(h_BxTxD.dtype))
     return logits_BxTxV.astype(jnp.float32)
