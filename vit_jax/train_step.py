@@ -63,18 +63,21 @@ def make_train_step(
       poison = lambda x: jnp.where(step + 1 == nan_at_step, jnp.nan, x)
       loss, grads = poison(loss), jax.tree.map(poison, grads)
     grad_norm = optax.global_norm(grads)
-    updates, opt_state = tx.update(grads, state["opt_state"], params)
-    new_params = optax.apply_updates(params, updates)
-    # A non-finite step changes nothing: params and optimizer state stay at the last good values.
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
-    if not guard_nonfinite:
-      keep = lambda new, old: new
-    new_state = {
-        "params": keep(new_params, params),
-        "opt_state": keep(opt_state, state["opt_state"]),
-        "step": step + 1,
-    }
+
+    def update(grads, params, opt_state):
+      updates, opt_state = tx.update(grads, opt_state, params)
+      return optax.apply_updates(params, updates), opt_state
+
+    if guard_nonfinite:
+      # A non-finite step changes nothing: params and optimizer state stay at the last good
+      # values. A branch, not a `where` per leaf: the good step (nearly all of them) pays no
+      # select over the whole state, which cost about 6% of a ViT-Ti/16 step on CPU.
+      skip = lambda grads, params, opt_state: (params, opt_state)
+      new_params, opt_state = jax.lax.cond(finite, update, skip, grads, params, state["opt_state"])
+    else:
+      new_params, opt_state = update(grads, params, state["opt_state"])
+    new_state = {"params": new_params, "opt_state": opt_state, "step": step + 1}
     metrics = {
         "train_loss": loss,
         "grad_norm": grad_norm,
