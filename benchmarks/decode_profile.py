@@ -8,17 +8,12 @@ The model and prompts are `benchmarks.compare`'s GPT decode workload (6 x 384, v
 making 8, over 120 (best of 3 calls each), so prefill, the one host sync and call overheads cancel.
 """
 
-# pylint: disable=g-bad-import-order
 import argparse
 import time
 
-from benchmarks import peers  # noqa: F401  # torchvision (via timm) must load before TensorFlow
-from vit_jax import xla_flags
-
-xla_flags.set_cpu_defaults()  # as the trainer and benchmarks.compare run
-
-from benchmarks import compare  # noqa: E402  # pylint: disable=wrong-import-position
-from benchmarks import ours  # noqa: E402  # pylint: disable=wrong-import-position
+# compare loads torchvision before TensorFlow and sets the trainer's XLA flags first.
+from benchmarks import compare
+from benchmarks import ours
 
 CONFIG = compare._gpt_ours(compare.GPT)  # pylint: disable=protected-access
 PROMPT = 32

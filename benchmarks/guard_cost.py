@@ -8,15 +8,11 @@ ViT-Ti/16 and GPT steps of `benchmarks.compare` twice, with the guard and withou
 (`make_train_step(guard_nonfinite=False)`), and times them in alternating rounds.
 """
 
-# pylint: disable=g-bad-import-order
 import argparse
 
-from benchmarks import peers  # noqa: F401  # torchvision (via timm) must load before TensorFlow
-from vit_jax import xla_flags
-
-xla_flags.set_cpu_defaults()  # as the trainer runs
-from benchmarks import compare  # noqa: E402  # pylint: disable=wrong-import-position
-from benchmarks import ours  # noqa: E402  # pylint: disable=wrong-import-position
+# compare loads torchvision before TensorFlow and sets the trainer's XLA flags first.
+from benchmarks import compare
+from benchmarks import ours
 
 
 def main():

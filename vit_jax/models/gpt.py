@@ -79,8 +79,8 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     """Logits (B, T, V) of the next token at every position.
 
     `embedding_DxV`: the token embedding already transposed, for decoding loops (see sampling.py):
-    XLA:CPU's product of a few rows with the (V, D) table read transposed is up to 10x slower
-    than with a (D, V) copy, and a loop pays it at every token.
+    XLA:CPU's product of a few rows with the (V, D) table read transposed takes a slow path
+    (half of a batch-2 step; benchmarks/README.md), and a loop pays it at every token.
     """
     if self.posemb not in ("learn", "rope"):
       raise errors.ConfigError(
