@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from benchmarks import peers  # torchvision (via timm) must load before TensorFlow
-from vit_jax import xla_flags
+from vit_jax.training import xla_flags
 
 xla_flags.set_cpu_defaults()  # ours runs as the trainer does
 import jax  # noqa: E402  # pylint: disable=wrong-import-position

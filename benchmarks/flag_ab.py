@@ -6,7 +6,7 @@ XLA reads its flags when the backend starts, so every (round, setting, workload)
 process: our side of `benchmarks.compare`'s workload, warmed up twice, then the median of
 `--steps` timed units. The two settings alternate within each round, so load changes hit both;
 the table gives the median over rounds and flag / no flag. "no flag" is XLA's own default (YNNPACK
-takes every lone dot and convolution); "flag" is `vit_jax/xla_flags.py`'s value.
+takes every lone dot and convolution); "flag" is `vit_jax/training/xla_flags.py`'s value.
 """
 
 import argparse
@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from vit_jax import xla_flags
+from vit_jax.training import xla_flags
 
 SETTINGS = {
     "flag": " ".join(f"{k}={v}" for k, v in xla_flags.CPU_FLAGS.items()),

@@ -2,8 +2,9 @@
 
 Training steps are the trainer's own: `train_step.make_train_step` (gradient accumulation off, the
 non-finite guard on) with the task's real `apply`, `totals` and `loss`, optax AdamW, jit-compiled
-with the state donated, exactly as `vit_jax/train.py` builds it. The tasks are built without data
-(no dataset is opened and no tokenizer trained): the batches are random tensors of the real shapes.
+with the state donated, exactly as `vit_jax/training/train.py` builds it. The tasks are built
+without data (no dataset is opened and no tokenizer trained): the batches are random tensors of
+the real shapes.
 """
 
 import jax
@@ -12,13 +13,13 @@ import ml_collections
 import numpy as np
 import optax
 
-from vit_jax import sampling
-from vit_jax import train_step
 from vit_jax.models import build_model
+from vit_jax.models import sampling
 from vit_jax.tasks import base
 from vit_jax.tasks import causal_lm
 from vit_jax.tasks import classification
 from vit_jax.tasks import masked_lm
+from vit_jax.training import train_step
 
 
 class _CausalLM(causal_lm.CausalLM):

@@ -4,8 +4,8 @@
 
 Prints the temporaries (activations kept for the backward pass) per policy, with and without
 scanned layers, and the ratio to the plain model. The step is the trainer's own
-(vit_jax/train_step.py), compiled for abstract state and batch. Figures in the README come from
-this command on the CPU backend.
+(vit_jax/training/train_step.py), compiled for abstract state and batch. Figures in the README
+come from this command on the CPU backend.
 """
 
 import argparse
@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
-from vit_jax import train_step
 from vit_jax.models import build_model
 from vit_jax.models import transformer
 from vit_jax.tasks import classification
+from vit_jax.training import train_step
 
 
 def train_step_temp_bytes(model_config: dict, batch_size: int, image_size: int = 224) -> int:

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch  # before TensorFlow or JAX's plugins load anything
 
-from vit_jax import xla_flags
+from vit_jax.training import xla_flags
 
 xla_flags.set_cpu_defaults()
 import jax  # noqa: E402  # pylint: disable=wrong-import-position

@@ -21,8 +21,8 @@ BERT-base on Wikipedia with NSP (accelerators; not run here):
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax import config_args
-from vit_jax import config_defaults
+from vit_jax.config import args as config_args
+from vit_jax.config import defaults as config_defaults
 
 
 def get_config(arg=None):

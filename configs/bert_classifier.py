@@ -16,8 +16,8 @@ Fine-tune the embedded-corpus MLM model on SST-2 (needs glue/sst2 prepared; not 
 
 from ml_collections.config_dict import placeholder
 
-from vit_jax import config_args
-from vit_jax import config_defaults
+from vit_jax.config import args as config_args
+from vit_jax.config import defaults as config_defaults
 
 NUM_CLASSES = {"glue/sst2": 2, "imdb_reviews": 2}
 EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test"}

@@ -17,8 +17,8 @@ GPT-2 small on C4 with a byte-level BPE (GPU/TPU; not run here):
       --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 --workdir=W
 """
 
-from vit_jax import config_args
-from vit_jax import config_defaults
+from vit_jax.config import args as config_args
+from vit_jax.config import defaults as config_defaults
 
 
 def get_config(arg=None):

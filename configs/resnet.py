@@ -41,8 +41,8 @@ import os
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax import config_args
-from vit_jax import config_defaults
+from vit_jax.config import args as config_args
+from vit_jax.config import defaults as config_defaults
 
 # (variant, stem) per dataset; "small" is a 3x3/1 root without pooling, for 32-px images.
 DEFAULTS = {

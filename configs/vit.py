@@ -38,8 +38,8 @@ Fine-tuning at 384 px from a checkpoint (ours or an original ViT .npz):
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax import config_args
-from vit_jax import config_defaults
+from vit_jax.config import args as config_args
+from vit_jax.config import defaults as config_defaults
 
 DEFAULT_VARIANT = {
     "sklearn_digits": "Ti/4",

@@ -20,7 +20,7 @@ matplotlib.use("Agg")  # files only, no display
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import matplotlib.pyplot as plt
 
-from vit_jax.sweeps import collect
+from vit_jax.sweep import collect
 
 
 def curve(rows: list[dict]) -> dict:

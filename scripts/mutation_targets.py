@@ -127,7 +127,7 @@ TARGETS = {
     "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
-    "vit_jax/train_step.py": (
+    "vit_jax/training/train_step.py": (
         [
             "tests/training/test_train_step.py",
             "tests/training/test_step_math.py",

@@ -87,10 +87,10 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   # pylint: disable-next=g-import-not-at-top
   from vit_jax import errors
-  from vit_jax import workdir_safety
+  from vit_jax import workdir as workdir_lib
 
   try:
-    workdir_safety.check_convert_paths(args.src, args.dst)  # before anything is read or written
+    workdir_lib.check_convert_paths(args.src, args.dst)  # before anything is read or written
     ckpt = convert(
         args.src,
         args.dst,

@@ -91,8 +91,8 @@ def main(argv):
   import numpy as np
 
   from vit_jax import errors
-  from vit_jax import sampling
-  from vit_jax import validation
+  from vit_jax.config import checks as validation
+  from vit_jax.models import sampling
 
   try:
     validation.validate_generation(

@@ -13,7 +13,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from vit_jax import runtime
-from vit_jax import xla_flags
+from vit_jax.training import xla_flags
 
 xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
 
@@ -68,9 +68,9 @@ def main(argv):
   # pylint: disable=g-import-not-at-top
   import jax
 
-  from vit_jax import distributed
   from vit_jax import errors
-  from vit_jax import train
+  from vit_jax.training import distributed
+  from vit_jax.training import train
 
   jax.config.update("jax_threefry_partitionable", True)
   distributed.initialize(

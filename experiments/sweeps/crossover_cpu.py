@@ -18,7 +18,7 @@ import os
 
 import ml_collections
 
-from vit_jax.sweeps import spec
+from vit_jax.sweep import spec
 
 
 def _scaling_sweep():

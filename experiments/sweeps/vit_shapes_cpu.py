@@ -14,7 +14,7 @@ exactly these settings. Measured wall time and results: README, "Scaling sweeps"
 
 import ml_collections
 
-from vit_jax.sweeps import spec
+from vit_jax.sweep import spec
 
 MODELS = ((32, 2), (48, 2), (64, 3), (80, 4), (96, 4))  # (width, depth); heads of 16 channels
 ALL_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)

@@ -8,8 +8,8 @@ from PIL import Image
 import pytest
 import tensorflow_datasets as tfds
 
-from vit_jax import train
 from vit_jax.data.image import pipeline
+from vit_jax.training import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from vit_jax import interop
-from vit_jax import train
 from vit_jax.data.image import pipeline
+from vit_jax.training import train
 
 VIT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "vit.py")
 

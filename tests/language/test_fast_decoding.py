@@ -5,7 +5,7 @@ import pytest
 
 from tests.interop import test_gpt2_hf
 from vit_jax import interop
-from vit_jax import sampling
+from vit_jax.models import sampling
 
 torch = pytest.importorskip("torch")
 

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vit_jax import sampling
 from vit_jax.data.text import packing
 from vit_jax.models import build_model
+from vit_jax.models import sampling
 
 GPT = {"name": "gpt", "variant": "pico", "vocab_size": 29, "max_len": 32}
 

@@ -8,7 +8,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests.training import helpers
-from vit_jax import train
+from vit_jax.training import train
 
 CONFIGS = os.path.join(helpers.ROOT, "configs")
 

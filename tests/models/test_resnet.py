@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from vit_jax import errors
-from vit_jax import flops
 from vit_jax.models import build_model
 from vit_jax.models import counting
 from vit_jax.models import resnet
+from vit_jax.training import flops
 
 TINY = {"name": "resnet", "block_counts": (1, 1), "width": 32, "stem": "small", "num_classes": 5}
 

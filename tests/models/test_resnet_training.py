@@ -1,5 +1,5 @@
 """A BiT ResNet trains through the real trainer like a ViT (configs/resnet.py, the image
-classification task, vit_jax/train_step.py) and fine-tunes from its own workdir."""
+classification task, vit_jax/training/train_step.py) and fine-tunes from its own workdir."""
 
 import jax
 import numpy as np
@@ -10,9 +10,9 @@ from tests.training import helpers
 from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
-from vit_jax import train
 from vit_jax.analysis import loading
 from vit_jax.models import build_model
+from vit_jax.training import train
 
 STEPS = 40
 

@@ -11,8 +11,8 @@ import re
 import jax
 import numpy as np
 
-from vit_jax import sampling
 from vit_jax.models import build_model
+from vit_jax.models import sampling
 
 # Sizes chosen so that no other array of the step has the cache's element count.
 BATCH, PROMPT, NEW = 3, 5, 19

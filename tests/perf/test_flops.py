@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import pytest
 
-from vit_jax import flops
+from vit_jax.training import flops
 
 
 def test_gpt_flops_are_palm_formula():

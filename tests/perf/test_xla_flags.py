@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from vit_jax import xla_flags
+from vit_jax.training import xla_flags
 
 
 def test_defaults_append_without_overriding(monkeypatch):
@@ -26,7 +26,8 @@ def test_defaults_append_without_overriding(monkeypatch):
 
 def test_this_xla_accepts_them():  # an unknown XLA flag aborts the process
   code = (
-      "from vit_jax import xla_flags; xla_flags.set_cpu_defaults(); import jax.numpy as jnp; "
+      "from vit_jax.training import xla_flags; xla_flags.set_cpu_defaults(); "
+      "import jax.numpy as jnp; "
       "print(float(jnp.dot(jnp.ones((64, 64)), jnp.ones((64, 64)))[0, 0]))"
   )
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}

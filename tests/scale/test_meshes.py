@@ -15,7 +15,7 @@ import json, sys
 import jax
 jax.config.update("jax_threefry_partitionable", True)
 import tensorflow_datasets as tfds
-from vit_jax import partitioning, train
+from vit_jax.training import partitioning, train
 import importlib.util
 name, arg, workdir, data_dir = sys.argv[1:5]
 spec = importlib.util.spec_from_file_location("c", f"configs/{name}.py")

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vit_jax import partitioning
-from vit_jax import sharding
 from vit_jax.models import build_model
+from vit_jax.training import mesh as mesh_lib
+from vit_jax.training import partitioning
 
 
 class FakeMesh:
@@ -65,12 +65,12 @@ def test_rules(path, shape, fsdp, model, expected):
 
 
 def test_parse_mesh():
-  assert sharding.parse_mesh("data:2,fsdp:-1", 8) == {"data": 2, "fsdp": 4, "model": 1}
-  assert sharding.parse_mesh("data:-1", 1) == {"data": 1, "fsdp": 1, "model": 1}
+  assert mesh_lib.parse_mesh("data:2,fsdp:-1", 8) == {"data": 2, "fsdp": 4, "model": 1}
+  assert mesh_lib.parse_mesh("data:-1", 1) == {"data": 1, "fsdp": 1, "model": 1}
   with pytest.raises(ValueError, match="Unknown mesh axis 'dta'"):
-    sharding.parse_mesh("dta:2", 2)
+    mesh_lib.parse_mesh("dta:2", 2)
   with pytest.raises(ValueError, match="has 6 slots but there are 8 devices"):
-    sharding.parse_mesh("data:2,model:3", 8)
+    mesh_lib.parse_mesh("data:2,model:3", 8)
 
 
 def test_every_vit_and_gpt_weight_matrix_has_a_rule():

@@ -12,7 +12,7 @@ from tests.survival import conftest
 from tests.training import helpers
 from vit_jax import convert
 from vit_jax import errors
-from vit_jax import validation
+from vit_jax.config import checks as validation
 from vit_jax.data.image import folder
 
 
@@ -61,7 +61,7 @@ def test_bad_override_on_a_finished_workdir_changes_nothing(trained, digits_dir)
 # The other values in-process (the trainer validates first; the CLI's part is checked above).
 @pytest.mark.parametrize("key,value", [("keep_checkpoints", 0), ("eval_split", "nope")])
 def test_bad_value_on_a_finished_workdir_changes_nothing(trained, digits_dir, key, value):
-  from vit_jax import train  # pylint: disable=g-import-not-at-top
+  from vit_jax.training import train  # pylint: disable=g-import-not-at-top
 
   before = conftest.snapshot(trained)
   with pytest.raises(errors.UserError, match=f"--config.{key}="):

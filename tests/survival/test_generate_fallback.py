@@ -8,7 +8,7 @@ import pytest
 from tests.survival import conftest
 from tests.survival import test_bad_inputs
 from tests.training import configs
-from vit_jax import train
+from vit_jax.training import train
 
 
 @pytest.fixture(scope="module")

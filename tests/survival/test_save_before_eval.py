@@ -5,8 +5,8 @@ import os
 import pytest
 
 from tests.training import configs
-from vit_jax import train
 from vit_jax.tasks import classification
+from vit_jax.training import train
 
 
 class EvalFailed(Exception):

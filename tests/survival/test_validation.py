@@ -10,8 +10,8 @@ from configs import gpt as gpt_config
 from configs import seq2seq as seq2seq_config
 from configs import vit as vit_config
 from vit_jax import errors
-from vit_jax import validation
-from vit_jax import workdir_safety
+from vit_jax import workdir as workdir_lib
+from vit_jax.config import checks as validation
 
 
 def config_with(module, arg="", **overrides):
@@ -152,7 +152,7 @@ def shakespeare_dir(tmp_path):
     ],
 )
 def test_missing_or_empty_tfds_text_split_is_named(shakespeare_dir, tmp_path, key, value, named):
-  from vit_jax import train  # pylint: disable=g-import-not-at-top
+  from vit_jax.training import train  # pylint: disable=g-import-not-at-top
 
   # runlocal and one layer: were the check gone, the (mocked) run would end in seconds
   config = config_with(
@@ -246,7 +246,7 @@ def test_unusable_workdir_is_refused(tmp_path, case, monkeypatch):
           os, "access", lambda p, mode: access(p, mode) and os.stat(p).st_mode & 0o200
       )
   with pytest.raises(errors.WorkdirError, match="--workdir"):
-    workdir_safety.check_workdir(str(workdir))
+    workdir_lib.check_workdir(str(workdir))
   assert target.read_text() == "keep me"
 
 
@@ -260,14 +260,14 @@ def test_resume_with_other_data_lists_the_keys(tmp_path):
   with pytest.raises(
       errors.WorkdirError, match="dataset: saved 'embedded', now 'tiny_shakespeare'"
   ):
-    workdir_safety.check_resume(changed, str(workdir))
+    workdir_lib.check_resume(changed, str(workdir))
   tokenizer = config_with(gpt_config, tokenizer__kind="byte_bpe", allow_data_change=True)
   with pytest.raises(errors.WorkdirError, match="tokenizer.kind"):
-    workdir_safety.check_resume(tokenizer, str(workdir))
-  workdir_safety.check_resume(
+    workdir_lib.check_resume(tokenizer, str(workdir))
+  workdir_lib.check_resume(
       config_with(gpt_config, dataset="tiny_shakespeare", allow_data_change=True), str(workdir)
   )
-  workdir_safety.check_resume(saved, str(workdir))
+  workdir_lib.check_resume(saved, str(workdir))
   assert (workdir / "config.json").read_text() == before
   assert json.loads(before)["dataset"] == "embedded"
 
@@ -278,5 +278,5 @@ def test_convert_destination_overlapping_source_is_refused(tmp_path, dst):
   (src / "checkpoints").mkdir(parents=True)
   target = {"same": src, "inside": src / "export", "contains": tmp_path}[dst]
   with pytest.raises(errors.WorkdirError, match="lies inside"):
-    workdir_safety.check_convert_paths(str(src), str(target))
-  workdir_safety.check_convert_paths(str(src), str(tmp_path / "elsewhere"))
+    workdir_lib.check_convert_paths(str(src), str(target))
+  workdir_lib.check_convert_paths(str(src), str(tmp_path / "elsewhere"))

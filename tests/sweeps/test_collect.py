@@ -6,9 +6,9 @@ import pytest
 
 from tests.sweeps import helpers
 from vit_jax import errors
-from vit_jax.sweeps import collect
-from vit_jax.sweeps import runner
-from vit_jax.sweeps import spec
+from vit_jax.sweep import collect
+from vit_jax.sweep import runner
+from vit_jax.sweep import spec
 
 SWEEP = {
     "config": "configs/vit.py:runlocal",

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from vit_jax import errors
-from vit_jax.sweeps import fits
-from vit_jax.sweeps import plots
-from vit_jax.sweeps import spec
+from vit_jax.sweep import fits
+from vit_jax.sweep import plots
+from vit_jax.sweep import spec
 
 PARAMS = (1e5, 4e5, 1.6e6, 6.4e6, 2.56e7)
 SIZES = (1000, 2000, 4000, 8000, 16000)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from vit_jax import errors
-from vit_jax.sweeps import powerlaw
+from vit_jax.sweep import powerlaw
 
 TRUE = {"a": 1.0, "b": 0.4, "c": 0.05, "d": 2.0}  # in units of 1e12 (TFLOPs)
 

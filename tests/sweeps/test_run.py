@@ -10,9 +10,9 @@ import pytest
 
 from tests.sweeps import helpers
 from vit_jax import errors
-from vit_jax.sweeps import checks
-from vit_jax.sweeps import runner
-from vit_jax.sweeps import spec
+from vit_jax.sweep import checks
+from vit_jax.sweep import runner
+from vit_jax.sweep import spec
 
 TINY = {  # a 1-block ViT, 4 steps of 8 digits, checkpoints at steps 2 and 4
     "config": "configs/vit.py:runlocal",

@@ -6,7 +6,7 @@ import pytest
 
 from tests.sweeps import helpers
 from vit_jax import errors
-from vit_jax.sweeps import spec
+from vit_jax.sweep import spec
 
 BASE = {
     "config": "configs/vit.py:runlocal",

@@ -7,10 +7,10 @@ import jax.numpy as jnp
 
 from tests.training import configs
 from tests.training import helpers
-from vit_jax import train
 from vit_jax.data.image import pipeline
 from vit_jax.models import build_model
 from vit_jax.models import counting
+from vit_jax.training import train
 
 
 def test_run_info_and_elapsed_time_over_a_resume(tmp_path, digits_dir):

@@ -28,7 +28,7 @@ from tests.training import helpers
 from vit_jax import convert
 from vit_jax import main
 from vit_jax import tasks
-from vit_jax import validation
+from vit_jax.config import checks as validation
 from vit_jax.models import build_model
 
 PREFIX = "python -m vit_jax."
@@ -318,10 +318,10 @@ def test_inspect_and_predict_commands_parse(module):
 def test_sweep_command_parses_and_its_runs_check(command):
   """The sweep file loads and every run's config passes the checks `run` makes first."""
   # pylint: disable-next=g-import-not-at-top
-  from vit_jax import sweep
-  from vit_jax.sweeps import checks
-  from vit_jax.sweeps import spec
+  from vit_jax.sweep import __main__ as sweep_command
+  from vit_jax.sweep import checks
+  from vit_jax.sweep import spec
 
-  args = sweep.parse_args(list(command.argv))
+  args = sweep_command.parse_args(list(command.argv))
   configs = checks.check_all(spec.load(os.path.join(helpers.ROOT, args.sweep_file)))
   assert configs and all(c.total_steps > 0 for c in configs.values())

@@ -6,7 +6,7 @@ import numpy as np
 
 from tests.training import helpers
 from vit_jax import interop
-from vit_jax import train
+from vit_jax.training import train
 
 
 def test_total_steps_zero_saves_the_fresh_model_and_convert_exports_it(tmp_path, digits_dir):

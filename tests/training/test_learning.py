@@ -10,7 +10,7 @@ import pytest
 
 from tests.training import configs
 from tests.training import helpers
-from vit_jax import train
+from vit_jax.training import train
 
 
 def losses(workdir):

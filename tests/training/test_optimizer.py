@@ -4,7 +4,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from vit_jax import optimizer
+from vit_jax.training import optimizer
 
 
 def opt_config(schedule, warmup=10, lr=0.4, end_lr_ratio=0.1):

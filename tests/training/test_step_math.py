@@ -7,7 +7,7 @@ import pytest
 from tests.training import configs
 from tests.training import helpers
 from vit_jax import tasks
-from vit_jax import train
+from vit_jax.training import train
 
 
 def flat(tree) -> dict:

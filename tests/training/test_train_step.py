@@ -6,10 +6,10 @@ import numpy as np
 import optax
 
 from tests.training import helpers
-from vit_jax import optimizer as optimizer_lib
 from vit_jax import tasks
-from vit_jax import train_step
 from vit_jax.models import build_model
+from vit_jax.training import optimizer as optimizer_lib
+from vit_jax.training import train_step
 
 
 def setup(data_dir, **step_options):

@@ -1,4 +1,4 @@
-"""Parameter counts: the total, and a per-module table. (FLOP counts: vit_jax/flops.py.)"""
+"""Parameter counts: the total, and a per-module table. (FLOP counts: vit_jax/training/flops.py.)"""
 
 import jax
 import numpy as np

@@ -1,4 +1,4 @@
-"""Tasks plug a dataset, a loss and metrics into the one trainer (vit_jax/train.py).
+"""Tasks plug a dataset, a loss and metrics into the one trainer (vit_jax/training/train.py).
 
 Every task is a `base.Task`: the contract, with what each task must provide and the defaults of
 the rest. Text tasks share `text_common.TextTask` (the workdir's tokenizer, batches by split),

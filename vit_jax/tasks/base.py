@@ -1,4 +1,5 @@
-"""The task contract: what the trainer (vit_jax/train.py) asks of every task, and the shared steps.
+"""The task contract: what the trainer (vit_jax/training/train.py) asks of every task, and the
+shared steps.
 
 A task owns its data, its model's inputs, its loss and its metrics; the trainer owns everything
 else. Subclasses must provide the abstract methods; the others have defaults that fit most tasks.

@@ -6,7 +6,7 @@ lets each process read only its own share.
 
 A file that does not decode as an image is left out with a warning naming it
 (checked once per file version), so one corrupt file never kills a run mid-way;
-vit_jax/validation.py counts them, or refuses them with bad_images=error.
+vit_jax/config/checks.py counts them, or refuses them with bad_images=error.
 """
 
 import dataclasses

@@ -15,7 +15,7 @@ from jax.experimental import multihost_utils
 import numpy as np
 
 from vit_jax import errors
-from vit_jax import sharding
+from vit_jax.training import mesh as mesh_lib
 
 
 def shards_of_process(input_shards: int | None) -> tuple[list[int], int]:
@@ -114,4 +114,4 @@ def prefetch_to_mesh(batches, mesh, size: int = 2):
   """Host batches read `size` ahead, made global arrays on the caller's thread (where, with
   several processes, assembling them may communicate)."""
   for batch in read_ahead(batches, size):
-    yield sharding.global_batch(batch, mesh)
+    yield mesh_lib.global_batch(batch, mesh)

@@ -9,5 +9,5 @@ fit saturating power laws (Zhai et al., 2022) and plot them.
   fits       which points each fit uses (the compute frontier, data and model axes) -> fit.json
   plots      the PNGs
 
-The command line is `python -m vit_jax.sweep` (see vit_jax/sweep.py).
+The command line is `python -m vit_jax.sweep` (see vit_jax/sweep/__main__.py).
 """

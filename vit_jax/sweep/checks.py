@@ -2,7 +2,7 @@
 
 The base config is loaded by ml_collections' config_flags from the same argv the run will get, so
 an override parses exactly as it will in the run (types, locked keys). Then the value checks of
-`vit_jax.validation.validate_config` run. Nothing is compiled, no dataset is opened, nothing is
+`vit_jax.config.checks.validate_config` run. Nothing is compiled, no dataset is opened, nothing is
 written.
 """
 
@@ -10,8 +10,8 @@ from absl import flags
 from ml_collections import config_flags
 
 from vit_jax import errors
-from vit_jax import validation
-from vit_jax.sweeps import spec
+from vit_jax.config import checks as validation
+from vit_jax.sweep import spec
 
 
 def run_config(run: spec.Run):

@@ -12,7 +12,7 @@ and the run, exit code 2, nothing started), then runs each unfinished run as its
 from their checkpoints. `--print_commands` prints one command per run instead (for a cluster
 queue) and only writes ROOT/sweep.json. `collect` writes runs.csv and evals.csv, `fit` fit.json,
 `plot` the PNGs, all in --out (default: the root). Sweep files: experiments/sweeps/; their
-format: vit_jax/sweeps/spec.py.
+format: vit_jax/sweep/spec.py.
 """
 
 import argparse
@@ -20,11 +20,11 @@ import os
 import sys
 
 from vit_jax import errors
-from vit_jax.sweeps import checks
-from vit_jax.sweeps import collect as collect_lib
-from vit_jax.sweeps import fits as fits_lib
-from vit_jax.sweeps import runner
-from vit_jax.sweeps import spec
+from vit_jax.sweep import checks
+from vit_jax.sweep import collect as collect_lib
+from vit_jax.sweep import fits as fits_lib
+from vit_jax.sweep import runner
+from vit_jax.sweep import spec
 
 COMMANDS = ("run", "collect", "fit", "plot", "all")
 
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     print(f"fit: wrote {path}")
   if args.command in ("plot", "all"):
     # pylint: disable-next=g-import-not-at-top  (matplotlib only where a plot is made)
-    from vit_jax.sweeps import plots
+    from vit_jax.sweep import plots
 
     for path in plots.plot_all(sweep, _evals(out), fits_lib.read(out), out):
       print(f"plot: wrote {path}")

@@ -1,6 +1,6 @@
 """Parses the `k=v,k=v` argument of `--config=configs/X.py:ARGS` against a config's defaults.
 
-The defaults configs share (training schema, data, tokenizer) are in vit_jax/config_defaults.py.
+The defaults configs share (training schema, data, tokenizer) are in vit_jax/config/defaults.py.
 """
 
 import ast

@@ -15,19 +15,19 @@ import numpy as np
 
 from vit_jax import checkpoint
 from vit_jax import errors
-from vit_jax import flops
-from vit_jax import host_input
 from vit_jax import interop
-from vit_jax import metrics_log
-from vit_jax import optimizer as optimizer_lib
-from vit_jax import partitioning
-from vit_jax import preemption
-from vit_jax import sharding
 from vit_jax import tasks
-from vit_jax import train_step as train_step_lib
-from vit_jax import validation
+from vit_jax.config import checks as validation
 from vit_jax.models import build_model
 from vit_jax.models import counting
+from vit_jax.training import flops
+from vit_jax.training import host_input
+from vit_jax.training import mesh as mesh_lib
+from vit_jax.training import metrics_log
+from vit_jax.training import optimizer as optimizer_lib
+from vit_jax.training import partitioning
+from vit_jax.training import preemption
+from vit_jax.training import train_step as train_step_lib
 
 RUN_INFO_FILE = "run_info.json"  # parameter count, training FLOPs per example, train-set size
 
@@ -52,16 +52,16 @@ def train_and_evaluate(config, workdir: str) -> dict:
   model = build_model(model_config)
 
   # ---- Mesh -----------------------------------------------------------------------------------
-  mesh = sharding.make_mesh(config.mesh)
+  mesh = mesh_lib.make_mesh(config.mesh)
   accum = config.grad_accum_steps
-  divisor = sharding.batch_divisor(mesh) * accum
+  divisor = mesh_lib.batch_divisor(mesh) * accum
   if config.batch_size % divisor:
     raise errors.ConfigError(
         f"batch_size={config.batch_size} must be divisible by the batch shards times "
         f"grad_accum_steps ({divisor})."
     )
-  replicated = sharding.replicated(mesh)
-  batch_sharding = sharding.batch_sharding(mesh)
+  replicated = mesh_lib.replicated(mesh)
+  batch_sharding = mesh_lib.batch_sharding(mesh)
 
   # ---- Optimizer ------------------------------------------------------------------------------
   tx, schedule = optimizer_lib.build_optimizer(config.optimizer, config.total_steps)
@@ -105,7 +105,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
-    # What a scaling sweep needs without rebuilding the model (vit_jax/sweeps/collect.py).
+    # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py).
     run_info = {
         "num_params": counting.count_params(abstract_state["params"]),
         "train_flops_per_example": mfu_meter.flops_per_example,
@@ -117,7 +117,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
       json.dump(run_info, f, indent=2)
     task.save_assets(workdir)
 
-  # ---- Update step and evaluation (vit_jax/train_step.py) -----------------------------------
+  # ---- Update step and evaluation (train_step.py) ------------------------------------------------
   train_step = jax.jit(
       train_step_lib.make_train_step(
           task,
@@ -144,7 +144,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         task.eval_batches, config.input_shards, config.eval_max_batches, config.prefetch_batches
     )
     for batch in batches:
-      out = eval_step(params, sharding.global_batch(batch, mesh))
+      out = eval_step(params, mesh_lib.global_batch(batch, mesh))
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
     return task.eval_summary(jax.device_get(sums))
 

@@ -2,7 +2,7 @@
 
 Configs are loaded by file path (`--config=configs/gpt.py`), so what they share lives in the
 package, where every config can import it (big_vision keeps the same in configs/common.py).
-The `k=v` arguments after the colon are parsed by vit_jax/config_args.py.
+The `k=v` arguments after the colon are parsed by vit_jax/config/args.py.
 """
 
 import ml_collections

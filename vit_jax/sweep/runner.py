@@ -15,7 +15,7 @@ import sys
 import time
 
 from vit_jax import errors
-from vit_jax.sweeps import spec
+from vit_jax.sweep import spec
 
 IDENTITY_FILE = "sweep.json"
 LOG_FILE = "train.log"  # the run's stdout and stderr, appended on every attempt

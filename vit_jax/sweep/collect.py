@@ -5,7 +5,7 @@ Everything comes from what the trainer wrote in each workdir: `config.json`, `me
 count, training FLOPs per example, training-set size). No model is rebuilt.
 
 Training FLOPs = train_flops_per_example x examples seen, where train_flops_per_example is 3x the
-model's forward matmul FLOPs on one example (vit_jax/flops.py) and examples seen = step x
+model's forward matmul FLOPs on one example (vit_jax/training/flops.py) and examples seen = step x
 batch_size. Errors are 1 - eval_accuracy.
 """
 
@@ -14,8 +14,8 @@ import json
 import math
 import os
 
-from vit_jax.sweeps import runner
-from vit_jax.sweeps import spec
+from vit_jax.sweep import runner
+from vit_jax.sweep import spec
 
 RUNS_CSV, EVALS_CSV = "runs.csv", "evals.csv"
 DESCRIBE = [

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from vit_jax.sweeps import powerlaw
+from vit_jax.sweep import powerlaw
 
 FIT_JSON = "fit.json"
 AXES = {  # fit -> (x column, symbol, unit base, axis label)

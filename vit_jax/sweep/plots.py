@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 
-from vit_jax.sweeps import fits as fits_lib
+from vit_jax.sweep import fits as fits_lib
 
 _DPI = 110
 

@@ -12,7 +12,7 @@ import os
 import re
 
 from vit_jax import errors
-from vit_jax import workdir_safety
+from vit_jax import workdir as workdir_lib
 
 CHOICES = {
     "nonfinite": ("stop", "skip"),
@@ -115,8 +115,8 @@ def validate_training(config, workdir: str) -> dict:
   """Checks the config, the workdir and the data; returns notes for the metrics log (e.g. the
   count of corrupt images skipped). Raises a UserError before anything is written."""
   validate_config(config)
-  workdir_safety.check_workdir(workdir)
-  workdir_safety.check_resume(config, workdir)
+  workdir_lib.check_workdir(workdir)
+  workdir_lib.check_resume(config, workdir)
   if config.task == "image_classification":
     return _check_image_data(config)
   _check_text_data(config)
