@@ -57,6 +57,8 @@ def get_config(arg=None):
   c = config_defaults.dataset_defaults("image_classification", args["dataset"], eval_split="test")
   c.download = False  # let TFDS download and prepare the dataset if it is missing
   c.bad_images = "skip"  # folder: datasets: "skip" undecodable files (warned, counted) or "error"
+  # folder: datasets whose train and eval splits hold different classes are refused unless true
+  c.allow_class_mismatch = False
   c.num_classes = placeholder(int)  # None: read from the dataset
   c.image_size = 224
   c.model = ml_collections.ConfigDict(

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 import traceback
 
@@ -88,6 +89,21 @@ def step_dirs(path: str) -> list[str]:
     path = os.path.join(path, "checkpoints")
   steps = [d for d in os.listdir(path) if d.isdigit()] if os.path.isdir(path) else []
   return [os.path.join(path, d) for d in sorted(steps, key=int, reverse=True)]
+
+
+# Orbax writes a step into `STEP.orbax-checkpoint-tmp...` and renames it when complete.
+_PARTIAL_STEP = re.compile(r"\d+\.orbax-checkpoint-tmp.*")
+
+
+def discard_partial_saves(workdir: str) -> list[str]:
+  """Deletes the unfinished step directories a failed save left in `workdir/checkpoints` (they
+  hold no usable state and may hold the space a rerun needs); returns their paths."""
+  directory = os.path.join(workdir, "checkpoints")
+  names = os.listdir(directory) if os.path.isdir(directory) else []
+  partial = [os.path.join(directory, n) for n in names if _PARTIAL_STEP.fullmatch(n)]
+  for path in partial:
+    shutil.rmtree(path, ignore_errors=True)
+  return partial
 
 
 def set_aside(step_dir: str) -> str:

@@ -101,8 +101,11 @@ def main(argv=None) -> int:
         fmt=args.fmt,
         overwrite=args.overwrite,
     )
-  except (errors.UserError, FileExistsError) as e:
-    print(f"error: {e}", file=sys.stderr)
+  except Exception as e:  # pylint: disable=broad-except
+    problem = e if isinstance(e, FileExistsError) else errors.user_problem(e, where=args.dst)
+    if problem is None:
+      raise
+    print(f"error: {problem}", file=sys.stderr)
     return 2
   print(f"model: {json.dumps(ckpt.model, sort_keys=True)}")
   for note in ckpt.notes:

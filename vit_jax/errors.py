@@ -9,7 +9,11 @@ library callers that catch those keep working. This module imports nothing of ou
 module can raise from it.
 """
 
+import contextlib
+import errno
+import os
 import re
+import sys
 
 
 class UserError(Exception):
@@ -36,7 +40,86 @@ class CheckpointError(UserError, ValueError):
   """No readable checkpoint: every step is damaged, or none was ever written."""
 
 
+class StorageError(UserError, OSError):
+  """The file system refused a write: it is full, over quota, read-only or not ours to write."""
+
+
 USER_ERRORS = (UserError,)
+
+# What each refusal says about the file system holding the file; anything else is not the user's.
+_STORAGE_CAUSES = {
+    errno.ENOSPC: "is full",
+    errno.EDQUOT: "is over its quota",
+    errno.EROFS: "is read-only",
+    errno.EACCES: "does not let this user write there",
+}
+_FIXES = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space or raise the quota",
+    errno.EROFS: "use a writable location",
+    errno.EACCES: "fix the permissions or use a writable location",
+}
+# TensorStore (orbax's writer) wraps the OS error in a message: ... [os_error_code='28'].
+_TENSORSTORE_ERRNO = re.compile(r"os_error_code='?(\d+)")
+_TENSORSTORE_FILE = re.compile(r'(?:local )?file "([^"]+)"')
+
+
+def storage_cause(exc: BaseException) -> tuple[int, str | None] | None:
+  """(errno, path or None) when `exc` or an exception it was raised from or during is a refused
+  write (ENOSPC, EDQUOT, EROFS, EACCES), as an OSError or TensorStore's message; else None."""
+  found, seen = [], set()
+  while exc is not None and id(exc) not in seen:
+    seen.add(id(exc))
+    if isinstance(exc, OSError) and exc.errno in _STORAGE_CAUSES:
+      found.append((exc.errno, exc.filename))
+    code = _TENSORSTORE_ERRNO.search(str(exc))
+    if code and int(code.group(1)) in _STORAGE_CAUSES:
+      path = _TENSORSTORE_FILE.search(str(exc))
+      found.append((int(code.group(1)), path.group(1) if path else None))
+    exc = exc.__cause__ or exc.__context__
+  if not found:
+    return None
+  # The first refusal is the cause; a later one (e.g. while closing files) may name the file.
+  return found[0][0], next((path for _, path in found if path), None)
+
+
+def storage_error(
+    exc: BaseException, where: str | None = None, then: str = "rerun the same command"
+) -> StorageError | None:
+  """`exc` as one line naming the path, the cause and the fix; None if it is no refused write.
+
+  `where` names the file or folder when the error itself does not (a failed write() has no
+  file name); `then` is what to do once the cause is fixed.
+  """
+  cause = storage_cause(exc)
+  if cause is None:
+    return None
+  code, path = cause
+  path = path or where or "the output"
+  return StorageError(
+      f"cannot write {path}: the file system holding it {_STORAGE_CAUSES[code]} "
+      f"({os.strerror(code)}); {_FIXES[code]} and {then}."
+  )
+
+
+def user_problem(exc: BaseException, where: str | None = None) -> BaseException | None:
+  """What a command reports of `exc` in one line: a UserError, or a refused write as a
+  StorageError; None for anything else (a bug of ours, which keeps its traceback)."""
+  return exc if isinstance(exc, UserError) else storage_error(exc, where)
+
+
+@contextlib.contextmanager
+def exit_on_user_error(code: int = 2, where: str | None = None):
+  """Inside a command: a `user_problem` ends the process with one `error:` line and exit `code`;
+  any other exception keeps its traceback."""
+  try:
+    yield
+  except Exception as e:  # pylint: disable=broad-except
+    problem = user_problem(e, where)
+    if problem is None:
+      raise
+    print(f"error: {str(problem).strip()}", file=sys.stderr, flush=True)
+    sys.exit(code)
 
 
 def without_traceback(message: str) -> str:

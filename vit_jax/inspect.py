@@ -14,7 +14,6 @@ For a BERT or GPT model and --text it writes text_attention.png (token-by-token 
 summary.json holds the numbers behind every plot. Bad input is one line on stderr, exit code 2.
 """
 
-import sys
 
 from absl import app
 from absl import flags
@@ -88,11 +87,8 @@ def main(argv):
   del argv
   runtime.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
-  try:
+  with errors.exit_on_user_error(where=FLAGS.output_dir):
     written = run()
-  except errors.USER_ERRORS as e:
-    print(f"error: {str(e).strip()}", file=sys.stderr)
-    sys.exit(2)
   for path in written:
     print(path)
 

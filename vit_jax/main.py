@@ -77,10 +77,8 @@ def main(argv):
       FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id, FLAGS.heartbeat_timeout
   )
   try:
-    result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except errors.USER_ERRORS as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    with errors.exit_on_user_error(where=FLAGS.workdir):
+      result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   except train.NonFiniteError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(3)

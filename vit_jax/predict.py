@@ -12,7 +12,6 @@ print one line per image or mask; --output=FILE.json keeps them all. Bad input: 
 
 import json
 import os
-import sys
 
 from absl import app
 from absl import flags
@@ -67,15 +66,12 @@ def main(argv):
   del argv
   runtime.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
-  try:
+  with errors.exit_on_user_error(where=FLAGS.output):
     results, lines = run()
-  except errors.USER_ERRORS as e:
-    print(f"error: {str(e).strip()}", file=sys.stderr)
-    sys.exit(2)
-  print("\n".join(lines))
-  if FLAGS.output:
-    with open(FLAGS.output, "x", encoding="utf-8") as f:
-      json.dump(results, f, indent=1)
+    print("\n".join(lines))
+    if FLAGS.output:
+      with open(FLAGS.output, "x", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

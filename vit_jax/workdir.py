@@ -6,14 +6,20 @@
   (`--config.allow_data_change=true` allows new data, e.g. for continued pretraining; the
   tokenizer can never change under a checkpoint).
 - `vit_jax.convert` refuses a destination that is, contains, or lies inside its source.
+- One writer at a time: the trainer and the sweep runner hold `LOCK_FILE` in their workdir (or
+  sweep root) while they run; a second one is refused, naming the holder.
 """
 
+import datetime
+import fcntl
 import json
 import os
+import socket
 
 from vit_jax import errors
 
 CONFIG_FILE = "config.json"
+LOCK_FILE = "lock"  # host, pid and start time of the process writing the workdir
 DATA_KEYS = ("dataset", "train_split")
 TOKENIZER_KEYS = ("tokenizer.kind", "tokenizer.vocab_size", "tokenizer.path")
 
@@ -94,3 +100,60 @@ def check_convert_paths(src: str, dst: str) -> None:
         f"destination {dst} is, contains or lies inside the source {src}; "
         "write to a path outside it. Nothing was changed."
     )
+
+
+_held_locks = {}  # realpath -> the open lock file
+
+
+def lock(workdir: str, what: str = "--workdir") -> None:
+  """Makes this process the only writer of `workdir` until `unlock` or its exit; WorkdirError if
+  another live process holds it (naming that process).
+
+  The lock is an advisory `flock` on `workdir/lock`, so the kernel drops it when its holder ends
+  in any way (SIGKILL included) and a file left behind never blocks a rerun; `unlock` deletes
+  the file. Only one process of a multi-process job calls this (the trainer's process 0); a
+  workdir that is not on a local file system (gs://...) is not locked. Idempotent within a
+  process.
+  """
+  if "://" in workdir:
+    return
+  key = os.path.realpath(workdir)
+  if key in _held_locks:
+    return
+  path = os.path.join(workdir, LOCK_FILE)
+  while True:
+    handle = open(path, "a+", encoding="utf-8")  # pylint: disable=consider-using-with  (kept open)
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      handle.seek(0)
+      holder = handle.read().strip() or "another process"
+      handle.close()
+      raise errors.WorkdirError(
+          f"{what}={workdir} is in use by {holder}; wait for it to finish or stop it, or use "
+          "another directory. Nothing was changed."
+      ) from e
+    try:  # the holder may have deleted the file between our open and flock: lock the new one
+      if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+        break
+    except FileNotFoundError:
+      pass
+    handle.close()
+  handle.seek(0)
+  handle.truncate()
+  started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+  handle.write(f"pid {os.getpid()} on host {socket.gethostname()} (started {started})\n")
+  handle.flush()
+  _held_locks[key] = handle
+
+
+def unlock(workdir: str) -> None:
+  """Releases `lock(workdir)` and deletes the lock file; nothing if this process holds none."""
+  handle = _held_locks.pop(os.path.realpath(workdir), None)
+  if handle is None:
+    return
+  try:
+    os.unlink(handle.name)  # while still held, so no other process holds this inode
+  except FileNotFoundError:
+    pass
+  handle.close()  # closing the only descriptor releases the flock

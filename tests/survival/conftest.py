@@ -11,11 +11,11 @@ from vit_jax.data.image import pipeline
 
 # The tiny run the battery trains once; the same settings as flags and as an in-process config.
 TINY_SETTINGS = {
-    "total_steps": 4,
+    "total_steps": 6,
     "batch_size": 16,
     "checkpoint_every": 2,
     "keep_checkpoints": 3,
-    "eval_every": 4,
+    "eval_every": 6,
     "eval_max_batches": 1,
     "log_every": 1,
     "progress": "lines",
@@ -50,7 +50,10 @@ def tiny_command(workdir, data_dir, *extra):
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory, digits_dir):
-  """A finished 4-step run with checkpoints at steps 2 and 4 (never modified: copy it first)."""
+  """A finished 6-step run with checkpoints at steps 2, 4 and 6 (never modified: copy it first).
+
+  Three steps, so that a fallback past the damaged newest one must pick the newest intact step
+  (4), not merely an intact one."""
   workdir = tmp_path_factory.mktemp("trained") / "w"
   result = helpers.run(tiny_command(workdir, digits_dir))
   assert result.returncode == 0, result.stderr[-3000:]

@@ -1,5 +1,6 @@
-"""A damaged latest checkpoint: readers fall back to the newest intact step, and a resumed run
-moves the damaged step to checkpoints/damaged/STEP and ends bit-identical to a straight run."""
+"""A damaged latest checkpoint: readers fall back to the newest intact step (4 of 2, 4 and 6, not
+the oldest), and a resumed run moves the damaged step to checkpoints/damaged/STEP and ends
+bit-identical to a straight run."""
 
 import asyncio
 import gc
@@ -18,21 +19,23 @@ from vit_jax import interop
 
 @pytest.mark.parametrize("how", ["truncated", "zero_length", "no_manifest"])
 def test_reader_falls_back_to_the_intact_step(trained_copy, trained, how, capsys):
-  conftest.damage(str(trained_copy / "checkpoints" / "4"), how)
+  conftest.damage(str(trained_copy / "checkpoints" / "6"), how)
   before = conftest.snapshot(trained_copy)
   params = interop.read_params(str(trained_copy))
-  expected = interop.read_params(str(trained / "checkpoints" / "2"))
+  expected = interop.read_params(str(trained / "checkpoints" / "4"))
+  oldest = interop.read_params(str(trained / "checkpoints" / "2"))
   assert params.keys() == expected.keys()
   for key in params:
     np.testing.assert_array_equal(params[key], expected[key], err_msg=key)
+  assert any(not np.array_equal(params[k], oldest[k]) for k in params)  # 4, not merely intact
   warning = capsys.readouterr().err
-  assert "checkpoints/4 is unreadable" in warning and "using step 2" in warning
+  assert "checkpoints/6 is unreadable" in warning and "using step 4" in warning
   assert warning.count("\n") == 1, warning[-3000:]  # one line
   assert conftest.snapshot(trained_copy) == before  # readers move nothing
 
 
 def test_convert_falls_back_past_a_missing_model_record(trained_copy, tmp_path):
-  conftest.damage(str(trained_copy / "checkpoints" / "4"), "no_model_record")
+  conftest.damage(str(trained_copy / "checkpoints" / "6"), "no_model_record")
   from vit_jax import convert  # pylint: disable=g-import-not-at-top
 
   assert convert.main([str(trained_copy), str(tmp_path / "out.npz"), "--to", "npz"]) == 0
@@ -40,14 +43,14 @@ def test_convert_falls_back_past_a_missing_model_record(trained_copy, tmp_path):
 
 
 def test_resume_past_a_damaged_step_is_bit_identical(trained_copy, trained, digits_dir):
-  conftest.damage(str(trained_copy / "checkpoints" / "4"), "truncated")
+  conftest.damage(str(trained_copy / "checkpoints" / "6"), "truncated")
   result = helpers.run(conftest.tiny_command(trained_copy, digits_dir))
   assert result.returncode == 0, result.stderr[-3000:]
-  assert "checkpoints/4 is unreadable" in result.stderr
-  assert "at step 2" in result.stdout
-  assert (trained_copy / "checkpoints" / "damaged" / "4" / "state").is_dir()  # kept, not deleted
-  straight = interop.read_params(str(trained / "checkpoints" / "4"))
-  resumed = interop.read_params(str(trained_copy / "checkpoints" / "4"))
+  assert "checkpoints/6 is unreadable" in result.stderr and "using step 4" in result.stderr
+  assert "at step 4" in result.stdout  # the newest intact step, not the oldest
+  assert (trained_copy / "checkpoints" / "damaged" / "6" / "state").is_dir()  # kept, not deleted
+  straight = interop.read_params(str(trained / "checkpoints" / "6"))
+  resumed = interop.read_params(str(trained_copy / "checkpoints" / "6"))
   for key in straight:
     np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
 

@@ -14,13 +14,14 @@ from vit_jax.training import train
 @pytest.fixture(scope="module")
 def gpt_workdir(tmp_path_factory):
   """The initialized GPT (total_steps=0 saves it untrained: no train step to compile) as step 0,
-  and a copy of it as step 2, damaged."""
+  and copies of it as steps 2 (intact) and 4 (damaged): the fallback must name step 2."""
   workdir = tmp_path_factory.mktemp("gpt") / "w"
   config = configs.load("gpt", "runlocal")
   config.model.depth, config.total_steps = 1, 0
   train.train_and_evaluate(config, str(workdir))
-  shutil.copytree(workdir / "checkpoints" / "0", workdir / "checkpoints" / "2")
-  conftest.damage(str(workdir / "checkpoints" / "2"), "zero_length")
+  for step in ("2", "4"):
+    shutil.copytree(workdir / "checkpoints" / "0", workdir / "checkpoints" / step)
+  conftest.damage(str(workdir / "checkpoints" / "4"), "zero_length")
   return workdir
 
 
@@ -32,7 +33,7 @@ def test_generate_falls_back_past_a_damaged_step(gpt_workdir, prompt):
   )
   assert "Traceback" not in result.stderr, result.stderr[-3000:]
   warning, *rest = result.stderr.splitlines()
-  assert "checkpoints/2 is unreadable" in warning and "using step 0" in warning
+  assert "checkpoints/4 is unreadable" in warning and "using step 2" in warning
   if prompt.isascii():
     assert result.returncode == 0 and not rest and result.stdout.startswith(prompt)
   else:  # the prompt is refused, naming the character, not silently made UNK

@@ -297,6 +297,8 @@ def _check_image_data(config) -> dict:
       ) from e
     if int(ds.cardinality()) == 0:
       raise errors.DataError(f"--config.{key}={split!r} of {config.dataset!r} is empty.")
+  if source.classes_in is not None and not get(config, "allow_class_mismatch"):
+    _check_classes_agree(config, source)
   if is_tfds:
     return {}
   bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX) :])
@@ -306,3 +308,24 @@ def _check_image_data(config) -> dict:
         "folder); remove or re-encode it, or set --config.bad_images=skip."
     )
   return {"skipped_images": len(bad)} if bad else {}
+
+
+def _check_classes_agree(config, source) -> None:
+  """The train and eval splits must hold the same classes: a class only in the eval split is
+  one the model never learns, and one only in training is never scored."""
+  splits = {key: config[key] or getattr(source, key) for key in SPLIT_KEYS}
+  classes = {key: set(source.classes_in(split)) for key, split in splits.items()}
+  train, evaluated = classes["train_split"], classes["eval_split"]
+  if train == evaluated:
+    return
+  parts = []
+  for key, other in (("eval_split", "train_split"), ("train_split", "eval_split")):
+    only = sorted(classes[key] - classes[other])
+    if only:
+      parts.append(f"{splits[key]!r} has {', '.join(only)}, which {splits[other]!r} lacks")
+  raise errors.DataError(
+      f"the classes of --config.train_split={splits['train_split']!r} and "
+      f"--config.eval_split={splits['eval_split']!r} of {config.dataset} differ: "
+      f"{'; '.join(parts)}. Give both splits the same class folders, or set "
+      "--config.allow_class_mismatch=true to train and score them as they are."
+  )

@@ -85,10 +85,8 @@ def main(argv=None) -> int:
 
 def run() -> None:
   try:
-    code = main()
-  except errors.USER_ERRORS as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    with errors.exit_on_user_error():
+      code = main()
   except KeyboardInterrupt:
     print("sweep: interrupted; rerun the same command to resume.", file=sys.stderr)
     sys.exit(130)

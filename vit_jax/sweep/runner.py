@@ -15,6 +15,7 @@ import sys
 import time
 
 from vit_jax import errors
+from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import spec
 
 IDENTITY_FILE = "sweep.json"
@@ -93,6 +94,14 @@ def print_commands(sweep: spec.Sweep, root: str) -> None:
 def run_all(sweep: spec.Sweep, configs: dict, root: str) -> int:
   """Runs every unfinished run; returns 0 if all finished, else 1 (after trying every run)."""
   check_root(sweep, root, create=True)
+  workdir_lib.lock(root, what="--root")  # each run's trainer also locks its own workdir
+  try:
+    return _run_each(sweep, configs, root)
+  finally:
+    workdir_lib.unlock(root)
+
+
+def _run_each(sweep: spec.Sweep, configs: dict, root: str) -> int:
   failed, skipped = [], 0
   for i, run in enumerate(sweep.runs, 1):
     workdir = os.path.join(root, run.name)

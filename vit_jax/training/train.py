@@ -17,6 +17,7 @@ from vit_jax import checkpoint
 from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
+from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks as validation
 from vit_jax.models import build_model
 from vit_jax.models import counting
@@ -40,10 +41,36 @@ def train_and_evaluate(config, workdir: str) -> dict:
   """Trains (resuming from `workdir` if it holds a checkpoint) and returns the final eval metrics.
 
   With `total_steps=0` a new workdir gets the initialized model saved as step 0 (to export it).
+  A write the file system refuses (full, over quota, read-only) is a `StorageError` naming the
+  last good checkpoint, with the unfinished step it interrupted deleted, so that rerunning the
+  same command once the cause is fixed resumes exactly.
   """
+  try:
+    return _train_and_evaluate(config, workdir)
+  except errors.UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    if errors.storage_cause(e) is None:
+      raise
+    checkpoint.discard_partial_saves(workdir)
+    saved = checkpoint.step_dirs(workdir)
+    then = (
+        f"rerun the same command to resume from step {os.path.basename(saved[0])}, the last good "
+        f"checkpoint ({saved[0]})"
+        if saved
+        else "rerun the same command (no checkpoint was saved yet)"
+    )
+    raise errors.storage_error(e, where=workdir, then=then) from e
+  finally:
+    workdir_lib.unlock(workdir)
+
+
+def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
   data_notes = validation.validate_training(config, workdir)  # before anything is written
   os.makedirs(workdir, exist_ok=True)
+  if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
+    workdir_lib.lock(workdir)
   rng = jax.random.PRNGKey(config.seed)
 
   # ---- Task and model -------------------------------------------------------------------------

@@ -63,6 +63,10 @@ class ImageFolder:
   def num_examples(self, split: str) -> int:
     return len(self._split(split))
 
+  def classes_in(self, split: str) -> tuple[str, ...]:
+    """The classes with at least one (decodable) image in `split`, sorted."""
+    return tuple(sorted({self.class_names[label] for _, label in self._split(split)}))
+
   def read(self, split: str, process_index: int = 0, process_count: int = 1) -> tf.data.Dataset:
     """This process's share of `split` as {'image': encoded bytes, 'label': int64}.
 

@@ -50,6 +50,9 @@ class ImageSource:
   eval_split: str | None
   # (split, process_index, process_count) -> that process's share of split.
   read: Callable[[str, int, int], tf.data.Dataset]
+  # split -> the class names present in it, where splits can disagree (folders); None for TFDS,
+  # whose splits share one label list.
+  classes_in: Callable[[str], tuple[str, ...]] | None = None
 
 
 def open_source(
@@ -69,6 +72,7 @@ def _folder_source(root: str) -> ImageSource:
       train_split="train" if "train" in folder.examples else None,
       eval_split=eval_split,
       read=folder.read,
+      classes_in=folder.classes_in,
   )
 
 
