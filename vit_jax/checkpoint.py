@@ -170,6 +170,22 @@ def quiet_abandoned_reads() -> None:
   sys.unraisablehook = hook
 
 
+class _RefusedWriteLogFilter(logging.Filter):
+  """Drops orbax's log of a save's writer thread failing on a full or read-only disk: the same
+  error reaches the trainer, which reports it in one line (see train.train_and_evaluate)."""
+
+  def filter(self, record):
+    error = record.exc_info[1] if record.exc_info else None
+    return errors.storage_cause(error or Exception(record.getMessage())) is None
+
+
+def quiet_refused_writes() -> None:
+  """Installs `_RefusedWriteLogFilter` on absl's logger, through which orbax logs (idempotent)."""
+  absl_log = logging.getLogger("absl")
+  if not any(isinstance(f, _RefusedWriteLogFilter) for f in absl_log.filters):
+    absl_log.addFilter(_RefusedWriteLogFilter())
+
+
 def first_intact(candidates: list[str], read, move_damaged: bool = False):
   """(step_dir, read(step_dir)) of the newest of `candidates` (newest first) that reads.
 
@@ -211,6 +227,7 @@ class Checkpointer:
       self, workdir: str, save_every: int, keep: int, record: dict, async_save: bool = False
   ):
     self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+    quiet_refused_writes()
     self.record = record
     self.save_every = save_every
     options = ocp.CheckpointManagerOptions(

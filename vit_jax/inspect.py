@@ -14,7 +14,6 @@ For a BERT or GPT model and --text it writes text_attention.png (token-by-token 
 summary.json holds the numbers behind every plot. Bad input is one line on stderr, exit code 2.
 """
 
-
 from absl import app
 from absl import flags
 from absl import logging

@@ -1,6 +1,7 @@
 """Bad inputs through the real command lines: exit code 2, one `error:` line naming the problem,
 and the workdir or file byte-for-byte unchanged."""
 
+import os
 import subprocess
 import sys
 
@@ -140,3 +141,22 @@ def test_corrupt_image_is_skipped_or_refused(tmp_path, corrupt):
   with pytest.raises(errors.DataError, match="broken.png"):
     validation.validate_training(config, str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
+
+
+def test_folder_splits_with_different_classes_are_refused_before_training(tmp_path, digits_dir):
+  """test/ has a class train/ lacks: refused up front naming it, unless allowed explicitly."""
+  root = tmp_path / "images"
+  pixels = np.zeros((8, 8, 3), np.uint8)
+  for split, classes in (("train", ("cat", "dog")), ("test", ("bird", "cat", "dog"))):
+    for name in classes:
+      os.makedirs(root / split / name)
+      tf.io.write_file(str(root / split / name / "a.png"), tf.io.encode_png(pixels))
+  workdir = tmp_path / "w"
+  dataset = f"--config.dataset=folder:{root}"
+  result = helpers.run(conftest.tiny_command(workdir, digits_dir, dataset))
+  assert result.returncode == 2, result.stderr[-3000:]
+  conftest.assert_one_line_error(result.stderr, "'test' has bird", "allow_class_mismatch")
+  assert not workdir.exists()
+  config = conftest.tiny_config(digits_dir, dataset=f"folder:{root}", allow_class_mismatch=True)
+  validation.validate_config(config)
+  validation.validate_training(config, str(tmp_path / "w2"))  # allowed: no error
