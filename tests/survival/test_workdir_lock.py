@@ -55,12 +55,10 @@ def test_a_second_trainer_is_refused_and_a_killed_one_blocks_nothing(tmp_path, d
       assert holder.poll() is None and time.time() < deadline, "the holder did not start training"
       time.sleep(0.1)
     config_before = (workdir / "config.json").read_text()
-    started = time.time()
     second = helpers.run(conftest.tiny_command(workdir, digits_dir, "--config.optimizer.lr=0.1"))
-    took = time.time() - started
     assert second.returncode == 2, second.stderr[-3000:]
     conftest.assert_one_line_error(second.stderr, "in use by", f"pid {holder.pid}")
-    assert took < 60, f"refused only after {took:.0f} s"
+    assert "step" not in second.stdout  # refused before it built, compiled or trained anything
     assert (workdir / "config.json").read_text() == config_before  # its lr=0.1 never landed
     assert holder.poll() is None  # the holder trains on
   finally:
