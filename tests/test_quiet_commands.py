@@ -117,14 +117,13 @@ def test_inspect_and_predict_print_only_our_lines(trained, tmp_path):
   image = str(tmp_path / "digit.png")
   Image.fromarray(np.full((16, 16, 3), 200, np.uint8)).save(image)
   out = tmp_path / "inspect"
-  inspect = run(
-      ["-m", "vit_jax.inspect", f"--checkpoint={workdir}", f"--image={image}", f"--output_dir={out}"]
-  )
+  checkpoint = f"--checkpoint={workdir}"
+  inspect = run(["-m", "vit_jax.inspect", checkpoint, f"--image={image}", f"--output_dir={out}"])
   assert inspect.returncode == 0, inspect.stderr[-3000:]
   assert f"{out / 'summary.json'}" in inspect.stdout
   assert_quiet(inspect)
 
-  predict = run(["-m", "vit_jax.predict", f"--checkpoint={workdir}", f"--image={image}"])
+  predict = run(["-m", "vit_jax.predict", checkpoint, f"--image={image}"])
   assert predict.returncode == 0, predict.stderr[-3000:]
   assert predict.stdout.startswith("digit.png: ")
   assert_quiet(predict)
@@ -134,7 +133,11 @@ def test_sweep_prints_only_our_lines(tmp_path, digits_dir):
   overrides = dict(arg.removeprefix("--config.").split("=") for arg in TINY_VIT)
   sweep_file = sweep_helpers.write_sweep(
       tmp_path / "one_run.py",
-      {"config": "configs/vit.py:runlocal", "fixed": {**overrides, "data_dir": digits_dir}, "name": "tiny"},
+      {
+          "config": "configs/vit.py:runlocal",
+          "fixed": {**overrides, "data_dir": digits_dir},
+          "name": "tiny",
+      },
   )
   root = tmp_path / "root"
   for command in ("run", "collect", "plot"):
