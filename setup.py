@@ -14,6 +14,9 @@ INSTALL_REQUIRES = [
     "ml-collections>=1.1.0",
     "numpy>=2.0",
     "scikit-learn>=1.5",  # ships the embedded digits dataset
+    "scipy",  # the sweep's power-law fits
+    "pillow",  # image files: the synthetic_shapes dataset, folder images for inspect and predict
+    "matplotlib",  # the plots of vit_jax.inspect and vit_jax.sweep
     "tqdm",
     "tensorboardX",
     "safetensors",
@@ -34,12 +37,8 @@ TEST_REQUIRES = [
     "torchvision==0.29.1",
     "timm",
     "transformers",
-    "matplotlib",  # vit_jax.inspect's plots (tests/analysis)
     "scikit-image",  # bundled photographs for scripts/photo_folder.py
 ]
-
-# `pip install -e .[inspect]`: the plots of `python -m vit_jax.inspect`.
-INSPECT_REQUIRES = ["matplotlib"]
 
 setuptools.setup(
     name="vit_jax",
@@ -48,5 +47,5 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=setuptools.find_packages(include=["vit_jax", "vit_jax.*"]),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "inspect": INSPECT_REQUIRES},
+    extras_require={"test": TEST_REQUIRES},
 )

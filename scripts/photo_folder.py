@@ -9,6 +9,7 @@ so a model has to recognize the scene from a part of it.
 """
 
 import argparse
+import importlib.util
 import os
 
 import numpy as np
@@ -47,6 +48,8 @@ def main():
   args = parser.parse_args()
   if os.path.exists(args.root):
     parser.error(f"{args.root} exists; choose a new directory (nothing was written).")
+  if importlib.util.find_spec("skimage") is None:  # a test extra, not in the base install
+    parser.exit(2, "error: this script needs scikit-image: pip install -e '.[test]'.\n")
   rng = np.random.default_rng(0)
   images = photos()
   for name, image in sorted(images.items()):

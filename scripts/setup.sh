@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.11+) and installs vit_jax into it, editable. Usage: scripts/setup.sh [EXTRAS]
 # Skips the install when setup.py has not changed since the last one.
+# VENV=DIR picks another environment (CI builds the base install alone in .venv-base).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
 python="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  "$python" -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip
+venv="${VENV:-.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
 fi
-stamp=".venv/.installed-$(sha256sum setup.py | cut -c1-16)-${extras:-base}"
+stamp="$venv/.installed-$(sha256sum setup.py | cut -c1-16)-${extras:-base}"
 if [ ! -f "$stamp" ]; then
   target="."
   [ -n "$extras" ] && target=".[$extras]"
-  .venv/bin/python -m pip install -q -e "$target"
+  "$venv/bin/python" -m pip install -q -e "$target"
   touch "$stamp"
 fi

@@ -8,7 +8,11 @@ import re
 import subprocess
 import sys
 
+import numpy as np
+from PIL import Image
 import pytest
+
+from tests.sweeps import helpers as sweep_helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOISE = re.compile(
@@ -71,9 +75,10 @@ def test_bad_flag_is_one_clear_error():
   assert_quiet(result)
 
 
-@pytest.mark.slow
-def test_train_convert_generate_print_only_our_lines(tmp_path, digits_dir):
-  workdir = str(tmp_path / "w")
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, digits_dir):
+  """A two-step digits workdir, and the output of the `vit_jax.main` run that trained it."""
+  workdir = str(tmp_path_factory.mktemp("quiet") / "w")
   train = run(
       [
           "-m",
@@ -84,10 +89,18 @@ def test_train_convert_generate_print_only_our_lines(tmp_path, digits_dir):
           *TINY_VIT,
       ]
   )
+  return workdir, train
+
+
+def test_train_prints_only_our_lines(trained):
+  _, train = trained
   assert train.returncode == 0, train.stderr[-3000:]
   assert "Final eval accuracy:" in train.stdout
   assert_quiet(train)
 
+
+def test_convert_and_generate_print_only_our_lines(trained, tmp_path):
+  workdir, _ = trained
   convert = run(["-m", "vit_jax.convert", workdir, str(tmp_path / "vit.npz"), "--to", "npz"])
   assert convert.returncode == 0, convert.stderr
   assert f"wrote {tmp_path / 'vit.npz'} (npz)" in convert.stdout
@@ -97,3 +110,41 @@ def test_train_convert_generate_print_only_our_lines(tmp_path, digits_dir):
   generate = run(["-m", "vit_jax.generate", f"--workdir={workdir}", "--prompt=hi"])
   assert generate.returncode == 2 and "error: No saved tokenizer" in generate.stderr
   assert_quiet(generate)
+
+
+def test_inspect_and_predict_print_only_our_lines(trained, tmp_path):
+  workdir, _ = trained
+  image = str(tmp_path / "digit.png")
+  Image.fromarray(np.full((16, 16, 3), 200, np.uint8)).save(image)
+  out = tmp_path / "inspect"
+  checkpoint = f"--checkpoint={workdir}"
+  inspect = run(["-m", "vit_jax.inspect", checkpoint, f"--image={image}", f"--output_dir={out}"])
+  assert inspect.returncode == 0, inspect.stderr[-3000:]
+  assert f"{out / 'summary.json'}" in inspect.stdout
+  assert_quiet(inspect)
+
+  predict = run(["-m", "vit_jax.predict", checkpoint, f"--image={image}"])
+  assert predict.returncode == 0, predict.stderr[-3000:]
+  assert predict.stdout.startswith("digit.png: ")
+  assert_quiet(predict)
+
+
+def test_sweep_prints_only_our_lines(tmp_path, digits_dir):
+  overrides = dict(arg.removeprefix("--config.").split("=") for arg in TINY_VIT)
+  sweep_file = sweep_helpers.write_sweep(
+      tmp_path / "one_run.py",
+      {
+          "config": "configs/vit.py:runlocal",
+          "fixed": {**overrides, "data_dir": digits_dir},
+          "name": "tiny",
+      },
+  )
+  root = tmp_path / "root"
+  for command in ("run", "collect", "plot"):
+    result = run(["-m", "vit_jax.sweep", command, sweep_file, f"--root={root}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_quiet(result)
+  # The runs are `vit_jax.main` processes; their output is in each run's train.log.
+  (log,) = root.glob("*/train.log")
+  assert "Final eval accuracy:" in log.read_text()
+  assert not NOISE.search(log.read_text()), log.read_text()

@@ -1,10 +1,11 @@
 """Process start-up: quiet third-party logs in our commands, and TensorFlow kept off accelerators.
 
-Every command line (main, generate, convert) calls `quiet_startup()` first thing in its main.
-Without it a run prints TensorFlow's C++ notices (oneDNN, CPU features, "All log messages before
-absl::InitializeLog() is called ..."), tf.data warnings, and orbax's warnings on every checkpoint
-read ("Metadata file does not exist"). To see them all again, set VIT_JAX_VERBOSE=1 or pass absl's
---verbosity (main, generate). Library use (tests, notebooks) keeps the libraries' logging.
+Every command line (main, generate, convert, inspect, predict, sweep) calls `quiet_startup()`
+first thing. Without it a run prints TensorFlow's C++ notices (oneDNN, CPU features, "All log
+messages before absl::InitializeLog() is called ..."), tf.data warnings, and orbax's warnings on
+every checkpoint read ("Metadata file does not exist"). To see them all again, set
+VIT_JAX_VERBOSE=1 or pass absl's --verbosity (main, generate). Library use (tests, notebooks)
+keeps the libraries' logging.
 
 `hide_accelerators_from_tf()` is the one place that keeps TensorFlow off GPUs and TPUs; the image
 data package calls it on import, before any TF op can run.
@@ -50,6 +51,10 @@ def quiet_startup(verbose: bool | None = None) -> None:
   # 2: C++ INFO and WARNING hidden (TF and XLA), errors kept. Nothing logged before absl's
   # InitializeLog also means absl prints no "All log messages before ..." notice.
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  # TF 2.21 logs its oneDNN notice while it loads, whatever TF_CPP_MIN_LOG_LEVEL says; only
+  # turning oneDNN's TF kernels off removes it. TF only feeds data here (decode, crop, resize,
+  # augment), and the digits pipeline's train and eval batches are bit-identical either way.
+  os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
   for name in _QUIETED_LOGGERS:
     logger = logging.getLogger(name)
     if _ERRORS_ONLY not in logger.filters:
