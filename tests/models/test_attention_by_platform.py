@@ -49,7 +49,8 @@ def test_auto_is_the_xla_step_on_cpu(digits_dir):
   batch = next(iter(task.train_batches(0, 0, 1)))
   lowered, results = {}, {}
   for impl in ("xla", "auto"):
-    model = build_model({**config.model.to_dict(), **task.model_overrides(), "attention_impl": impl})
+    model_config = {**config.model.to_dict(), **task.model_overrides(), "attention_impl": impl}
+    model = build_model(model_config)
     params = model.init(jax.random.PRNGKey(0), *task.init_inputs())["params"]
     state = {"params": params, "opt_state": tx.init(params), "step": np.int32(0)}
     step = jax.jit(train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1)))
@@ -92,9 +93,7 @@ def test_training_step_compiles_for_a_tpu_slice_with_splash_attention(config, in
     updates, opt_state = tx.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
 
-  abstract_params = jax.eval_shape(
-      lambda: model.init(jax.random.PRNGKey(0), *example)["params"]
-  )
+  abstract_params = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *example)["params"])
   abstract_opt = jax.eval_shape(tx.init, abstract_params)
   shardings = partitioning.tree_shardings((abstract_params, abstract_opt), mesh)
   abstract = lambda tree, shard: jax.tree.map(

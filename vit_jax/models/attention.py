@@ -31,7 +31,7 @@ CUDNN_MAX_HEAD_DIM = 128  # 256 on Hopper and later; 128 holds on every GPU cuDN
 
 
 def target_platform() -> str:
-  """"tpu", "gpu" or "cpu": where the computation being traced will run.
+  """The platform ("tpu", "gpu" or "cpu") the computation being traced will run on.
 
   The mesh in context (`jax.set_mesh`) names its devices' platform, which is how a TPU slice's
   step is lowered on a CPU host; without one, JAX's default backend.
@@ -65,9 +65,7 @@ def choose_implementation(
       requested = "cudnn" if head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM else "xla"
     else:
       requested = "xla"
-  if requested == "splash" and (
-      dense_mask or not splash_attention.supports(q_len, kv_len, spec)
-  ):
+  if requested == "splash" and (dense_mask or not splash_attention.supports(q_len, kv_len, spec)):
     return "xla"
   return requested
 
