@@ -8,7 +8,8 @@ Which kernel computes attention is chosen per platform at trace time (`implement
 see `choose_implementation`): Pallas splash attention on TPU, cuDNN's fused attention on GPU in
 bf16/fp16, XLA's on CPU. The platform is the one the computation is lowered for: the mesh in
 context (`jax.set_mesh(mesh)`, whose devices may be a TPU slice's while this host is a CPU, as when
-compiling ahead of time), else JAX's default backend.
+compiling ahead of time), else JAX's default backend. Splash runs per device in a shard_map over
+that mesh; on several devices without a mesh in context, "auto" uses XLA's attention instead.
 
 Shape letters: B batch, T query length, S key length, D model width, H heads, K head width.
 """
@@ -40,6 +41,11 @@ def target_platform() -> str:
   if device is not None:
     return device.platform
   return jax.default_backend()
+
+
+def _mesh_known() -> bool:
+  """Whether splash can be placed: one device, or a mesh in context to shard_map it over."""
+  return not jax.sharding.get_abstract_mesh().empty or jax.device_count() == 1
 
 
 def choose_implementation(
@@ -208,6 +214,8 @@ class MultiHeadAttention(nn.Module):
           spec,
           dense_mask=mask is not None,
       )
+      if impl == "splash" and self.implementation == "auto" and not _mesh_known():
+        impl = "xla"  # XLA cannot partition the kernel over devices it was not told about
 
     weights = None
     if impl == "splash":
