@@ -44,6 +44,8 @@ def get_config(arg=None):
   c.total_steps = 2_500
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=300, schedule="linear")
   c.eval_max_batches = 20
+  if args["variant"] in ("base", "large"):  # accelerators: bf16 compute, fp32 params; the
+    c.model.dtype = "bfloat16"  # original BERT trained in fp32, bf16 halves activation memory
   if args["runlocal"]:
     config_defaults.shrink_for_runlocal(c)
   return c

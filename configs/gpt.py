@@ -33,6 +33,8 @@ def get_config(arg=None):
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)
   c.eval_every = c.checkpoint_every = 500  # saved at least as often as evaluated
   c.eval_max_batches = 40
+  if args["variant"].startswith("gpt2"):  # accelerators: bf16 compute, fp32 params (nanoGPT
+    c.model.dtype = "bfloat16"  # train.py:73,112: bf16 autocast; weights, AdamW moments fp32)
   if args["runlocal"]:
     config_defaults.shrink_for_runlocal(c)
   return c

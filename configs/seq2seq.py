@@ -45,7 +45,7 @@ def get_config(arg=None):
           pre_ln=True,
           activation="relu",
           dropout_rate=0.0,
-          attention_impl="xla",
+          attention_impl="auto",
           remat="none",
           dtype="float32",
       )

@@ -102,8 +102,8 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
   """A text model's config: its preset, `max_len` following `c.seq_len`, and `settings`.
 
   The defaults suit the short CPU runs: no dropout (it underfits them, and attention dropout's
-  random masks cost more than the matmuls on a CPU), XLA attention, float32. Width, depth and
-  heads of None keep the preset's shape.
+  random masks cost more than the matmuls on a CPU), attention by platform (XLA on a CPU),
+  float32. Width, depth and heads of None keep the preset's shape.
   """
   defaults = dict(
       name=name,
@@ -111,7 +111,7 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
       max_len=follows(c, "seq_len"),  # `--config.seq_len=512` reaches the position table too
       dropout_rate=0.0,
       attention_dropout_rate=0.0,
-      attention_impl="xla",
+      attention_impl="auto",
       dtype="float32",
       width=placeholder(int),
       depth=placeholder(int),

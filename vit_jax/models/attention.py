@@ -4,6 +4,13 @@ Parameter names and shapes follow `flax.linen.MultiHeadDotProductAttention` (que
 kernels D x H x Dh, out kernel H x Dh x D), which is also the layout of the original ViT and
 big_vision checkpoints, so those load without reshaping.
 
+Which kernel computes attention is chosen per platform at trace time (`implementation="auto"`,
+see `choose_implementation`): Pallas splash attention on TPU, cuDNN's fused attention on GPU in
+bf16/fp16, XLA's on CPU. The platform is the one the computation is lowered for: the mesh in
+context (`jax.set_mesh(mesh)`, whose devices may be a TPU slice's while this host is a CPU, as when
+compiling ahead of time), else JAX's default backend. Splash runs per device in a shard_map over
+that mesh; on several devices without a mesh in context, "auto" uses XLA's attention instead.
+
 Shape letters: B batch, T query length, S key length, D model width, H heads, K head width.
 """
 
@@ -17,8 +24,56 @@ from vit_jax import errors
 from vit_jax.models import chunked_attention
 from vit_jax.models import masks as masks_lib
 from vit_jax.models import position
+from vit_jax.models import splash_attention
 
-IMPLEMENTATIONS = ("xla", "cudnn", "einsum", "chunked")
+IMPLEMENTATIONS = ("auto", "xla", "cudnn", "splash", "einsum", "chunked")
+CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)  # cuDNN's fused attention takes no float32
+CUDNN_MAX_HEAD_DIM = 128  # 256 on Hopper and later; 128 holds on every GPU cuDNN supports
+
+
+def target_platform() -> str:
+  """The platform ("tpu", "gpu" or "cpu") the computation being traced will run on.
+
+  The mesh in context (`jax.set_mesh`) names its devices' platform, which is how a TPU slice's
+  step is lowered on a CPU host; without one, JAX's default backend.
+  """
+  device = getattr(jax.sharding.get_abstract_mesh(), "abstract_device", None)
+  if device is not None:
+    return device.platform
+  return jax.default_backend()
+
+
+def _mesh_known() -> bool:
+  """Whether splash can be placed: one device, or a mesh in context to shard_map it over."""
+  return not jax.sharding.get_abstract_mesh().empty or jax.device_count() == 1
+
+
+def choose_implementation(
+    requested: str,
+    platform: str,
+    dtype,
+    head_dim: int,
+    q_len: int,
+    kv_len: int,
+    spec: masks_lib.MaskSpec,
+    dense_mask: bool,
+) -> str:
+  """The kernel that computes an attention: `requested` unless it is "auto" or cannot take it.
+
+  "auto" is splash on TPU, cuDNN on GPU for bf16/fp16 and head widths it takes, XLA otherwise.
+  A dense mask (the KV cache's, or a caller's array) goes to XLA instead of splash, which takes
+  only a MaskSpec's parts; so do causal masks with more queries than keys.
+  """
+  if requested == "auto":
+    if platform == "tpu":
+      requested = "splash"
+    elif platform == "gpu" and jnp.dtype(dtype) in CUDNN_DTYPES:
+      requested = "cudnn" if head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM else "xla"
+    else:
+      requested = "xla"
+  if requested == "splash" and (dense_mask or not splash_attention.supports(q_len, kv_len, spec)):
+    return "xla"
+  return requested
 
 
 def einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None, *, dropout_fn=None):
@@ -45,15 +100,17 @@ class MultiHeadAttention(nn.Module):
     qkv_features: width of the Q/K/V projections (default: input width).
     out_features: output width (default: input width).
     dropout_rate: dropout on the attention weights (forces the einsum path in training).
-    implementation: "xla" or "cudnn" (jax.nn.dot_product_attention), "einsum" (reference) or
-      "chunked" (online softmax over key chunks, memory linear in length).
+    implementation: "auto" (by platform: `choose_implementation`), "xla" or "cudnn"
+      (jax.nn.dot_product_attention), "splash" (the Pallas TPU kernel; interpreted, slowly, on
+      other platforms), "einsum" (reference) or "chunked" (online softmax over key chunks,
+      memory linear in length).
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
     decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding);
       keys and values are stored head-major, (B, H, max_len, K).
 
   The call's `mask` is a dense boolean (B, 1, T, S) array or a `masks.MaskSpec`. A MaskSpec
-  reaches the chunked kernel as its parts (O(T + S) memory); the other kernels get it as a dense
-  mask built here, at the point of use.
+  reaches the splash and chunked kernels as its parts (O(T + S) memory) and cuDNN's as its causal
+  flag (the rest as a dense mask); the xla and einsum kernels get a dense mask built here.
   """
 
   num_heads: int
@@ -61,7 +118,7 @@ class MultiHeadAttention(nn.Module):
   out_features: Optional[int] = None
   dropout_rate: float = 0.0
   use_bias: bool = True
-  implementation: str = "xla"
+  implementation: str = "auto"
   rope: bool = False
   rope_base: float = 10_000.0
   decode: bool = False
@@ -139,22 +196,31 @@ class MultiHeadAttention(nn.Module):
         k_BxSxHxK = position.apply_rope(k_BxSxHxK, positions_kv_BxS, self.rope_base)
 
     use_dropout = self.dropout_rate > 0.0 and not deterministic
-    impl = "einsum" if return_weights or use_dropout else self.implementation
     kv_len = k_BxSxHxK.shape[1]
     masks_lib.check_mask_shape(spec, batch, self.num_heads, q_len, kv_len)
     if mask is not None:
       masks_lib.check_mask_shape(mask, batch, self.num_heads, q_len, kv_len)
       mask = mask.astype(bool)
-    if impl != "chunked":  # the other kernels take one dense (B, 1, T, S) mask: build it here
-      mask = masks_lib.combine(mask, spec.dense(batch, q_len, kv_len))
+    impl = "einsum"  # the only kernel that drops out or returns weights
+    if not (return_weights or use_dropout):
+      platform = target_platform()
+      impl = choose_implementation(
+          self.implementation,
+          platform,
+          q_BxTxHxK.dtype,
+          head_dim,
+          q_len,
+          kv_len,
+          spec,
+          dense_mask=mask is not None,
+      )
+      if impl == "splash" and self.implementation == "auto" and not _mesh_known():
+        impl = "xla"  # XLA cannot partition the kernel over devices it was not told about
 
     weights = None
-    if impl == "einsum":
-      dropout_fn = None
-      if use_dropout:
-        dropout_fn = lambda w: nn.Dropout(self.dropout_rate)(w, deterministic=False)
-      out_BxTxHxK, weights = einsum_attention(
-          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, dropout_fn=dropout_fn
+    if impl == "splash":
+      out_BxTxHxK = splash_attention.splash_attention(
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, spec, interpret=platform != "tpu"
       )
     elif impl == "chunked":  # memory linear in length (chunked_attention.py)
       out_BxTxHxK = chunked_attention.chunked_attention(
@@ -168,10 +234,29 @@ class MultiHeadAttention(nn.Module):
           q_valid_BxT=spec.q_valid_BxT,
           kv_valid_BxS=spec.kv_valid_BxS,
       )
-    else:
+    elif impl == "cudnn":
+      # cuDNN skips the masked triangle given `is_causal` (its causal is s <= t, MaskSpec's
+      # when T == S); segments and padding have no flag that fits any pattern, so they go in
+      # as a dense mask, which cuDNN adds as a bias inside the fused kernel.
+      is_causal = spec.causal and q_len == kv_len
+      rest = spec.replace(causal=spec.causal and not is_causal)
+      mask = masks_lib.combine(mask, rest.dense(batch, q_len, kv_len))
       out_BxTxHxK = jax.nn.dot_product_attention(
-          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation=impl
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, is_causal=is_causal, implementation="cudnn"
       )
+    else:  # einsum or xla take one dense (B, 1, T, S) mask: build it here
+      mask = masks_lib.combine(mask, spec.dense(batch, q_len, kv_len))
+      if impl == "einsum":
+        dropout_fn = None
+        if use_dropout:
+          dropout_fn = lambda w: nn.Dropout(self.dropout_rate)(w, deterministic=False)
+        out_BxTxHxK, weights = einsum_attention(
+            q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, dropout_fn=dropout_fn
+        )
+      else:
+        out_BxTxHxK = jax.nn.dot_product_attention(
+            q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation="xla"
+        )
 
     out_BxTxD = nn.DenseGeneral(
         self.out_features or inputs_q_BxTxD.shape[-1],

@@ -127,8 +127,16 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     h_BxTxD = transformer.Encoder(
         cfg, num_layers=shape.depth, decode=self.decode, block_name="h", name="decoder"
     )(x_BxTxD, mask, deterministic=not train, positions_BxL=positions_BxT)
+    # Logits in fp32 from the model's dtype: bf16 operands, fp32 products and sums.
     if embedding_DxV is None:
-      logits_BxTxV = wte.attend(h_BxTxD)
+      logits_BxTxV = jnp.einsum(
+          "btd,vd->btv",
+          h_BxTxD,
+          wte.embedding.astype(h_BxTxD.dtype),
+          preferred_element_type=jnp.float32,
+      )
     else:
-      logits_BxTxV = jnp.dot(h_BxTxD, embedding_DxV.astype(h_BxTxD.dtype))
-    return logits_BxTxV.astype(jnp.float32)
+      logits_BxTxV = jnp.dot(
+          h_BxTxD, embedding_DxV.astype(h_BxTxD.dtype), preferred_element_type=jnp.float32
+      )
+    return logits_BxTxV

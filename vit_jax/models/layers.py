@@ -89,14 +89,15 @@ def patch_embedding(images_BxHxWxC, patch_hw, width: int, dtype, param_dtype, na
   return x_BxRxCxD.reshape(batch, rows * cols, width), (rows, cols)
 
 
-def classifier_head(x_BxD, num_classes, dtype, param_dtype=jnp.float32, bias_init: float = 0.0):
+def classifier_head(x_BxD, num_classes, param_dtype=jnp.float32, bias_init: float = 0.0):
   """fp32 logits of a zero-initialized linear "head" (training starts from uniform predictions, as
-  in the original ViT); the features themselves when num_classes is 0 or None."""
+  in the original ViT); the features themselves when num_classes is 0 or None. The head computes
+  in fp32 whatever the model's dtype: it is small, and the loss reads its outputs."""
   if not num_classes:
     return x_BxD
   head = nn.Dense(
       num_classes,
-      dtype=dtype,
+      dtype=jnp.float32,
       param_dtype=param_dtype,
       kernel_init=nn.initializers.zeros,
       bias_init=nn.initializers.constant(bias_init),

@@ -80,7 +80,7 @@ class MlpMixer(nn.Module):
           shape.tokens_mlp_dim, shape.channels_mlp_dim, dtype=dtype, name=f"MixerBlock_{i}"
       )(x_BxNxD)
     x_BxNxD = nn.LayerNorm(dtype=dtype, name="pre_head_layer_norm")(x_BxNxD)
-    return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)
+    return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes)
 
 
 def fourier_mixing(x_BxNxD):
@@ -133,4 +133,4 @@ class FNet(nn.Module):
       x_BxNxD = FNetBlock(self.mlp_dim, self.dropout_rate, dtype=dtype, name=f"fnetblock_{i}")(
           x_BxNxD, deterministic=not train
       )
-    return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes, dtype)
+    return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes)

@@ -231,4 +231,4 @@ class ResNetV2(nn.Module):
       )(x_BxhxwxD)
     x_BxhxwxD = nn.relu(group_norm(self.num_groups, dtype, param_dtype, "pre_head_norm")(x_BxhxwxD))
     x_BxD = jnp.mean(x_BxhxwxD, axis=(1, 2))
-    return layers.classifier_head(x_BxD, self.num_classes, dtype, param_dtype, self.head_bias_init)
+    return layers.classifier_head(x_BxD, self.num_classes, param_dtype, self.head_bias_init)

@@ -33,7 +33,7 @@ class BlockOptions:
   droppath_rate: float = 0.0  # stochastic depth of the last block; earlier blocks scale linearly
   activation: str = "gelu"  # see layers.ACTIVATIONS
   norm_eps: float = 1e-6
-  attention_impl: str = "xla"  # see attention.IMPLEMENTATIONS
+  attention_impl: str = "auto"  # see attention.IMPLEMENTATIONS (auto: by platform)
   remat: str = "none"  # recompute activations in the backward pass: see REMAT_POLICIES
   scan_layers: bool = False  # one scanned block with stacked params (faster compiles when deep)
   dtype: str = "float32"  # compute dtype; parameters stay in param_dtype

@@ -156,4 +156,4 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
               self.representation_size, dtype=dtype, param_dtype=param_dtype, name="pre_logits"
           )(x_BxD)
       )
-    return layers.classifier_head(x_BxD, self.num_classes, dtype, param_dtype, self.head_bias_init)
+    return layers.classifier_head(x_BxD, self.num_classes, param_dtype, self.head_bias_init)
