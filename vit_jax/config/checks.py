@@ -95,6 +95,14 @@ def config_problems(config) -> list[str]:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
     )
+  magnitude = get(config, "augment.randaugment_magnitude")
+  if magnitude is not _MISSING:
+    from vit_jax.data.image import randaugment  # pylint: disable=g-import-not-at-top
+
+    try:
+      randaugment.check_magnitude(magnitude)
+    except errors.ConfigError as e:
+      problems.append(str(e).rstrip("."))
   batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
   if not problems and batch is not _MISSING and accum is not _MISSING and batch % accum:
     problems.append(

@@ -98,8 +98,8 @@ def random_flip(image_HxWx3: tf.Tensor, seed_2: tf.Tensor) -> tf.Tensor:
 def randaugment(
     image_HxWx3: tf.Tensor, num_layers: int, magnitude: float, seed_2: tf.Tensor
 ) -> tf.Tensor:
-  """RandAugment (Cubuk et al. 2019): `num_layers` random ops at `magnitude`
-  (0..10) applied to a uint8 image. See `image_randaugment`."""
+  """RandAugment (Cubuk et al. 2019) as big_vision runs it: `num_layers` random ops at
+  `magnitude` (0..20, 10 is each op's full strength) on a uint8 image. See `image_randaugment`."""
   return image_randaugment.randaugment(image_HxWx3, num_layers, magnitude, seed_2)
 
 

@@ -49,7 +49,7 @@ class Augment:
 
   inception_crop: bool = True  # Else: resize the whole image to S x S.
   flip: bool = True
-  randaugment: tuple[int, float] | None = None  # (num_layers, magnitude 0..10)
+  randaugment: tuple[int, float] | None = None  # (num_layers, magnitude 0..20)
   mixup_alpha: float = 0.0
   cutmix_alpha: float = 0.0
   label_smoothing: float = 0.0
