@@ -37,6 +37,48 @@ def test_inception_crop_same_window_for_jpeg_and_png_and_deterministic():
   assert len({round(x, 4) for x in areas}) > 5  # Seeds actually vary the crop.
 
 
+def test_inception_crop_tries_100_windows_before_taking_the_whole_image():
+  # On a 17 x 440 strip few windows have both the aspect (3/4..4/3) and the area (>= 5%): with
+  # TF's old 10 attempts about a quarter of the crops fall back to the whole strip.
+  png = tf.io.encode_png(np.zeros((17, 440, 3), np.uint8))
+  shapes = [augment.decode_and_inception_crop(png, _seed(s, 7)).shape[:2] for s in range(100)]
+  whole = sum(shape == (17, 440) for shape in shapes)
+  ten_attempts_whole = sum(
+      tf.image.stateless_sample_distorted_bounding_box(
+          image_size=[17, 440, 3],
+          bounding_boxes=tf.constant([0.0, 0.0, 1.0, 1.0], shape=[1, 1, 4]),
+          seed=_seed(s, 9),
+          min_object_covered=0.0,
+          aspect_ratio_range=augment.INCEPTION_ASPECT_RANGE,
+          area_range=augment.INCEPTION_AREA_RANGE,
+          max_attempts=10,
+      )[1][1].numpy()
+      == 440
+      for s in range(100)
+  )
+  assert augment.INCEPTION_MAX_ATTEMPTS == 100
+  assert whole <= 2 and ten_attempts_whole >= 12, (whole, ten_attempts_whole)
+
+
+def test_eval_resize_averages_when_shrinking_and_is_bilinear_when_enlarging():
+  # Stripes one black pixel in four, shrunk 4x: the area average is 191 (3/4 of 255) everywhere;
+  # bilinear sampling without antialiasing reads only the white pixels between the black ones.
+  stripes_HxW = np.tile(np.array([0, 255, 255, 255], np.uint8), (64, 16))
+  stripes = np.repeat(stripes_HxW[:, :, None], 3, -1)
+  small = augment.resize_small(tf.constant(stripes), 16).numpy()
+  assert small.shape == (16, 16, 3)
+  np.testing.assert_array_equal(small, np.full((16, 16, 3), 191, np.uint8))
+  aliased = augment.resize(tf.constant(stripes), [16, 16]).numpy()
+  assert (aliased == 255).all()
+  # Enlarging matches the training resize (bilinear), not area's repeated blocks.
+  tiny = _image(8, 8)
+  np.testing.assert_array_equal(
+      augment.resize_small(tf.constant(tiny), 16), augment.resize(tf.constant(tiny), [16, 16])
+  )
+  eval_view = augment.eval_crop(tf.io.encode_png(stripes), 16, 1.0).numpy()
+  np.testing.assert_array_equal(eval_view, small)
+
+
 def test_decode_replicates_grayscale():
   gray = tf.io.encode_png(_image()[:, :, :1])
   decoded = augment.decode(gray).numpy()
