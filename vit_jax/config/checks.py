@@ -35,6 +35,7 @@ AT_LEAST = {
     "input_shards": (1, True),
     "seq_len": (1, False),
     "image_size": (1, False),
+    "shuffle_buffer": (1, False),
     "optimizer.lr": (0, False),
     "optimizer.warmup_steps": (0, False),
     "optimizer.weight_decay": (0, False),
