@@ -95,7 +95,11 @@ def _epoch_orders(data_dir, num_epochs, **kwargs):
   size = pipeline.split_size("sklearn_digits", "train[:120]", data_dir=data_dir)
   batches = _take(
       _train(
-          data_dir, split="train[:120]", augment=plain, global_batch_size=8, shuffle_buffer=1,
+          data_dir,
+          split="train[:120]",
+          augment=plain,
+          global_batch_size=8,
+          shuffle_buffer=1,
           **kwargs,
       ),
       num_epochs * size // 8,

@@ -59,7 +59,7 @@ def _sample(image, x_in, y_in):
 
 
 def _grid():
-  y, x = np.meshgrid(np.arange(_H, dtype=np.float64), np.arange(_W, dtype=np.float64), indexing="ij")
+  y, x = np.meshgrid(np.arange(_H, dtype=float), np.arange(_W, dtype=float), indexing="ij")
   return x, y
 
 
@@ -102,7 +102,9 @@ def _expected(name, image, m, sign):
   if name == "Sharpness":
     kernel = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13
     f = image.astype(np.float32)
-    smooth = sum(kernel[i, j] * f[i : _H - 2 + i, j : _W - 2 + j] for i in range(3) for j in range(3))
+    smooth = sum(
+        kernel[i, j] * f[i : _H - 2 + i, j : _W - 2 + j] for i in (0, 1, 2) for j in (0, 1, 2)
+    )
     degenerate = image.copy()
     degenerate[1:-1, 1:-1] = np.clip(smooth, 0, 255).astype(np.uint8)
     return _blend(degenerate, image, m)

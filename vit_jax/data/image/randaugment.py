@@ -276,9 +276,7 @@ def randaugment(image_HxWx3, num_layers: int, magnitude: float, seed_2) -> tf.Te
     )
     op_index = tf.random.stateless_uniform([], op_seed_2, 0, len(ops), dtype=tf.int32)
     sign = tf.where(tf.random.stateless_uniform([], sign_seed_2) < 0.5, -1.0, 1.0)
-    branches = [
-        _keep_shape(op, image_HxWx3, magnitude, sign, op_arg_seed_2) for op in ops
-    ]
+    branches = [_keep_shape(op, image_HxWx3, magnitude, sign, op_arg_seed_2) for op in ops]
     image_HxWx3 = tf.switch_case(op_index, branches)
   return image_HxWx3
 

@@ -1,8 +1,9 @@
 """Dataset names -> readers of encoded images, one share per process.
 
 A source yields {'image': encoded bytes, 'label': int64} in a fixed order
-with known cardinality. Decoding is left to the pipeline, so skipping
-examples on resume costs no JPEG decode.
+with known cardinality, and for training the same examples with their files in
+a seeded order. Decoding is left to the pipeline, so skipping examples on
+resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'sklearn_digits', 'synthetic_shapes', 'imagenet_v2/matched-frequency',
@@ -54,9 +55,7 @@ class ImageSource:
   # (split, process_index, process_count) -> None, or a function from a seed (int64 tensor [2])
   # to the same share with its files read in a seeded order; None: the source has no file
   # list (e.g. under tfds.testing.mock_data), so only the fixed order of `read` exists.
-  read_files_shuffled: Callable[
-      [str, int, int], Callable[[tf.Tensor], tf.data.Dataset] | None
-  ] = lambda split, process_index, process_count: None
+  read_files_shuffled: Callable[[str, int, int], Callable[[tf.Tensor], tf.data.Dataset] | None]
   # split -> the class names present in it, where splits can disagree (folders); None for TFDS,
   # whose splits share one label list.
   classes_in: Callable[[str], tuple[str, ...]] | None = None
@@ -149,7 +148,8 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
           num_parallel_calls=tf.data.AUTOTUNE,
           deterministic=True,
       )
-      return records.map(parse).apply(tf.data.experimental.assert_cardinality(num_examples))
+      examples = records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+      return examples.apply(tf.data.experimental.assert_cardinality(num_examples))
 
     return read_in_order
 
