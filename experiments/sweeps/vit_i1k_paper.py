@@ -29,7 +29,7 @@ Expected (published; not reproduced here):
 import ml_collections
 
 EPOCHS = (90, 150, 300)
-IMAGENET_TRAIN = 1_281_167  # images in ImageNet-1k's train split (train[:99%] is used)
+IMAGENET_TRAIN = 1_268_355  # examples in train[:99%], the split trained on (configs/vit.py)
 BATCH = 1024
 
 

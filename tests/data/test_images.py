@@ -1,12 +1,17 @@
 """Train/eval pipelines: determinism, exact resume, eval coverage, errors, mocked TFDS."""
 
 import collections
+import importlib.util
 import itertools
+import os
+import types
 
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from tests.training import configs
+from tests.training import helpers
 from vit_jax.data.image import pipeline
 
 _AUG = pipeline.Augment(randaugment=(2, 9), mixup_alpha=0.2, cutmix_alpha=1.0, label_smoothing=0.1)
@@ -71,6 +76,88 @@ def test_train_epochs_cover_share_and_reshuffle(digits_dir):
   rows = [sorted(row.tobytes() for row in epoch) for epoch in epochs]
   assert rows[0] == rows[1] and len(set(rows[0])) > 30
   assert not np.array_equal(epochs[0], epochs[1])  # Epoch order differs.
+
+
+@pytest.fixture(scope="module")
+def sharded_digits_dir(tmp_path_factory):
+  """The digits dataset written as 40 files (about 36 examples each)."""
+  data_dir = str(tmp_path_factory.mktemp("tfds_digits_sharded"))
+  builder = tfds.builder("sklearn_digits", data_dir=data_dir)
+  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=40))
+  assert builder.info.splits["train"].num_shards == 40
+  return data_dir
+
+
+def _epoch_orders(data_dir, num_epochs, **kwargs):
+  """Each epoch's examples as positions in the split's file order (shuffle buffer 1: the order
+  the files were read in)."""
+  plain = pipeline.Augment(inception_crop=False, flip=False)
+  size = pipeline.split_size("sklearn_digits", "train[:120]", data_dir=data_dir)
+  batches = _take(
+      _train(
+          data_dir,
+          split="train[:120]",
+          augment=plain,
+          global_batch_size=8,
+          shuffle_buffer=1,
+          **kwargs,
+      ),
+      num_epochs * size // 8,
+  )
+  rows = [row.tobytes() for b in batches for row in b["image"]]
+  file_order = [
+      row.tobytes()
+      for a, b in zip(_file_starts(data_dir), _file_starts(data_dir)[1:] + [120])
+      for batch in _fixed_order(data_dir, f"train[{a}:{b}]")
+      for row, mask in zip(batch["image"], batch["mask"])
+      if mask
+  ]
+  position = {row: i for i, row in enumerate(file_order)}
+  assert len(position) == size == 120
+  return [[position[r] for r in rows[e * size : (e + 1) * size]] for e in range(num_epochs)]
+
+
+def _file_starts(data_dir):
+  """Where each file of the train split starts, among the first 120 examples."""
+  info = tfds.builder("sklearn_digits", data_dir=data_dir).info.splits["train"]
+  return [int(i) for i in np.cumsum([0] + info.shard_lengths) if i < 120]
+
+
+def _fixed_order(data_dir, split):
+  """`split` (here: within one file) in the file's own order."""
+  return pipeline.eval_iterator(
+      "sklearn_digits",
+      split,
+      global_batch_size=8,
+      image_size=16,
+      data_dir=data_dir,
+      crop_fraction=1.0,
+      process_index=0,
+      process_count=1,
+  )
+
+
+def test_files_are_read_in_a_new_order_every_epoch(sharded_digits_dir):
+  epochs = _epoch_orders(sharded_digits_dir, 3)
+  for order in epochs:
+    assert sorted(order) == list(range(120))  # every example once
+  assert epochs[0] != list(range(120))  # not the files' fixed order
+  assert len({tuple(order) for order in epochs}) == 3
+  # Each epoch begins with the first example of one of the files the split spans.
+  file_starts = set(_file_starts(sharded_digits_dir))
+  starts = {order[0] for order in epochs}
+  assert len(file_starts) >= 3 and starts <= file_starts and len(starts) > 1
+
+
+def test_train_resumes_exactly_with_shuffled_files(sharded_digits_dir):
+  # 120 examples, 8 a batch: batches 20..24 are inside epoch 1, 30..32 cross into epoch 2.
+  fresh = _take(_train(sharded_digits_dir, split="train[:120]", global_batch_size=8), 33)
+  for start in (20, 30):
+    resumed = _take(
+        _train(sharded_digits_dir, split="train[:120]", global_batch_size=8, start_step=start),
+        33 - start,
+    )
+    _assert_same_batches(fresh[start:], resumed)
 
 
 def test_two_processes_get_different_halves(digits_dir):
@@ -197,3 +284,22 @@ def test_default_splits(digits_dir):
   info = pipeline.dataset_info("sklearn_digits", data_dir=digits_dir)
   assert (info.num_classes, info.train_split, info.eval_split) == (10, "train", "test")
   assert pipeline.DEFAULT_SPLITS["imagenet2012"] == ("train", "validation")
+
+
+def test_imagenet_epochs_count_the_examples_of_the_split_trained_on():
+  config = configs.load("vit", "dataset=imagenet2012")
+  # TFDS's imagenet2012 train split holds 1,281,167 images (TFDS catalog); TFDS's own slicing
+  # rule says how many of them the configured split takes.
+  (absolute,) = tfds.core.ReadInstruction.from_spec(config.train_split).to_absolute(
+      {"train": types.SimpleNamespace(num_examples=1_281_167)}
+  )
+  trained_on = absolute.to - (absolute.from_ or 0)
+  assert config.train_split == "train[:99%]" and trained_on == 1_268_355
+  assert config.total_steps == 90 * trained_on // config.batch_size
+  assert config.shuffle_buffer == 250_000  # big_vision/configs/vit_s16_i1k.py:49
+  path = os.path.join(helpers.ROOT, "experiments", "sweeps", "vit_i1k_paper.py")
+  spec = importlib.util.spec_from_file_location("vit_i1k_paper_sweep", path)
+  sweep = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(sweep)
+  steps = sweep.get_sweep().grid["total_steps"]
+  assert steps == [e * trained_on // sweep.BATCH for e in sweep.EPOCHS] and sweep.BATCH == 1024

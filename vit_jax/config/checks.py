@@ -35,6 +35,7 @@ AT_LEAST = {
     "input_shards": (1, True),
     "seq_len": (1, False),
     "image_size": (1, False),
+    "shuffle_buffer": (1, False),
     "optimizer.lr": (0, False),
     "optimizer.warmup_steps": (0, False),
     "optimizer.weight_decay": (0, False),
@@ -95,6 +96,14 @@ def config_problems(config) -> list[str]:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
     )
+  magnitude = get(config, "augment.randaugment_magnitude")
+  if magnitude is not _MISSING:
+    from vit_jax.data.image import randaugment  # pylint: disable=g-import-not-at-top
+
+    try:
+      randaugment.check_magnitude(magnitude)
+    except errors.ConfigError as e:
+      problems.append(str(e).rstrip("."))
   batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
   if not problems and batch is not _MISSING and accum is not _MISSING and batch % accum:
     problems.append(

@@ -50,6 +50,7 @@ class ImageClassification(base.Task):
         seed=c.seed,
         start_step=start_step,
         augment=augment,
+        shuffle_buffer=c.shuffle_buffer,
         **self._pipeline_settings(process_index, process_count),
     )
 

@@ -15,6 +15,9 @@ from vit_jax.data.image import randaugment as image_randaugment
 
 INCEPTION_AREA_RANGE = (0.05, 1.0)
 INCEPTION_ASPECT_RANGE = (3 / 4, 4 / 3)
+# Windows tried before falling back to the whole image: TF's sample_distorted_bounding_box
+# default, which big_vision's inception crop uses.
+INCEPTION_MAX_ATTEMPTS = 100
 
 
 def fold_in(seed_2: tf.Tensor, *data) -> tf.Tensor:
@@ -40,7 +43,7 @@ def _inception_window(shape_hw: tf.Tensor, seed_2: tf.Tensor):
       min_object_covered=0.0,  # Any window is acceptable; the area range decides.
       aspect_ratio_range=INCEPTION_ASPECT_RANGE,
       area_range=INCEPTION_AREA_RANGE,
-      max_attempts=10,
+      max_attempts=INCEPTION_MAX_ATTEMPTS,
       use_image_if_no_bounding_boxes=True,
   )
   return begin_yxc[:2], size_hwc[:2]
@@ -70,18 +73,27 @@ def decode_and_inception_crop(image_bytes: tf.Tensor, seed_2: tf.Tensor) -> tf.T
   return crop_hxwx3
 
 
-def resize(image_HxWx3: tf.Tensor, size_hw) -> tf.Tensor:
-  """Bilinear resize to exactly `size_hw` (aspect ratio not kept), uint8."""
-  resized = tf.image.resize(image_HxWx3, size_hw, method="bilinear")
+def resize(image_HxWx3: tf.Tensor, size_hw, method: str = "bilinear") -> tf.Tensor:
+  """Resize to exactly `size_hw` (aspect ratio not kept), uint8."""
+  resized = tf.image.resize(image_HxWx3, size_hw, method=method)
   return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
 
 
 def resize_small(image_HxWx3: tf.Tensor, smaller_side: int) -> tf.Tensor:
-  """Resizes so the shorter side is `smaller_side`, keeping aspect ratio."""
+  """Resizes so the shorter side is `smaller_side`, keeping aspect ratio.
+
+  Shrinking averages every source pixel a target pixel covers ("area", big_vision's
+  resize_small), so fine detail does not alias; enlarging is bilinear, as the training resize
+  is (area would repeat pixels in blocks).
+  """
   shape_hw = tf.cast(tf.shape(image_HxWx3)[:2], tf.float32)
   scale = smaller_side / tf.reduce_min(shape_hw)
-  new_hw = tf.cast(tf.round(shape_hw * scale), tf.int32)
-  return resize(image_HxWx3, tf.maximum(new_hw, smaller_side))
+  new_hw = tf.maximum(tf.cast(tf.round(shape_hw * scale), tf.int32), smaller_side)
+  return tf.cond(
+      scale < 1.0,
+      lambda: resize(image_HxWx3, new_hw, "area"),
+      lambda: resize(image_HxWx3, new_hw, "bilinear"),
+  )
 
 
 def central_crop(image_HxWx3: tf.Tensor, size: int) -> tf.Tensor:
@@ -98,8 +110,8 @@ def random_flip(image_HxWx3: tf.Tensor, seed_2: tf.Tensor) -> tf.Tensor:
 def randaugment(
     image_HxWx3: tf.Tensor, num_layers: int, magnitude: float, seed_2: tf.Tensor
 ) -> tf.Tensor:
-  """RandAugment (Cubuk et al. 2019): `num_layers` random ops at `magnitude`
-  (0..10) applied to a uint8 image. See `image_randaugment`."""
+  """RandAugment (Cubuk et al. 2019) as big_vision runs it: `num_layers` random ops at
+  `magnitude` (0..20, 10 is each op's full strength) on a uint8 image. See `image_randaugment`."""
   return image_randaugment.randaugment(image_HxWx3, num_layers, magnitude, seed_2)
 
 
@@ -109,7 +121,7 @@ def normalize(image_HxWx3: tf.Tensor) -> tf.Tensor:
 
 
 def eval_crop(image_bytes: tf.Tensor, size: int, crop_fraction: float) -> tf.Tensor:
-  """Standard eval view: resize the short side to size/crop_fraction, then
+  """Standard eval view: resize the short side to size/crop_fraction (`resize_small`), then
   take the central size x size crop. uint8 (size, size, 3)."""
   image_HxWx3 = decode(image_bytes)
   image_HxWx3 = resize_small(image_HxWx3, int(round(size / crop_fraction)))

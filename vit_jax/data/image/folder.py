@@ -74,16 +74,27 @@ class ImageFolder:
     by class: every process then sees every class. Process 0 gets the largest
     share, as with `tfds.even_splits`.
     """
+    paths, labels = self._share(split, process_index, process_count)
+    return _load(tf.data.Dataset.from_tensor_slices((paths, labels)))
+
+  def read_shuffled(self, split: str, process_index: int = 0, process_count: int = 1):
+    """A function from a seed (int64 tensor [2]) to `read`'s share in that seed's order. Every
+    image is its own file, so the whole share is permuted (paths only; nothing is read)."""
+    paths, labels = self._share(split, process_index, process_count)
+
+    def read_in_order(seed_2):
+      order = tf.random.experimental.stateless_shuffle(tf.range(tf.size(paths)), seed_2)
+      return _load(
+          tf.data.Dataset.from_tensor_slices((tf.gather(paths, order), tf.gather(labels, order)))
+      )
+
+    return read_in_order
+
+  def _share(self, split: str, process_index: int, process_count: int):
     share = self._split(split)[process_index::process_count]
-    paths = [p for p, _ in share]
-    labels = [label for _, label in share]
-    ds = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(paths, tf.string), tf.constant(labels, tf.int64))
-    )
-    return ds.map(
-        lambda path, label: {"image": tf.io.read_file(path), "label": label},
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    paths = tf.constant([p for p, _ in share], tf.string)
+    labels = tf.constant([label for _, label in share], tf.int64)
+    return paths, labels
 
   def _split(self, split: str) -> tuple[tuple[str, int], ...]:
     if split not in self.examples:
@@ -139,4 +150,11 @@ def _image_files(path: str) -> list[str]:
       os.path.join(path, name)
       for name in tf.io.gfile.listdir(path)
       if name.lower().endswith(_IMAGE_EXTENSIONS)
+  )
+
+
+def _load(paths_and_labels: tf.data.Dataset) -> tf.data.Dataset:
+  return paths_and_labels.map(
+      lambda path, label: {"image": tf.io.read_file(path), "label": label},
+      num_parallel_calls=tf.data.AUTOTUNE,
   )

@@ -18,8 +18,10 @@ jumps straight to the right epoch and skips the remaining examples while they
 are still encoded bytes (at most one epoch of reading, no decoding), then
 produces the same batches as the original run.
 
-Files are read in a fixed order every epoch (TFDS shuffles examples across
-files when it builds a dataset); the per-epoch shuffle buffer does the rest.
+Each epoch reads the share's files in a new order, drawn from (seed, process, e)
+(a folder's images are files, so its whole share is permuted), then shuffles
+examples in a buffer of `shuffle_buffer` (big_vision: 250k for ImageNet). Sources
+without a file list (mocked TFDS data) are read in their fixed order.
 """
 
 import dataclasses
@@ -40,7 +42,7 @@ ensure_prepared = sources.ensure_prepared
 DEFAULT_SPLITS = sources.DEFAULT_SPLITS
 
 # Tags that keep the seed streams of different purposes independent.
-_EXAMPLE_SEEDS, _BATCH_SEEDS, _SHUFFLE_SEEDS = 0, 1, 2
+_EXAMPLE_SEEDS, _BATCH_SEEDS, _SHUFFLE_SEEDS, _FILE_ORDER_SEEDS = 0, 1, 2, 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +51,7 @@ class Augment:
 
   inception_crop: bool = True  # Else: resize the whole image to S x S.
   flip: bool = True
-  randaugment: tuple[int, float] | None = None  # (num_layers, magnitude 0..10)
+  randaugment: tuple[int, float] | None = None  # (num_layers, magnitude 0..20)
   mixup_alpha: float = 0.0
   cutmix_alpha: float = 0.0
   label_smoothing: float = 0.0
@@ -109,8 +111,13 @@ def train_iterator(
   if share_size == 0:
     raise errors.DataError(f"{dataset} {split} has no examples for process {process_index}.")
   base_seed_2 = tf.constant([seed, process_index], tf.int64)
+  read_files_shuffled = source.read_files_shuffled(split, process_index, process_count)
 
   def epoch(e):
+    if read_files_shuffled is None:
+      examples = share
+    else:
+      examples = read_files_shuffled(image_augment.fold_in(base_seed_2, _FILE_ORDER_SEEDS, e))
     shuffle_seed = tf.random.stateless_uniform(
         [],
         image_augment.fold_in(base_seed_2, _SHUFFLE_SEEDS, e),
@@ -118,7 +125,7 @@ def train_iterator(
         maxval=None,
         dtype=tf.int64,
     )
-    shuffled = share.shuffle(
+    shuffled = examples.shuffle(
         min(shuffle_buffer, share_size), seed=shuffle_seed, reshuffle_each_iteration=False
     )
     return shuffled.enumerate().map(lambda i, ex: (e * share_size + i, ex))

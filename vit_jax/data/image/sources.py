@@ -1,8 +1,9 @@
 """Dataset names -> readers of encoded images, one share per process.
 
 A source yields {'image': encoded bytes, 'label': int64} in a fixed order
-with known cardinality. Decoding is left to the pipeline, so skipping
-examples on resume costs no JPEG decode.
+with known cardinality, and for training the same examples with their files in
+a seeded order. Decoding is left to the pipeline, so skipping examples on
+resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'sklearn_digits', 'synthetic_shapes', 'imagenet_v2/matched-frequency',
@@ -40,6 +41,7 @@ DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
 _BUILT_HERE = (digits.NAME, shapes.NAME)
 _OTHER_TFDS_SPLITS = ("train", "test")
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
+_FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +52,10 @@ class ImageSource:
   eval_split: str | None
   # (split, process_index, process_count) -> that process's share of split.
   read: Callable[[str, int, int], tf.data.Dataset]
+  # (split, process_index, process_count) -> None, or a function from a seed (int64 tensor [2])
+  # to the same share with its files read in a seeded order; None: the source has no file
+  # list (e.g. under tfds.testing.mock_data), so only the fixed order of `read` exists.
+  read_files_shuffled: Callable[[str, int, int], Callable[[tf.Tensor], tf.data.Dataset] | None]
   # split -> the class names present in it, where splits can disagree (folders); None for TFDS,
   # whose splits share one label list.
   classes_in: Callable[[str], tuple[str, ...]] | None = None
@@ -72,6 +78,7 @@ def _folder_source(root: str) -> ImageSource:
       train_split="train" if "train" in folder.examples else None,
       eval_split=eval_split,
       read=folder.read,
+      read_files_shuffled=folder.read_shuffled,
       classes_in=folder.classes_in,
   )
 
@@ -113,12 +120,46 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
     )
     return ds.map(lambda ex: {"image": ex["image"], "label": ex["label"]})
 
+  def read_files_shuffled(split: str, process_index: int, process_count: int):
+    share = tfds.split_for_jax_process(
+        split, process_index=process_index, process_count=process_count
+    )
+    if builder.info.file_format != tfds.core.FileFormat.TFRECORD or not builder.info.splits:
+      return None  # No record files to order (another format, or mocked data).
+    instructions = builder.info.splits[share].file_instructions
+    files = tf.constant([i.filename for i in instructions])
+    skips = tf.constant([i.skip for i in instructions], tf.int64)
+    takes = tf.constant([i.take for i in instructions], tf.int64)
+    num_examples = sum(i.take for i in instructions)
+
+    def parse(record):
+      ex = features.deserialize_example(record, decoders={"image": tfds.decode.SkipDecoding()})
+      return {"image": ex["image"], "label": ex["label"]}
+
+    def read_in_order(seed_2):
+      order = tf.random.experimental.stateless_shuffle(tf.range(len(instructions)), seed_2)
+      pieces = tf.data.Dataset.from_tensor_slices(
+          (tf.gather(files, order), tf.gather(skips, order), tf.gather(takes, order))
+      )
+      # Several files at once, as TFDS reads them; deterministic, so the order is the seed's.
+      records = pieces.interleave(
+          lambda f, skip, take: tf.data.TFRecordDataset(f).skip(skip).take(take),
+          cycle_length=_FILES_READ_AT_ONCE,
+          num_parallel_calls=tf.data.AUTOTUNE,
+          deterministic=True,
+      )
+      examples = records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+      return examples.apply(tf.data.experimental.assert_cardinality(num_examples))
+
+    return read_in_order
+
   return ImageSource(
       name=dataset,
       num_classes=features["label"].num_classes,
       train_split=train_split,
       eval_split=eval_split,
       read=read,
+      read_files_shuffled=read_files_shuffled,
   )
 
 
