@@ -24,6 +24,9 @@ from ml_collections.config_dict import placeholder
 from vit_jax.config import args as config_args
 from vit_jax.config import defaults as config_defaults
 
+# A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`.
+TARGET_TOPOLOGY = {"base": "v5p-8", "large": "v5p-32"}
+
 
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="embedded", variant="tiny", nsp=False, runlocal=False))
@@ -41,6 +44,8 @@ def get_config(arg=None):
       mlp_dim=placeholder(int),
   )
   c.batch_size = 32
+  # The accelerator recipe's slice (batch 256 x 512 tokens; docs/pod.md measures it).
+  c.target_topology = TARGET_TOPOLOGY.get(args["variant"])
   c.total_steps = 2_500
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=300, schedule="linear")
   c.eval_max_batches = 20

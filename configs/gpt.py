@@ -20,6 +20,9 @@ GPT-2 small on C4 with a byte-level BPE (GPU/TPU; not run here):
 from vit_jax.config import args as config_args
 from vit_jax.config import defaults as config_defaults
 
+# A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`.
+TARGET_TOPOLOGY = {"gpt2": "v5p-64"}
+
 
 def get_config(arg=None):
   args = config_args.parse(arg, dict(dataset="embedded", variant="nano", runlocal=False))
@@ -29,6 +32,8 @@ def get_config(arg=None):
       c, "gpt", args["variant"], posemb="learn", remat="none", scan_layers=False
   )
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
+  # The accelerator recipe's slice (batch 512 x 1024 tokens; docs/pod.md measures it).
+  c.target_topology = TARGET_TOPOLOGY.get(args["variant"])
   c.total_steps = 3_000
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)
   c.eval_every = c.checkpoint_every = 500  # saved at least as often as evaluated

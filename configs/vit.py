@@ -168,9 +168,16 @@ def _cifar(c):
   c.checkpoint_every = 2_000
 
 
+# A v5p slice per variant where `python -m vit_jax.compile` finds the ImageNet-1k step (batch
+# 1024, fp32, no remat) fits (docs/pod.md has the measured table).
+I1K_TOPOLOGY = {"S/16": "v5p-8", "B/16": "v5p-8", "L/16": "v5p-32"}
+
+
 def _imagenet(c):
   c.train_split = IMAGENET_TRAIN_SPLIT  # the last 1% is a minival split, as in big_vision
   c.eval_split = "validation"
+  c.num_classes = 1000  # ImageNet-1k; also lets the step compile without the data
+  c.target_topology = I1K_TOPOLOGY.get(c.model.variant)
   c.image_size = 224
   c.model.update(classifier="gap", posemb="sincos2d")
   c.augment.update(

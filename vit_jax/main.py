@@ -4,7 +4,6 @@
 Rerunning the same command resumes from the latest checkpoint in W/checkpoints.
 """
 
-import os
 import sys
 
 from absl import app
@@ -13,6 +12,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from vit_jax import runtime
+from vit_jax.config import args as config_args
 from vit_jax.training import xla_flags
 
 xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
@@ -32,26 +32,7 @@ flags.DEFINE_integer(
 
 def parse_flags(argv):
   """absl parsing, but a bad flag or config key is one clear line and exit code 2."""
-  for arg in argv[1:]:  # config_flags only reports a missing file later, with a traceback
-    if arg.startswith("--config=") and not os.path.isfile(arg[len("--config=") :].split(":")[0]):
-      print(
-          f"error: config file {arg[len('--config='):].split(':')[0]!r} does not exist; pass "
-          "one of configs/*.py, e.g. --config=configs/vit.py.",
-          file=sys.stderr,
-      )
-      sys.exit(2)
-  try:
-    return FLAGS(argv)
-  except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
-    # pylint: disable-next=g-import-not-at-top
-    from vit_jax import errors
-
-    print(f"error: {errors.without_traceback(str(e))}", file=sys.stderr)
-    print(
-        "Check the --config.* key names against the config file (they are case-sensitive).",
-        file=sys.stderr,
-    )
-    sys.exit(2)
+  return config_args.parse_command_line(FLAGS, argv)
 
 
 def main(argv):

@@ -31,6 +31,7 @@ import ml_collections
 EPOCHS = (90, 150, 300)
 IMAGENET_TRAIN = 1_268_355  # examples in train[:99%], the split trained on (configs/vit.py)
 BATCH = 1024
+TOPOLOGY = {"S/16": "v5p-8", "B/16": "v5p-8", "L/16": "v5p-32"}  # where batch 1024 fits
 
 
 def get_sweep():
@@ -38,7 +39,10 @@ def get_sweep():
       dict(
           config="configs/vit.py:dataset=imagenet2012",
           fixed={"eval_every": 5_000, "checkpoint_every": 2_000},
-          runs=[{"model.variant": v} for v in ("S/16", "B/16", "L/16")],
+          # target_topology: the slice vit_jax.compile checks by default (docs/pod.md).
+          runs=[
+              {"model.variant": v, "target_topology": TOPOLOGY[v]} for v in ("S/16", "B/16", "L/16")
+          ],
           grid={"total_steps": [e * IMAGENET_TRAIN // BATCH for e in EPOCHS]},
           name="{model.variant}-{total_steps}steps",
           metric="error",

@@ -37,6 +37,7 @@ EPOCHS = (30, 90, 300)
 # to your copy's count, it only sets the step budgets.
 I21K_TRAIN = 12_400_000
 BATCH = 4096
+TOPOLOGY = {"S/16": "v5p-32", "B/16": "v5p-32", "L/16": "v5p-64"}  # where batch 4096 fits
 AUGMENT = {  # big_vision vit_i21k.py: RANDAUG_DEF / MIXUP_DEF of each size's setting
     "S/16": {"augment.randaugment_magnitude": 0, "augment.mixup_alpha": 0.0},
     "B/16": {"augment.randaugment_magnitude": 10, "augment.mixup_alpha": 0.2},
@@ -66,7 +67,11 @@ def get_sweep():
               "eval_every": 10_000,
               "checkpoint_every": 5_000,
           },
-          runs=[{"model.variant": v, **aug} for v, aug in AUGMENT.items()],
+          # target_topology: the slice vit_jax.compile checks by default (docs/pod.md).
+          runs=[
+              {"model.variant": v, "target_topology": TOPOLOGY[v], **aug}
+              for v, aug in AUGMENT.items()
+          ],
           grid={"total_steps": [e * I21K_TRAIN // BATCH for e in EPOCHS]},
           name="{model.variant}-{total_steps}steps",
           metric="error",

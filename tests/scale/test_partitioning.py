@@ -65,8 +65,17 @@ def test_rules(path, shape, fsdp, model, expected):
 
 
 def test_parse_mesh():
-  assert mesh_lib.parse_mesh("data:2,fsdp:-1", 8) == {"data": 2, "fsdp": 4, "model": 1}
-  assert mesh_lib.parse_mesh("data:-1", 1) == {"data": 1, "fsdp": 1, "model": 1}
+  assert mesh_lib.parse_mesh("data:2,fsdp:-1", 8) == {"dcn": 1, "data": 2, "fsdp": 4, "model": 1}
+  assert mesh_lib.parse_mesh("data:-1", 1) == {"dcn": 1, "data": 1, "fsdp": 1, "model": 1}
+  # Multi-slice: dcn is the slice count, the other axes split each slice.
+  assert mesh_lib.parse_mesh("fsdp:-1", 8, num_slices=2) == {
+      "dcn": 2,
+      "data": 1,
+      "fsdp": 4,
+      "model": 1,
+  }
+  with pytest.raises(ValueError, match="dcn:4 but the devices form 2 slice"):
+    mesh_lib.parse_mesh("dcn:4,data:-1", 8, num_slices=2)
   with pytest.raises(ValueError, match="Unknown mesh axis 'dta'"):
     mesh_lib.parse_mesh("dta:2", 2)
   with pytest.raises(ValueError, match="has 6 slots but there are 8 devices"):

@@ -4,6 +4,10 @@ The defaults configs share (training schema, data, tokenizer) are in vit_jax/con
 """
 
 import ast
+import os
+import sys
+
+from absl import flags
 
 from vit_jax import errors
 
@@ -43,3 +47,25 @@ def _convert(raw: str, default, key: str):
           f"Config argument {key}={raw!r} must be a {type(default).__name__}."
       ) from e
   return raw
+
+
+def parse_command_line(flag_values, argv):
+  """absl parsing of a command with --config, but a missing config file, a bad flag or an unknown
+  config key is one clear line and exit code 2."""
+  for arg in argv[1:]:  # config_flags only reports a missing file later, with a traceback
+    if arg.startswith("--config=") and not os.path.isfile(arg[len("--config=") :].split(":")[0]):
+      print(
+          f"error: config file {arg[len('--config='):].split(':')[0]!r} does not exist; pass "
+          "one of configs/*.py, e.g. --config=configs/vit.py.",
+          file=sys.stderr,
+      )
+      sys.exit(2)
+  try:
+    return flag_values(argv)
+  except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
+    print(f"error: {errors.without_traceback(str(e))}", file=sys.stderr)
+    print(
+        "Check the --config.* key names against the config file (they are case-sensitive).",
+        file=sys.stderr,
+    )
+    sys.exit(2)

@@ -104,6 +104,14 @@ def config_problems(config) -> list[str]:
       randaugment.check_magnitude(magnitude)
     except errors.ConfigError as e:
       problems.append(str(e).rstrip("."))
+  topology = get(config, "target_topology")
+  if topology not in (None, _MISSING):
+    from vit_jax.training import aot  # pylint: disable=g-import-not-at-top
+
+    try:
+      aot.parse_topology(topology)
+    except errors.ConfigError as e:
+      problems.append(f"--config.target_topology: {e}".rstrip("."))
   batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
   if not problems and batch is not _MISSING and accum is not _MISSING and batch % accum:
     problems.append(

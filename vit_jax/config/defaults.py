@@ -49,14 +49,18 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.eval_max_batches = placeholder(int)  # None: the whole eval split
   c.checkpoint_every = 500
   c.keep_checkpoints = 2
-  # Async saves overlap training but raced under heavy CPU load in orbax 0.12 (seen in tests).
-  c.async_checkpoints = False
+  # None: asynchronous on accelerators (saves overlap training), synchronous on CPU, where
+  # async saves raced under heavy load in orbax 0.12 (seen in tests).
+  c.async_checkpoints = placeholder(bool)
   c.init_from = placeholder(str)  # our workdir/checkpoint or an .npz to fine-tune from
   c.input_shards = placeholder(int)  # None: one per process; fix it to make data topology-free
   c.nonfinite = "stop"  # non-finite loss/grads: "stop" (naming the step) or "skip" the update
   c.debug_nan_at_step = placeholder(int)  # fault injection: a NaN loss at this step
   c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
-  c.mesh = "data:-1"  # axis sizes; -1 takes the remaining devices
+  c.mesh = "data:-1"  # axis sizes (dcn, data, fsdp, model); -1 takes the remaining devices
+  # The slice the config is sized for (e.g. "v5p-64"): `vit_jax.compile`'s default --topology.
+  c.target_topology = placeholder(str)
+  c.check_memory = False  # compile the step before step 1 and stop if it cannot fit (exit 2)
   c.progress = "auto"  # "bar", "lines" or "auto" (a bar on a terminal)
   c.allow_data_change = False  # resume a workdir on other data (continued pretraining)
   return c

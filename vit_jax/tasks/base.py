@@ -25,6 +25,11 @@ class Task(abc.ABC):
     """Dummy positional inputs for `model.init` (shapes and dtypes of a real batch's)."""
 
   @abc.abstractmethod
+  def batch_spec(self, batch_size: int) -> dict:
+    """{key: jax.ShapeDtypeStruct} of a training batch of `batch_size` rows, as `train_batches`
+    yields them: what compiling the step ahead of time needs instead of data."""
+
+  @abc.abstractmethod
   def model_inputs(self, batch: dict) -> tuple:
     """The positional inputs of `model.apply` taken from a batch."""
 

@@ -12,14 +12,20 @@ from vit_jax.tasks import text_common
 class CausalLM(text_common.TokenLossTask):
   """Packed rows with segment ids and positions; attention never crosses documents."""
 
-  def __init__(self, config, workdir: str):
-    super().__init__(config, workdir)
-    self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
+  def __init__(self, config, workdir: str | None, *, vocab_size: int | None = None):
+    super().__init__(config, workdir, vocab_size=vocab_size)
+    if self.tokenizer is not None:  # eval only
+      self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
     # The bar a character model must beat: entropy of the validation text's character frequencies.
     self.unigram_bits = corpus.validation_char_entropy() if config.dataset == "embedded" else None
 
   def _batches(self, **batch_args):
     return batches.clm_batches(seq_len=self.config.seq_len, **batch_args)
+
+  def batch_spec(self, batch_size):
+    """As `batches.clm_batches` yields them: every key (B, L)."""
+    keys = ("inputs", "targets", "segment_ids", "positions")
+    return text_common.batch_spec(keys, ("weights",), (batch_size, self.config.seq_len))
 
   def model_inputs(self, batch):
     return batch["inputs"], batch["positions"], batch["segment_ids"]

@@ -32,6 +32,14 @@ class ImageClassification(base.Task):
     size = self.config.image_size
     return (jnp.zeros((batch_size, size, size, 3), jnp.float32),)
 
+  def batch_spec(self, batch_size: int) -> dict:
+    size = self.config.image_size
+    return {
+        "image": jax.ShapeDtypeStruct((batch_size, size, size, 3), jnp.float32),
+        "label": jax.ShapeDtypeStruct((batch_size,), jnp.int32),
+        "labels": jax.ShapeDtypeStruct((batch_size, self.num_classes), jnp.float32),  # soft
+    }
+
   def train_batches(self, start_step: int, process_index: int, process_count: int):
     c, a = self.config, self.config.augment
     augment = pipeline.Augment(

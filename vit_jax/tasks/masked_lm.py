@@ -19,10 +19,11 @@ from vit_jax.tasks import text_common
 class MaskedLM(text_common.TextTask):
   """MLM loss per masked token, plus NSP loss per row when next-sentence pairs are on."""
 
-  def __init__(self, config, workdir: str):
-    super().__init__(config, workdir)
+  def __init__(self, config, workdir: str | None, *, vocab_size: int | None = None):
+    super().__init__(config, workdir, vocab_size=vocab_size)
     self.nsp = config.nsp
-    self.most_frequent_id = self._most_frequent_token()
+    if self.tokenizer is not None:  # eval only
+      self.most_frequent_id = self._most_frequent_token()
 
   def _most_frequent_token(self) -> int:
     """The most frequent non-special token of (a sample of) the training datasets."""
@@ -34,14 +35,32 @@ class MaskedLM(text_common.TextTask):
       counts.update(t for t in self.tokenizer.encode(doc) if t not in special)
     return counts.most_common(1)[0][0] if counts else 0
 
+  def _masking_config(self):
+    m = self.config.masking
+    return masking.MaskingConfig(rate=m.rate, whole_word=m.whole_word, span=m.span)
+
   def _batches(self, **batch_args):
-    c = self.config
-    masking_config = masking.MaskingConfig(
-        rate=c.masking.rate, whole_word=c.masking.whole_word, span=c.masking.span
-    )
     return batches.mlm_batches(
-        seq_len=c.seq_len, masking_config=masking_config, nsp=self.nsp, **batch_args
+        seq_len=self.config.seq_len,
+        masking_config=self._masking_config(),
+        nsp=self.nsp,
+        **batch_args,
     )
+
+  def batch_spec(self, batch_size):
+    """As `batches.mlm_batches` yields them: (B, L) tokens, (B, P) predictions, (B,) NSP."""
+    seq_len = self.config.seq_len
+    tokens = ("tokens", "token_type_ids", "input_mask", "positions")
+    spec = text_common.batch_spec(tokens, (), (batch_size, seq_len))
+    predictions = (batch_size, self._masking_config().predictions(seq_len))
+    spec.update(
+        text_common.batch_spec(
+            ("masked_positions", "masked_targets"), ("masked_weights",), predictions
+        )
+    )
+    if self.nsp:
+      spec.update(text_common.batch_spec(("nsp_label",), (), (batch_size,)))
+    return spec
 
   def model_inputs(self, batch):
     # No segment ids: a sentence pair is one sequence, its halves told apart by token types.

@@ -22,6 +22,16 @@ class Seq2Seq(text_common.TokenLossTask):
         input_len=c.input_len, target_len=c.target_len, **batch_args
     )
 
+  def batch_spec(self, batch_size):
+    """As `seq2seq_batches` yields them: (B, input_len) inputs, (B, target_len) targets."""
+    c = self.config
+    return {
+        **text_common.batch_spec(("inputs", "input_mask"), (), (batch_size, c.input_len)),
+        **text_common.batch_spec(
+            ("decoder_inputs", "targets"), ("weights",), (batch_size, c.target_len)
+        ),
+    }
+
   def model_inputs(self, batch):
     return batch["inputs"], batch["decoder_inputs"], batch["input_mask"]
 

@@ -21,6 +21,14 @@ class TextClassification(text_common.TextTask):
   def _batches(self, **batch_args):
     return batches.cls_batches(seq_len=self.config.seq_len, **batch_args)
 
+  def batch_spec(self, batch_size):
+    """As `batches.cls_batches` yields them: (B, L) token rows and a (B,) label."""
+    tokens = ("tokens", "token_type_ids", "input_mask")
+    return {
+        **text_common.batch_spec(tokens, (), (batch_size, self.config.seq_len)),
+        **text_common.batch_spec(("label",), (), (batch_size,)),
+    }
+
   def model_inputs(self, batch):
     return batch["tokens"], batch["token_type_ids"], batch["input_mask"]
 

@@ -3,6 +3,7 @@
 import abc
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -46,6 +47,12 @@ def tokenizer_for(config, workdir: str):
   return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
 
 
+def batch_spec(int_keys, float_keys, shape) -> dict:
+  """ShapeDtypeStructs of `shape`: int32 for `int_keys`, float32 for `float_keys`."""
+  spec = {k: jax.ShapeDtypeStruct(shape, jnp.int32) for k in int_keys}
+  return {**spec, **{k: jax.ShapeDtypeStruct(shape, jnp.float32) for k in float_keys}}
+
+
 class TextTask(task_base.Task):
   """What text tasks share: the workdir's tokenizer and the plumbing around their batches.
 
@@ -53,12 +60,15 @@ class TextTask(task_base.Task):
   methods of the contract (vit_jax/tasks/base.py).
   """
 
-  def __init__(self, config, workdir: str):
+  def __init__(self, config, workdir: str | None, *, vocab_size: int | None = None):
+    """`vocab_size` given: no tokenizer is built and no data read; such a task gives the model
+    and the train step (to compile them ahead of time), not batches or eval metrics."""
     super().__init__(config, workdir)
-    self.tokenizer = tokenizer_for(config, workdir)
+    self.tokenizer = None if vocab_size else tokenizer_for(config, workdir)
+    self.vocab_size = vocab_size or self.tokenizer.vocab_size
 
   def model_overrides(self) -> dict:
-    return {"vocab_size": self.tokenizer.vocab_size}
+    return {"vocab_size": self.vocab_size}
 
   def record(self) -> dict:
     return {"tokenizer": self.tokenizer.fingerprint}

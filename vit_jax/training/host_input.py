@@ -6,6 +6,7 @@ is the same whether it is read by one process or by several, so runs on differen
 see identical data.
 """
 
+import collections
 import itertools
 import queue
 import threading
@@ -111,7 +112,17 @@ def read_ahead(items, size: int = 2):
 
 
 def prefetch_to_mesh(batches, mesh, size: int = 2):
-  """Host batches read `size` ahead, made global arrays on the caller's thread (where, with
-  several processes, assembling them may communicate)."""
+  """Global batches on the devices, `size` of them ahead of the one the step takes.
+
+  Host batches are read `size` ahead on a background thread; copying to the devices starts
+  when a batch is made a global array (asynchronously), on the caller's thread (where, with
+  several processes, assembling them may communicate). So when the step asks for batch n,
+  batches n+1..n+size are already on their way or on the devices.
+  """
+  on_devices = collections.deque()
   for batch in read_ahead(batches, size):
-    yield mesh_lib.global_batch(batch, mesh)
+    on_devices.append(mesh_lib.global_batch(batch, mesh))
+    if len(on_devices) > size:
+      yield on_devices.popleft()
+  while on_devices:
+    yield on_devices.popleft()

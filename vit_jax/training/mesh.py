@@ -1,10 +1,14 @@
-"""The device mesh (axes data, fsdp, model) and how batches and parameters are placed on it.
+"""The device mesh (axes dcn, data, fsdp, model) and how batches and parameters are placed on it.
 
 One code path from a single CPU to a multi-host pod: arrays are global `jax.Array`s sharded over
-the mesh, and `jax.jit` partitions the step (no pmap).
+the mesh, and `jax.jit` partitions the step (no pmap). On TPUs the mesh follows the physical
+torus (`mesh_utils.create_device_mesh`), so neighbours on an axis are neighbours on the chip
+interconnect; across the slices of a multi-slice job the `dcn` axis (data parallel over the
+data-center network, one entry per slice) comes first (`create_hybrid_device_mesh`).
 """
 
 import jax
+from jax.experimental import mesh_utils
 from jax.sharding import Mesh
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -12,13 +16,15 @@ import numpy as np
 
 from vit_jax import errors
 
-AXES = ("data", "fsdp", "model")
-BATCH_AXES = ("data", "fsdp")  # the batch is split over every non-model axis
+AXES = ("dcn", "data", "fsdp", "model")
+BATCH_AXES = ("dcn", "data", "fsdp")  # the batch is split over every non-model axis
 
 
-def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
-  """'data:2,fsdp:4' -> {'data': 2, 'fsdp': 4, 'model': 1}; one size may be -1 (the rest)."""
+def parse_mesh(spec: str, num_devices: int, num_slices: int = 1) -> dict[str, int]:
+  """'data:2,fsdp:4' -> {'dcn': 1, 'data': 2, 'fsdp': 4, 'model': 1}; one size may be -1 (the
+  rest). `dcn` defaults to the number of slices and must equal it."""
   sizes = {axis: 1 for axis in AXES}
+  sizes["dcn"] = num_slices
   for item in filter(None, spec.replace(" ", "").split(",")):
     axis, _, size = item.partition(":")
     if axis not in AXES:
@@ -42,13 +48,34 @@ def parse_mesh(spec: str, num_devices: int) -> dict[str, int]:
         f"mesh={spec!r} has {int(np.prod(list(sizes.values())))} slots but there are "
         f"{num_devices} devices; make the sizes multiply to the device count."
     )
+  if sizes["dcn"] != num_slices:
+    raise errors.ConfigError(
+        f"mesh={spec!r} has dcn:{sizes['dcn']} but the devices form {num_slices} slice(s); dcn "
+        "is the slice count (leave it out to get that)."
+    )
   return sizes
 
 
+def num_slices(devices) -> int:
+  """Slices of a multi-slice TPU job (devices carry `slice_index`); 1 elsewhere."""
+  return len({getattr(d, "slice_index", 0) for d in devices})
+
+
 def make_mesh(spec: str, devices=None) -> Mesh:
-  devices = jax.devices() if devices is None else devices
-  sizes = parse_mesh(spec, len(devices))
-  return Mesh(np.asarray(devices).reshape([sizes[a] for a in AXES]), AXES)
+  devices = jax.devices() if devices is None else list(devices)
+  slices = num_slices(devices)
+  sizes = parse_mesh(spec, len(devices), slices)
+  shape = [sizes[a] for a in AXES]
+  if devices[0].platform != "tpu":  # no physical topology to follow
+    return Mesh(np.asarray(devices).reshape(shape), AXES)
+  if slices > 1:
+    ici_shape = [1] + shape[1:]
+    dcn_shape = [slices] + [1] * (len(AXES) - 1)
+    grid = mesh_utils.create_hybrid_device_mesh(ici_shape, dcn_shape, devices)
+  else:
+    # allow_split_physical_axes: e.g. fsdp:8 on a 2x2x4 torus spans two of its axes.
+    grid = mesh_utils.create_device_mesh(shape, devices, allow_split_physical_axes=True)
+  return Mesh(grid, AXES)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -1,8 +1,10 @@
 """The trainer: one jit-compiled step over a device mesh, for every task and model of the project.
 
-Read top to bottom: task and model, mesh and sharding, optimizer, state (fresh, resumed or
-fine-tuned), the update step, evaluation, and the loop with logging, checkpoints, preemption and
-non-finite checks. The same code runs on one CPU and on a multi-host pod.
+Read top to bottom: task, then model, mesh, optimizer, shardings and the jitted update step
+(build.py, shared with `vit_jax.compile`), state (fresh, resumed or fine-tuned), evaluation, and
+the loop with logging, checkpoints, preemption and non-finite checks. The same code runs on one
+CPU and on a multi-host pod. The loop waits for the devices only at log, save and eval points:
+between them the host dispatches steps ahead, with input batches already on the devices.
 """
 
 import json
@@ -14,21 +16,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from vit_jax import checkpoint
-from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks as validation
-from vit_jax.models import build_model
 from vit_jax.models import counting
+from vit_jax.training import aot
+from vit_jax.training import build
 from vit_jax.training import flops
 from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
-from vit_jax.training import optimizer as optimizer_lib
-from vit_jax.training import partitioning
 from vit_jax.training import preemption
-from vit_jax.training import train_step as train_step_lib
 
 RUN_INFO_FILE = "run_info.json"  # parameter count, training FLOPs per example, train-set size
 
@@ -71,42 +70,27 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
-  rng = jax.random.PRNGKey(config.seed)
 
-  # ---- Task and model -------------------------------------------------------------------------
+  # ---- Task, model, mesh, optimizer, state shardings and the jitted steps (build.py) ----------
   task = tasks.build_task(config, workdir)
-  model_config = {**config.model.to_dict(), **task.model_overrides()}
-  model = build_model(model_config)
-
-  # ---- Mesh -----------------------------------------------------------------------------------
-  mesh = mesh_lib.make_mesh(config.mesh)
-  accum = config.grad_accum_steps
-  divisor = mesh_lib.batch_divisor(mesh) * accum
-  if config.batch_size % divisor:
-    raise errors.ConfigError(
-        f"batch_size={config.batch_size} must be divisible by the batch shards times "
-        f"grad_accum_steps ({divisor})."
-    )
-  replicated = mesh_lib.replicated(mesh)
-  batch_sharding = mesh_lib.batch_sharding(mesh)
-
-  # ---- Optimizer ------------------------------------------------------------------------------
-  tx, schedule = optimizer_lib.build_optimizer(config.optimizer, config.total_steps)
+  built = build.build_step(config, task)
+  model_config, mesh, tx = built.model_config, built.mesh, built.tx
+  abstract_state, state_shardings = built.abstract_state, built.state_shardings
+  if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
+    report = aot.compile_report(built, config.batch_size)
+    print(report.text(), flush=True)
+    aot.require_fit(report)
 
   # ---- State: resumed, fine-tuned or fresh; sharded by the partitioning rules -----------------
-  def init_state(init_rng):
-    params = model.init(init_rng, *task.init_inputs())["params"]
-    return {"params": params, "opt_state": tx.init(params), "step": jnp.array(0, jnp.int32)}
-
-  init_rng, step_rng = jax.random.split(rng)
-  abstract_state = jax.eval_shape(init_state, init_rng)
-  state_shardings = partitioning.tree_shardings(abstract_state, mesh)
+  async_save = config.async_checkpoints
+  if async_save is None:  # overlap saves with training on accelerators; CPU runs save in line
+    async_save = jax.default_backend() != "cpu"
   ckpt = checkpoint.Checkpointer(
       workdir,
       config.checkpoint_every,
       config.keep_checkpoints,
       checkpoint.model_record(model_config, abstract_state["params"], task.record()),
-      async_save=config.async_checkpoints,
+      async_save=async_save,
   )
   abstract = jax.tree.map(
       lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
@@ -117,7 +101,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   if latest is not None:
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
   else:
-    state = jax.jit(init_state, out_shardings=state_shardings)(init_rng)
+    state = jax.jit(built.init_state, out_shardings=state_shardings)(built.init_rng)
     if config.init_from:
       params, notes = interop.finetune_params(
           state["params"], config.init_from, **task.init_from_rules()
@@ -144,26 +128,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       json.dump(run_info, f, indent=2)
     task.save_assets(workdir)
 
-  # ---- Update step and evaluation (train_step.py) ------------------------------------------------
-  train_step = jax.jit(
-      train_step_lib.make_train_step(
-          task,
-          model,
-          tx,
-          schedule,
-          step_rng,
-          grad_accum_steps=accum,
-          nan_at_step=config.debug_nan_at_step,
-      ),
-      in_shardings=(state_shardings, batch_sharding),
-      out_shardings=(state_shardings, replicated),
-      donate_argnums=(0,),
-  )
-  eval_step = jax.jit(
-      train_step_lib.make_eval_step(task, model),
-      in_shardings=(state_shardings["params"], batch_sharding),
-      out_shardings=replicated,
-  )
+  # ---- Evaluation -----------------------------------------------------------------------------
+  train_step, eval_step = built.train_step, built.eval_step
 
   def evaluate(params) -> dict:
     sums = None
@@ -208,9 +174,15 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       pending.append(metrics)
       done = step + 1
       is_last = done == config.total_steps
-      preempted = watcher.should_stop()
-      saving = is_last or preempted or ckpt.should_save(done)
-      if done % config.log_every == 0 or saving or done % config.eval_every == 0:
+      # Hosts agree on a preemption only where they wait for the devices anyway.
+      sync_point = (
+          is_last
+          or ckpt.should_save(done)
+          or done % config.log_every == 0
+          or done % config.eval_every == 0
+      )
+      preempted = watcher.should_stop(sync_point)
+      if sync_point or preempted:
         fetched = jax.device_get(pending)
         skipped += check_finite(fetched, last_step)
         averaged = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0] if k != "finite"}

@@ -1,0 +1,74 @@
+"""The paper recipes' train steps compile for their TPU slices and fit the chip's memory.
+
+libtpu compiles for a slice it does not have, so this runs on any machine where libtpu is
+installed: a separate venv (scripts/test_tpu_compile.sh; CI's `tpu-compile` job), never the main
+one. Elsewhere every test here is skipped. Each compile takes minutes on a small CPU machine.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.training import helpers
+
+pytestmark = [
+    pytest.mark.tpu_compile,
+    pytest.mark.skipif(
+        importlib.util.find_spec("libtpu") is None,
+        reason="needs libtpu (scripts/test_tpu_compile.sh)",
+    ),
+]
+
+
+def compile_command(*args):
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+  env.pop("XLA_FLAGS", None)
+  cmd = [sys.executable, "-m", "vit_jax.compile", *args]
+  return subprocess.run(
+      cmd, env=env, capture_output=True, text=True, timeout=1800, cwd=helpers.ROOT
+  )
+
+
+# The paper configs on their target_topology (the config's default slice): docs/pod.md's rows.
+RECIPES = {
+    "vit_b16_i1k": [f"--config={helpers.ROOT}/configs/vit.py:dataset=imagenet2012,variant=B/16"],
+    "gpt2_124m": [f"--config={helpers.ROOT}/configs/gpt.py:variant=gpt2,recipe"],
+    "bert_base": [f"--config={helpers.ROOT}/configs/bert.py:variant=base,recipe"],
+}
+
+
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_recipe_compiles_for_its_slice_and_fits(recipe):
+  out = compile_command(*RECIPES[recipe])
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+  assert "x TPU v5" in out.stdout  # compiled for the TPU slice, not the local CPU
+  assert ": fits" in out.stdout
+  total, hbm = out.stdout.split("  total")[1].split("GiB")[:2]
+  assert 1 < float(total.split()[-1]) <= float(hbm.split()[-1])
+  assert "all-reduce" in out.stdout or "reduce-scatter" in out.stdout  # gradients meet
+
+
+def test_mesh_that_does_not_divide_the_slice_is_refused():
+  out = compile_command(
+      f"--config={helpers.VIT_CONFIG}:runlocal",
+      "--config.num_classes=10",
+      "--topology=v5p-8",
+      "--config.mesh=data:3",
+  )
+  assert out.returncode == 2
+  assert "error: mesh='data:3' has 3 slots but there are 4 devices" in out.stderr
+  assert "Compiling" not in out.stdout
+
+
+def test_a_step_that_does_not_fit_names_what_to_change():
+  out = compile_command(
+      f"--config={helpers.VIT_CONFIG}:dataset=imagenet2012,variant=B/16",
+      "--topology=v5e-4",
+      "--config.batch_size=4096",
+  )
+  assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+  assert "DOES NOT FIT" in out.stdout
+  assert "error: the train step needs" in out.stderr and "model.remat=full" in out.stderr
