@@ -146,3 +146,14 @@ def test_batch_spec_is_what_the_data_gives(tmp_path, name, arg):
   assert {k: (tuple(v.shape), str(v.dtype)) for k, v in real.items()} == {
       k: (v.shape, str(v.dtype)) for k, v in spec.items()
   }
+
+
+@pytest.mark.skipif(
+    helpers.importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here"
+)
+def test_topology_without_libtpu_says_how_to_get_it():
+  out = compile_command(
+      f"--config={helpers.VIT_CONFIG}:runlocal", "--config.num_classes=10", "--topology=v5p-8"
+  )
+  assert out.returncode == 2
+  assert "needs libtpu" in out.stderr and "Traceback" not in out.stderr

@@ -35,8 +35,18 @@ def compile_command(*args):
 # The paper configs on their target_topology (the config's default slice): docs/pod.md's rows.
 RECIPES = {
     "vit_b16_i1k": [f"--config={helpers.ROOT}/configs/vit.py:dataset=imagenet2012,variant=B/16"],
-    "gpt2_124m": [f"--config={helpers.ROOT}/configs/gpt.py:variant=gpt2,recipe"],
-    "bert_base": [f"--config={helpers.ROOT}/configs/bert.py:variant=base,recipe"],
+    "gpt2_124m": [
+        f"--config={helpers.ROOT}/configs/gpt.py:variant=gpt2",
+        "--config.tokenizer.vocab_size=50257",
+        "--config.seq_len=1024",
+        "--config.batch_size=512",
+    ],
+    "bert_base": [  # the recipe's second phase, the longer sequences
+        f"--config={helpers.ROOT}/configs/bert.py:variant=base",
+        "--config.tokenizer.vocab_size=30522",
+        "--config.seq_len=512",
+        "--config.batch_size=256",
+    ],
 }
 
 

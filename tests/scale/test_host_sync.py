@@ -46,8 +46,9 @@ import atexit, collections, inspect, json, os, runpy, sys
 from jax.experimental import multihost_utils
 calls = collections.Counter()
 allgather = multihost_utils.process_allgather
-def spy(*args, **kwargs):
-  calls[os.path.basename(inspect.stack()[1].filename)] += 1
+def spy(*args, **kwargs):  # counted by the module of ours that asked (directly or via orbax)
+  ours = [f.filename for f in inspect.stack() if "/vit_jax/" in f.filename]
+  calls[os.path.basename(ours[0]) if ours else "elsewhere"] += 1
   return allgather(*args, **kwargs)
 multihost_utils.process_allgather = spy
 atexit.register(lambda: print("ALLGATHER" + json.dumps(calls), flush=True))
@@ -83,8 +84,10 @@ def test_two_processes_agree_only_at_log_save_and_eval_points(tmp_path, digits_d
   line = next(x for x in out.stdout.splitlines() if x.startswith("ALLGATHER"))
   calls = json.loads(line[len("ALLGATHER") :])
   assert calls.pop("preemption.py") == 4  # steps 4, 6, 8, 12 of 12
-  # The rest is the eval pass's "any data left?" (2 batches + the end), at step 12 only.
-  assert calls == {"host_input.py": 3}
+  # The eval pass's "any data left?" (2 batches + the end), at step 12 only.
+  assert calls.pop("host_input.py") == 3
+  # The rest are orbax's barriers around opening the checkpoint directory and the saves.
+  assert set(calls) == {"checkpoint.py"}
 
 
 def test_batches_are_on_the_devices_two_steps_ahead(monkeypatch):

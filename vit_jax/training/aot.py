@@ -71,7 +71,7 @@ class Topology:
           topology_name=f"{self.generation}:{self.shape}", platform="tpu", **extra
       )
     except (RuntimeError, ValueError) as e:
-      if "tpu" in str(e).lower() and "unknown backend" in str(e).lower():
+      if "TPU support not installed" in str(e):
         raise errors.ConfigError(
             "Compiling for a TPU slice needs libtpu: pip install 'jax[tpu]' in a separate venv "
             "(scripts/test_tpu_compile.sh), or leave out --topology to compile for local devices."
