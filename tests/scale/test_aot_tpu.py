@@ -80,5 +80,6 @@ def test_a_step_that_does_not_fit_names_what_to_change():
       "--config.batch_size=4096",
   )
   assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
-  assert "DOES NOT FIT" in out.stdout
-  assert "error: the train step needs" in out.stderr and "model.remat=full" in out.stderr
+  # Over HBM: XLA either refuses the program, or compiles it and the report says it is too big.
+  error = next(line for line in out.stderr.splitlines() if line.startswith("error: "))
+  assert error.startswith("error: the train step ") and "model.remat=full" in error

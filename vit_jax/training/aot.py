@@ -8,6 +8,7 @@ compiles what the slice would run. No data is read and no array allocated.
 
 import dataclasses
 import math
+import os
 import re
 
 import jax
@@ -63,6 +64,9 @@ class Topology:
   def devices(self) -> list:
     """The slice's devices (one per chip), from libtpu's compiler: no TPU needed."""
     from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+
+    # Compiling only: other processes may hold libtpu too (e.g. compiles run side by side).
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
     # v4 chips are one device of two cores (megacore), as on a v4 VM.
     extra = {"chip_config_name": "megacore"} if self.generation == "v4" else {}
@@ -201,11 +205,22 @@ def advice(config, state_bytes: int, hbm: int | None, mesh_shape: dict) -> list[
 def compile_report(built: build.Step, batch_size: int) -> Report:
   """Compiles `built.train_step` for its mesh with abstract inputs; returns per-device figures."""
   state, batch = built.abstract_inputs(batch_size)
-  compiled = built.train_step.lower(state, batch).compile()
+  devices = built.mesh.devices.flatten()
+  try:
+    compiled = built.train_step.lower(state, batch).compile()
+  except jax.errors.JaxRuntimeError as e:  # XLA:TPU refuses a program over the chip's HBM
+    if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
+      raise
+    fixes = advice(built.task.config, 0, None, dict(built.mesh.shape))
+    reason = str(e).strip().splitlines()[0][:300]
+    raise DoesNotFitError(
+        f"the train step does not fit a {devices[0].device_kind} (XLA: {reason}); try "
+        + "; or ".join(fixes)
+        + "."
+    ) from e
   memory = compiled.memory_analysis()
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # older JAX: one dict per module
-  devices = built.mesh.devices.flatten()
   num_devices = len(devices)
   state_bytes = shard_bytes(built.abstract_state, built.state_shardings)
   batch_bytes = shard_bytes(batch, jax.tree.map(lambda b: b.sharding, batch))
