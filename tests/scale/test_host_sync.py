@@ -2,7 +2,6 @@
 points. Counted with spies on the real functions in real runs (one process, and two)."""
 
 import collections
-import inspect
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ def test_one_process_waits_only_at_log_save_and_eval_points(tmp_path, monkeypatc
   device_get, allgather = jax.device_get, multihost_utils.process_allgather
 
   def spy_get(x):
-    calls[os.path.basename(inspect.stack()[1].filename)] += 1
+    calls[os.path.basename(sys._getframe(1).f_code.co_filename)] += 1
     return device_get(x)
 
   def spy_allgather(*args, **kwargs):
@@ -88,8 +87,9 @@ def test_two_processes_agree_only_at_log_save_and_eval_points(tmp_path, digits_d
   assert calls.pop("preemption.py") == 4  # steps 4, 6, 8, 12 of 12
   # The eval pass's "any data left?" (2 batches + the end), at step 12 only.
   assert calls.pop("host_input.py") == 3
-  # The rest are orbax's barriers around opening the checkpoint directory and the saves.
-  assert set(calls) == {"checkpoint.py"}
+  # The rest are orbax's barriers around opening the checkpoint directory and the saves (some
+  # from its own threads, "elsewhere"); none from the loop itself.
+  assert set(calls) <= {"checkpoint.py", "elsewhere"}, calls
 
 
 def test_batches_are_on_the_devices_two_steps_ahead(monkeypatch):
