@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vit_jax import checkpoint
+from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
