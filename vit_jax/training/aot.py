@@ -116,6 +116,12 @@ def hbm_bytes(device) -> int | None:
     return None
 
 
+def count_kernels(hlo_text: str) -> int:
+  """Pallas (Mosaic) kernels in a compiled TPU module, e.g. splash attention's forward and
+  backward passes."""
+  return hlo_text.count('custom_call_target="tpu_custom_call"')
+
+
 def count_collectives(hlo_text: str) -> dict[str, int]:
   """Collective ops in a compiled module's HLO text (async pairs counted once, by their start;
   an op inside a loop, e.g. a scanned layer's, once)."""
@@ -154,6 +160,7 @@ class Report:
   xla_flops: float | None  # per device, what the compiled step runs (remat included)
   model_flops: float  # per device, the model's own count (flops.py)
   collectives: dict
+  kernels: int  # Pallas kernel calls (splash attention on TPU)
   advice: list
 
   @property
@@ -179,6 +186,7 @@ class Report:
         f"  total                     {gib(self.total_bytes)} {hbm}: {verdict}",
         f"  FLOPs per step            {flops_line}",
         f"  collectives in the step   {collectives}",
+        f"  Pallas kernels            {self.kernels}",
     ]
     return "\n".join(lines)
 
@@ -207,7 +215,10 @@ def compile_report(built: build.Step, batch_size: int) -> Report:
   state, batch = built.abstract_inputs(batch_size)
   devices = built.mesh.devices.flatten()
   try:
-    compiled = built.train_step.lower(state, batch).compile()
+    # The mesh in context tells attention_impl=auto the target platform (splash on a TPU slice).
+    with jax.set_mesh(built.mesh):
+      lowered = built.train_step.lower(state, batch)
+    compiled = lowered.compile()
   except jax.errors.JaxRuntimeError as e:  # XLA:TPU refuses a program over the chip's HBM
     if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
       raise
@@ -238,6 +249,7 @@ def compile_report(built: build.Step, batch_size: int) -> Report:
   )
   hbm = hbm_bytes(devices[0])
   config = built.task.config
+  hlo = compiled.as_text()
   return Report(
       device_kind=devices[0].device_kind,
       num_devices=num_devices,
@@ -250,7 +262,8 @@ def compile_report(built: build.Step, batch_size: int) -> Report:
       hbm_bytes=hbm,
       xla_flops=(cost or {}).get("flops"),
       model_flops=model_flops,
-      collectives=count_collectives(compiled.as_text()),
+      collectives=count_collectives(hlo),
+      kernels=count_kernels(hlo),
       advice=advice(config, state_bytes, hbm, dict(built.mesh.shape)),
   )
 

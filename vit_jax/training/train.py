@@ -138,7 +138,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         task.eval_batches, config.input_shards, config.eval_max_batches, config.prefetch_batches
     )
     for batch in batches:
-      out = eval_step(params, mesh_lib.global_batch(batch, mesh))
+      with jax.set_mesh(mesh):  # the target platform for attention_impl=auto, as in aot.py
+        out = eval_step(params, mesh_lib.global_batch(batch, mesh))
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
     return task.eval_summary(jax.device_get(sums))
 
@@ -171,7 +172,9 @@ def _train_and_evaluate(config, workdir: str) -> dict:
 
   try:
     for step in range(start_step, config.total_steps):
-      state, metrics = train_step(state, next(batches))
+      batch = next(batches)
+      with jax.set_mesh(mesh):  # the target platform for attention_impl=auto (splash on TPU)
+        state, metrics = train_step(state, batch)
       pending.append(metrics)
       done = step + 1
       is_last = done == config.total_steps
