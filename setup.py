@@ -2,8 +2,10 @@
 
 import setuptools
 
+JAX_VERSION = "0.10.2"  # the oldest supported; libtpu must match the jax it compiles for
+
 INSTALL_REQUIRES = [
-    "jax>=0.10.2,<0.11",
+    f"jax>={JAX_VERSION},<0.11",
     "flax>=0.12.8,<0.13",
     "optax>=0.2.8",
     "orbax-checkpoint>=0.12.8,<0.13",
@@ -40,6 +42,11 @@ TEST_REQUIRES = [
     "scikit-image",  # bundled photographs for scripts/photo_folder.py
 ]
 
+# `pip install -e .[tpu]`: libtpu, whose compiler builds train steps for TPU slices on any machine
+# (`python -m vit_jax.compile`, tests/scale/test_aot_tpu.py). Kept out of the test extras: with
+# libtpu installed, JAX looks for a TPU when it starts.
+TPU_REQUIRES = [f"jax[tpu]=={JAX_VERSION}", "pytest"]
+
 setuptools.setup(
     name="vit_jax",
     version="0.1.0",
@@ -47,5 +54,5 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=setuptools.find_packages(include=["vit_jax", "vit_jax.*"]),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "tpu": TPU_REQUIRES},
 )

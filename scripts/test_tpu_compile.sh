@@ -5,15 +5,5 @@
 # Usage: scripts/test_tpu_compile.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python="${PYTHON:-python3}"
-if [ ! -x .venv-tpu/bin/python ]; then
-  "$python" -m venv .venv-tpu
-  .venv-tpu/bin/python -m pip install -q --upgrade pip
-fi
-stamp=".venv-tpu/.installed-$(sha256sum setup.py | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  jax_version="$(sed -n 's/.*"jax>=\([0-9.]*\),.*/\1/p' setup.py)"
-  .venv-tpu/bin/python -m pip install -q -e . "jax[tpu]==${jax_version}" pillow pytest
-  touch "$stamp"
-fi
+VENV=.venv-tpu bash scripts/setup.sh tpu
 JAX_PLATFORMS=cpu exec .venv-tpu/bin/python -m pytest -q -m tpu_compile tests/scale/test_aot_tpu.py "$@"
