@@ -41,8 +41,8 @@ import os
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 # (variant, stem) per dataset; "small" is a 3x3/1 root without pooling, for 32-px images.
 DEFAULTS = {
@@ -63,18 +63,18 @@ def _vit_config(arg: str) -> ml_collections.ConfigDict:
 
 
 def get_config(arg=None):
-  args = config_args.parse(
+  options = args.parse(
       arg, dict(dataset="sklearn_digits", variant="", finetune=False, runlocal=False)
   )
-  c = _vit_config(f"dataset={args['dataset']},finetune={args['finetune']}")
+  c = _vit_config(f"dataset={options['dataset']},finetune={options['finetune']}")
   # Fine-tuning starts from an ImageNet-style model: its root conv (7x7 or 3x3) must match.
   variant, stem = ("50x1", "imagenet")
-  if not args["finetune"]:
-    variant, stem = DEFAULTS.get(args["dataset"], (variant, stem))
+  if not options["finetune"]:
+    variant, stem = DEFAULTS.get(options["dataset"], (variant, stem))
   c.model = ml_collections.ConfigDict(
       dict(
           name="resnet",
-          variant=args["variant"] or variant,
+          variant=options["variant"] or variant,
           # None keeps the variant's published shape; set them for small custom nets.
           block_counts=placeholder(tuple),
           width_factor=placeholder(int),
@@ -85,9 +85,9 @@ def get_config(arg=None):
           dtype="float32",
       )
   )
-  if c.dataset == "sklearn_digits" and not args["finetune"]:
+  if c.dataset == "sklearn_digits" and not options["finetune"]:
     _digits(c)
-  if args["runlocal"]:
+  if options["runlocal"]:
     _runlocal(c)
   return c
 
@@ -100,4 +100,4 @@ def _digits(c):
 def _runlocal(c):
   """A few steps with a 2-stage net of one unit each: checks the wiring, not accuracy."""
   c.model.update(block_counts=(1, 1), width=16, num_groups=8)
-  config_defaults.shrink_for_runlocal(c)
+  defaults.shrink_for_runlocal(c)

@@ -39,8 +39,8 @@ Fine-tuning at 384 px from a checkpoint (ours or an original ViT .npz):
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 DEFAULT_VARIANT = {
     "sklearn_digits": "Ti/4",
@@ -52,10 +52,10 @@ DEFAULT_VARIANT = {
 
 
 def get_config(arg=None):
-  args = config_args.parse(
+  options = args.parse(
       arg, dict(dataset="sklearn_digits", variant="", finetune=False, runlocal=False)
   )
-  c = config_defaults.dataset_defaults("image_classification", args["dataset"], eval_split="test")
+  c = defaults.dataset_defaults("image_classification", options["dataset"], eval_split="test")
   c.download = False  # let TFDS download and prepare the dataset if it is missing
   c.bad_images = "skip"  # folder: datasets: "skip" undecodable files (warned, counted) or "error"
   # folder: datasets whose train and eval splits hold different classes are refused unless true
@@ -65,7 +65,7 @@ def get_config(arg=None):
   c.model = ml_collections.ConfigDict(
       dict(
           name="vit",
-          variant=args["variant"] or DEFAULT_VARIANT.get(args["dataset"], "B/16"),
+          variant=options["variant"] or DEFAULT_VARIANT.get(options["dataset"], "B/16"),
           # None keeps the variant's published shape.
           width=placeholder(int),
           depth=placeholder(int),
@@ -96,7 +96,7 @@ def get_config(arg=None):
       )
   )
 
-  if args["finetune"]:
+  if options["finetune"]:
     _finetune(c)
   elif c.dataset == "sklearn_digits":
     _digits(c)
@@ -108,7 +108,7 @@ def get_config(arg=None):
     _imagenet(c)
   else:
     _finetune(c)  # other datasets are small: fine-tune rather than train from scratch
-  if args["runlocal"]:
+  if options["runlocal"]:
     _runlocal(c)
   return c
 
@@ -217,4 +217,4 @@ def _finetune(c):
 def _runlocal(c):
   """A few steps at the real image size with a small model: checks the wiring, not accuracy."""
   c.model.update(depth=2)
-  config_defaults.shrink_for_runlocal(c)
+  defaults.shrink_for_runlocal(c)

@@ -91,11 +91,11 @@ def main(argv):
   import numpy as np
 
   from vit_jax import errors
-  from vit_jax.config import checks as validation
+  from vit_jax.config import checks
   from vit_jax.models import sampling
 
   try:
-    validation.validate_generation(
+    checks.validate_generation(
         max_new_tokens=FLAGS.max_new_tokens,
         temperature=FLAGS.temperature,
         top_k=FLAGS.top_k,

@@ -15,10 +15,9 @@ import numpy as np
 
 from vit_jax import checkpoint
 from vit_jax import errors
-from vit_jax import interop
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
-from vit_jax.config import checks as validation
+from vit_jax.config import checks
 from vit_jax.models import build_model
 from vit_jax.models import counting
 from vit_jax.training import flops
@@ -67,7 +66,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
-  data_notes = validation.validate_training(config, workdir)  # before anything is written
+  data_notes = checks.validate_training(config, workdir)  # before anything is written
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
@@ -119,6 +118,9 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   else:
     state = jax.jit(init_state, out_shardings=state_shardings)(init_rng)
     if config.init_from:
+      # pylint: disable-next=g-import-not-at-top
+      from vit_jax import interop  # only here: a run without init_from loads no converter
+
       params, notes = interop.finetune_params(
           state["params"], config.init_from, **task.init_from_rules()
       )
