@@ -48,9 +48,9 @@ def load_workdir(workdir: str):
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
   step_dir, (params, record) = checkpoint.first_intact(step_dirs, orbax_format.read_step)
   step = os.path.basename(step_dir)
-  with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+  with open(workdir_lib.config_path(workdir), encoding="utf-8") as f:
     task = json.load(f)["task"]
-  tokenizer = tokenizers.load_tokenizer(os.path.join(workdir, "tokenizer"))
+  tokenizer = tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(workdir))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:
     base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")

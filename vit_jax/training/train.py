@@ -29,9 +29,6 @@ from vit_jax.training import partitioning
 from vit_jax.training import preemption
 from vit_jax.training import train_step as train_step_lib
 
-RUN_INFO_FILE = "run_info.json"  # parameter count, training FLOPs per example, train-set size
-
-
 class NonFiniteError(FloatingPointError):
   """The loss or the gradients stopped being finite."""
 
@@ -132,7 +129,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   start_step = int(state["step"])
   mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
-    with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+    with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
     # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py).
     run_info = {
@@ -142,7 +139,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         "batch_size": config.batch_size,
         "total_steps": config.total_steps,
     }
-    with open(os.path.join(workdir, RUN_INFO_FILE), "w", encoding="utf-8") as f:
+    with open(workdir_lib.run_info_path(workdir), "w", encoding="utf-8") as f:
       json.dump(run_info, f, indent=2)
     task.save_assets(workdir)
 
