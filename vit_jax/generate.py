@@ -91,6 +91,7 @@ def main(argv):
   import numpy as np
 
   from vit_jax import errors
+  from vit_jax import tasks
   from vit_jax.config import checks
   from vit_jax.models import sampling
 
@@ -144,7 +145,8 @@ def main(argv):
         print(f"{prompt} -> {tokenizer.decode(out)}")
     else:
       raise errors.ConfigError(
-          f"The workdir trained a {task!r} model; generation needs causal_lm or " "seq2seq."
+          f"The workdir trained a {task!r} model; generation needs one of "
+          f"{', '.join(tasks.GENERATING)}."
       )
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)

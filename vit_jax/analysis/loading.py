@@ -8,6 +8,7 @@ import os
 
 from vit_jax import errors
 from vit_jax import interop
+from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.interop import models as interop_models
 
@@ -40,11 +41,7 @@ class Loaded:
     """The workdir's task, or the one an imported model's head implies."""
     if self.workdir_config:
       return self.workdir_config["task"]
-    return {
-        "vit": "image_classification",
-        "gpt": "causal_lm",
-        "bert_classifier": "text_classification",
-    }.get(self.name, "masked_lm")
+    return tasks.task_of_model(self.name)
 
 
 def _workdir_config(path: str) -> dict:

@@ -12,6 +12,7 @@ import os
 import re
 
 from vit_jax import errors
+from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 
 CHOICES = {
@@ -45,13 +46,6 @@ AT_LEAST = {
 }
 BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
 TEXT_SPLITS = ("train", "validation", "test", "all")
-# What each text task's batches read (vit_jax/data/text/batches.py, seq2seq_batches.py).
-TEXT_TASK_EXAMPLES = {
-    "causal_lm": "documents",
-    "masked_lm": "documents",
-    "text_classification": "labeled",
-    "seq2seq": "pairs",
-}
 _MISSING = object()
 
 
@@ -89,8 +83,6 @@ def config_problems(config) -> list[str]:
     value = get(config, key)
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")
-  from vit_jax import tasks  # pylint: disable=g-import-not-at-top
-
   if get(config, "task") not in tasks.TASKS:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
@@ -186,7 +178,7 @@ def _check_text_data(config) -> None:
 
   name = config.dataset
   # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
-  datasets.check_kind(name, TEXT_TASK_EXAMPLES.get(config.task, datasets.dataset_kind(name)))
+  datasets.check_kind(name, tasks.TASKS[config.task].examples)
   if name in datasets.TFDS_DATASETS:
     _check_tfds_text(config, datasets.TFDS_DATASETS[name])
     return

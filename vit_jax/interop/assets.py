@@ -11,20 +11,13 @@ import os
 
 import tokenizers as tokenizers_lib
 
+from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.tokenizers import base
 
 HF_TOKENIZER = "tokenizer.json"
 _HF_TOKENIZER_CONFIG = "tokenizer_config.json"
-# The task each model we convert is trained and run with.
-TASKS = {
-    "vit": "image_classification",
-    "gpt": "causal_lm",
-    "bert": "masked_lm",
-    "bert_mlm": "masked_lm",
-    "bert_classifier": "text_classification",
-}
 
 
 def read_workdir_tokenizer(workdir: str):
@@ -40,7 +33,7 @@ def write_workdir_assets(workdir: str, model: dict, tokenizer) -> None:
   if tokenizer is not None:
     tokenizer.save(workdir_lib.tokenizer_dir(workdir))
   record = {
-      "task": TASKS.get(model.get("name")),
+      "task": tasks.task_of_model(model["name"]),
       "model": model,
       "written_by": "vit_jax.convert (weights only: no training settings)",
   }
