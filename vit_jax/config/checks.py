@@ -14,37 +14,8 @@ import re
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
+from vit_jax.config import defaults
 
-CHOICES = {
-    "nonfinite": ("stop", "skip"),
-    "progress": ("auto", "bar", "lines"),
-    "bad_images": ("skip", "error"),
-    "optimizer.name": ("adamw", "sgd"),
-    "optimizer.schedule": ("cosine", "linear", "constant"),
-}
-# key -> (lowest allowed value, whether None is allowed)
-AT_LEAST = {
-    "batch_size": (1, False),
-    "total_steps": (0, False),
-    "grad_accum_steps": (1, False),
-    "log_every": (1, False),
-    "eval_every": (1, False),
-    "checkpoint_every": (1, False),
-    "keep_checkpoints": (1, False),
-    "eval_max_batches": (1, True),
-    "prefetch_batches": (0, False),
-    "input_shards": (1, True),
-    "seq_len": (1, False),
-    "image_size": (1, False),
-    "optimizer.lr": (0, False),
-    "optimizer.warmup_steps": (0, False),
-    "optimizer.weight_decay": (0, False),
-    "optimizer.grad_clip_norm": (0, False),
-    "optimizer.end_lr_ratio": (0, False),
-    "tokenizer.vocab_size": (1, True),
-    "tokenizer.max_train_texts": (1, False),
-}
-BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
 TEXT_SPLITS = ("train", "validation", "test", "all")
 _MISSING = object()
 
@@ -67,7 +38,7 @@ def has_key(config, dotted: str) -> bool:
 def config_problems(config) -> list[str]:
   """Every out-of-range, unknown-choice or inconsistent value, each naming its --config key."""
   problems = []
-  for key, (low, none_ok) in AT_LEAST.items():
+  for key, (low, none_ok) in defaults.AT_LEAST.items():
     value = get(config, key)
     if value is _MISSING or (value is None and none_ok):
       continue
@@ -75,11 +46,11 @@ def config_problems(config) -> list[str]:
       problems.append(f"--config.{key}={value!r} must be a number >= {low}")
     elif value < low:
       problems.append(f"--config.{key}={value} must be >= {low}")
-  for key in BELOW_ONE:
+  for key in defaults.BELOW_ONE:
     value = get(config, key)
     if value is not _MISSING and not (isinstance(value, (int, float)) and 0 <= value < 1):
       problems.append(f"--config.{key}={value!r} must be in [0, 1)")
-  for key, allowed in CHOICES.items():
+  for key, allowed in defaults.CHOICES.items():
     value = get(config, key)
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")

@@ -1,4 +1,5 @@
-"""Defaults the configs share: the training schema, data and tokenizer blocks, and `runlocal`.
+"""Defaults the configs share: the training keys and their allowed values (the schema that
+vit_jax/config/checks.py enforces), data and tokenizer blocks, and `runlocal`.
 
 Configs are loaded by file path (`--config=configs/gpt.py`), so what they share lives in the
 package, where every config can import it (big_vision keeps the same in configs/common.py).
@@ -8,6 +9,8 @@ The `k=v` arguments after the colon are parsed by vit_jax/config/args.py.
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from vit_jax.training import optimizer
+
 
 def follows(c: ml_collections.ConfigDict, key: str):
   """A value that tracks `c[key]`, so `--config.<key>=...` reaches it, until it is set itself.
@@ -16,6 +19,39 @@ def follows(c: ml_collections.ConfigDict, key: str):
   when the config is built, before command-line overrides are applied.
   """
   return c.get_ref(key).identity()
+
+
+# ---- Schema: the values each key allows ------------------------------------------------------
+CHOICES = {
+    "nonfinite": ("stop", "skip"),
+    "progress": ("auto", "bar", "lines"),
+    "bad_images": ("skip", "error"),
+    "optimizer.name": optimizer.OPTIMIZERS,
+    "optimizer.schedule": optimizer.SCHEDULES,
+}
+# key -> (lowest allowed value, whether None is allowed)
+AT_LEAST = {
+    "batch_size": (1, False),
+    "total_steps": (0, False),
+    "grad_accum_steps": (1, False),
+    "log_every": (1, False),
+    "eval_every": (1, False),
+    "checkpoint_every": (1, False),
+    "keep_checkpoints": (1, False),
+    "eval_max_batches": (1, True),
+    "prefetch_batches": (0, False),
+    "input_shards": (1, True),
+    "seq_len": (1, False),
+    "image_size": (1, False),
+    "optimizer.lr": (0, False),
+    "optimizer.warmup_steps": (0, False),
+    "optimizer.weight_decay": (0, False),
+    "optimizer.grad_clip_norm": (0, False),
+    "optimizer.end_lr_ratio": (0, False),
+    "tokenizer.vocab_size": (1, True),
+    "tokenizer.max_train_texts": (1, False),
+}
+BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
 
 
 def training_defaults() -> ml_collections.ConfigDict:
