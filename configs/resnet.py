@@ -15,7 +15,8 @@ image, as many as configs/vit.py's digits ViT's 10.6 M) on configs/vit.py's digi
   -> test accuracy 99.44% (355 images; 98.87% at step 500, 99.15% at 1000), against the digits
      ViT's 98.03%. 29 min 23 s wall, measured on 2 CPU cores shared with other jobs (load average
      about 11; the run got 10.4 CPU-minutes): expect less on an idle machine. Measured with the
-     earlier eval view (a central 87.5% crop; eval now sees the whole image, as training does).
+     eval on a central 87.5% crop; the eval sees the whole image, as training does, so expect a
+     slightly different figure.
 
 CIFAR-10 from scratch (ResNet-26x1 with the 3x3 "small" root, 32 px; not run here, needs a GPU):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10 --workdir=W
