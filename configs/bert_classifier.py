@@ -26,7 +26,9 @@ EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test"}
 def get_config(arg=None):
   options = args.parse(arg, dict(dataset="glue/sst2", variant="tiny", runlocal=False))
   c = defaults.text_defaults(
-      "text_classification", options["dataset"], eval_split=EVAL_SPLIT.get(options["dataset"], "test")
+      "text_classification",
+      options["dataset"],
+      eval_split=EVAL_SPLIT.get(options["dataset"], "test"),
   )
   c.num_classes = NUM_CLASSES.get(options["dataset"], 2)
   c.seq_len = 128

@@ -205,8 +205,16 @@ def _imported_vit_jax_modules(config: str, workdir_path: str) -> set[str]:
   then (all of them at the top of training/train.py, the task's and model's on building them).
   """
   run = subprocess.run(
-      [sys.executable, "-X", "importtime", "-m", "vit_jax.main", f"--config={config}",
-       f"--workdir={workdir_path}", "--config.total_steps=0"],
+      [
+          sys.executable,
+          "-X",
+          "importtime",
+          "-m",
+          "vit_jax.main",
+          f"--config={config}",
+          f"--workdir={workdir_path}",
+          "--config.total_steps=0",
+      ],
       cwd=ROOT,
       env={**os.environ, "PYTHONPATH": ROOT},
       capture_output=True,

@@ -39,6 +39,7 @@ def load_workdir(workdir: str):
   from vit_jax import checkpoint
   from vit_jax import errors
   from vit_jax import interop
+  from vit_jax import workdir as workdir_lib
   from vit_jax.data import tokenizers
   from vit_jax.data.tokenizers import base
   from vit_jax.interop import orbax_format

@@ -6,7 +6,7 @@ A workdir W holds (each name below is the one place it is spelled):
     W/run_info.json       parameter count, training FLOPs per example, train-set size
     W/metrics.jsonl       one JSON record per logged train or eval step
     W/tensorboard/        TensorBoard events of the same metrics
-    W/checkpoints/STEP/   orbax steps, each with a `state` item (params, optimizer) and a `model` record
+    W/checkpoints/STEP/   orbax steps: a `state` item (params, optimizer) and a `model` record
     W/checkpoints/damaged/  steps that failed to restore, set aside (never deleted)
     W/tokenizer/          the tokenizer of a text run
     W/train.log           a sweep run's stdout and stderr
@@ -96,6 +96,8 @@ def checkpoints_of(path: str) -> str:
   """`path/checkpoints` when `path` is a workdir, else `path` (already a checkpoints dir)."""
   path = os.path.abspath(path)
   return checkpoints_dir(path) if os.path.isdir(checkpoints_dir(path)) else path
+
+
 DATA_KEYS = ("dataset", "train_split")
 TOKENIZER_KEYS = ("tokenizer.kind", "tokenizer.vocab_size", "tokenizer.path")
 

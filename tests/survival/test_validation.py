@@ -185,9 +185,7 @@ def test_lm1b_eval_split_names_its_tfds_split(tmp_path):
   with pytest.raises(
       errors.DataError, match=r"'validation' \(TFDS split 'test'\).*validation \(= test\)"
   ):
-    checks.check_tfds_split(
-        builder, "eval_split", "validation", "lm1b", (("validation", "test"),)
-    )
+    checks.check_tfds_split(builder, "eval_split", "validation", "lm1b", (("validation", "test"),))
 
 
 @pytest.mark.parametrize(

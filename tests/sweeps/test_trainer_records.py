@@ -7,8 +7,8 @@ import jax.numpy as jnp
 
 from tests.training import configs
 from tests.training import helpers
-from vit_jax.data.image import pipeline
 from vit_jax import workdir as workdir_lib
+from vit_jax.data.image import pipeline
 from vit_jax.models import build_model
 from vit_jax.models import counting
 from vit_jax.training import train

@@ -24,7 +24,11 @@ _CLASSES = {
     "ViT": "vit",
 }
 
-__all__ = ["build_model", "MODELS", *_CLASSES]
+__all__ = [  # noqa: PLE0604 -- the names of _CLASSES, loaded by __getattr__
+    "build_model",
+    "MODELS",
+    *_CLASSES,
+]
 
 
 def __getattr__(name: str):

@@ -29,7 +29,7 @@ def _make(module_cls, kwargs: Mapping[str, Any], model_name: str, extra=()):
 
 
 def _class(path: str):
-  """"bert.Bert" -> vit_jax.models.bert.Bert, imported on first use (a ViT run loads no BERT)."""
+  """ "bert.Bert" -> vit_jax.models.bert.Bert, imported on first use (a ViT run loads no BERT)."""
   module, name = path.split(".")
   return getattr(importlib.import_module(f"vit_jax.models.{module}"), name)
 

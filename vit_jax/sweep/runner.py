@@ -19,7 +19,6 @@ from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import spec
 
 
-
 def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
   """Refuses a root that holds another sweep (or something else); writes sweep.json if `create`."""
   identity = sweep.identity()
@@ -39,8 +38,8 @@ def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
     return
   if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
     raise errors.WorkdirError(
-        f"--root={root} is not empty and has no {workdir_lib.SWEEP_FILE}, so it is not this sweep's root; "
-        "use a new or empty folder. Nothing in it was changed."
+        f"--root={root} is not empty and has no {workdir_lib.SWEEP_FILE}, so it is not this "
+        "sweep's root; use a new or empty folder. Nothing in it was changed."
     )
   if not create:
     raise errors.MissingFileError(f"--root={root} holds no sweep yet; run the sweep first.")

@@ -44,8 +44,10 @@ def task_of_model(model_name: str) -> str:
   for name, info in TASKS.items():
     if model_name in info.models:
       return name
-  raise errors.ConfigError(f"No task runs model {model_name!r}; models with a task: "
-                           f"{[m for info in TASKS.values() for m in info.models]}.")
+  raise errors.ConfigError(
+      f"No task runs model {model_name!r}; models with a task: "
+      f"{[m for info in TASKS.values() for m in info.models]}."
+  )
 
 
 def build_task(config, workdir: str) -> base.Task:

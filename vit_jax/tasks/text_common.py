@@ -14,7 +14,6 @@ from vit_jax.data.tokenizers import base
 from vit_jax.tasks import base as task_base
 
 
-
 def tokenizer_for(config, workdir: str):
   """The workdir's saved tokenizer, or a new one trained/loaded as the config says.
 

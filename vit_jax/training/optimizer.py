@@ -51,7 +51,9 @@ def build_optimizer(opt_cfg, total_steps: int):
     if opt_cfg.momentum:
       parts.append(optax.trace(decay=opt_cfg.momentum, accumulator_dtype=opt_cfg.mu_dtype))
   else:
-    raise errors.ConfigError(f"Unknown optimizer {opt_cfg.name!r}; choose one of {', '.join(OPTIMIZERS)}.")
+    raise errors.ConfigError(
+        f"Unknown optimizer {opt_cfg.name!r}; choose one of {', '.join(OPTIMIZERS)}."
+    )
   if opt_cfg.weight_decay:
     # Coupled: decay * lr_t. Decoupled: decay * lr_t / lr, i.e. follows only the schedule's shape.
     rate = (

@@ -29,6 +29,7 @@ from vit_jax.training import partitioning
 from vit_jax.training import preemption
 from vit_jax.training import train_step as train_step_lib
 
+
 class NonFiniteError(FloatingPointError):
   """The loss or the gradients stopped being finite."""
 
