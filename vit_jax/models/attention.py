@@ -21,7 +21,6 @@ import jax
 import jax.numpy as jnp
 
 from vit_jax import errors
-from vit_jax.models import chunked_attention
 from vit_jax.models import masks as masks_lib
 from vit_jax.models import position
 from vit_jax.models import splash_attention
@@ -223,6 +222,9 @@ class MultiHeadAttention(nn.Module):
           q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, spec, interpret=platform != "tpu"
       )
     elif impl == "chunked":  # memory linear in length (chunked_attention.py)
+      # pylint: disable-next=g-import-not-at-top
+      from vit_jax.models import chunked_attention  # only for configs that choose it
+
       out_BxTxHxK = chunked_attention.chunked_attention(
           q_BxTxHxK,
           k_BxSxHxK,

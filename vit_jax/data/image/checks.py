@@ -2,8 +2,8 @@
 
 import tensorflow_datasets as tfds
 
+from vit_jax import data
 from vit_jax import errors
-from vit_jax.data import splits
 from vit_jax.data.image import folder
 from vit_jax.data.image import sources
 
@@ -14,14 +14,14 @@ def check_config(config) -> dict:
   source = sources.open_source(config.dataset, data_dir=config.data_dir, download=config.download)
   is_tfds = not config.dataset.startswith(sources.FOLDER_PREFIX)
   builder = tfds.builder(config.dataset, data_dir=config.data_dir) if is_tfds else None
-  for key in splits.SPLIT_KEYS:
+  for key in data.SPLIT_KEYS:
     split = config[key] or getattr(source, key)
     if split is None:
       raise errors.ConfigError(
           f"--config.{key} is unset and {config.dataset!r} has no default one; set it."
       )
     if builder is not None:  # names the splits there are, with their sizes
-      splits.check_tfds_split(builder, key, split, config.dataset)
+      sources.check_tfds_split(builder, key, split, config.dataset)
     try:  # and reading it: a folder's splits, or a TFDS split under mock_data
       ds = source.read(split, 0, 1)
     except errors.UserError:

@@ -4,8 +4,8 @@ import glob
 import os
 import re
 
+from vit_jax import data
 from vit_jax import errors
-from vit_jax.data import splits
 from vit_jax.data.text import corpus
 from vit_jax.data.text import datasets
 
@@ -25,7 +25,7 @@ def check_config(config, examples: str) -> None:
     allowed = tuple(datasets.TOY_SIZES)
   else:
     allowed = TEXT_SPLITS if name.startswith(datasets.FILE_PREFIXES) else TEXT_SPLITS[:3]
-  for key in splits.SPLIT_KEYS:
+  for key in data.SPLIT_KEYS:
     if config[key] not in allowed:
       raise errors.DataError(
           f"--config.{key}={config[key]!r} is not a split of {name!r}; use "
@@ -55,8 +55,8 @@ def _check_tfds_text(config, spec) -> None:
 
   builder = tfds.builder(spec.tfds_name, data_dir=config.data_dir)
   sources.ensure_prepared(builder)
-  for key in splits.SPLIT_KEYS:  # spec.splits: e.g. lm1b's "validation" is its TFDS "test" split
-    splits.check_tfds_split(builder, key, config[key], config.dataset, spec.splits)
+  for key in data.SPLIT_KEYS:  # spec.splits: e.g. lm1b's "validation" is its TFDS "test" split
+    sources.check_tfds_split(builder, key, config[key], config.dataset, spec.splits)
 
 
 def text_files(name: str) -> list[str]:
