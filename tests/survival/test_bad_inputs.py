@@ -158,5 +158,5 @@ def test_folder_splits_with_different_classes_are_refused_before_training(tmp_pa
   conftest.assert_one_line_error(result.stderr, "'test' has bird", "allow_class_mismatch")
   assert not workdir.exists()
   config = conftest.tiny_config(digits_dir, dataset=f"folder:{root}", allow_class_mismatch=True)
-  validation.validate_config(config)
-  validation.validate_training(config, str(tmp_path / "w2"))  # allowed: no error
+  checks.validate_config(config)
+  checks.validate_training(config, str(tmp_path / "w2"))  # allowed: no error

@@ -49,7 +49,7 @@ def check_config(config) -> dict:
 def _check_classes_agree(config, source) -> None:
   """The train and eval splits must hold the same classes: a class only in the eval split is
   one the model never learns, and one only in training is never scored."""
-  chosen = {key: config[key] or getattr(source, key) for key in splits.SPLIT_KEYS}
+  chosen = {key: config[key] or getattr(source, key) for key in data.SPLIT_KEYS}
   classes = {key: set(source.classes_in(split)) for key, split in chosen.items()}
   train, evaluated = classes["train_split"], classes["eval_split"]
   if train == evaluated:
