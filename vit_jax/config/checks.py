@@ -12,6 +12,13 @@ from vit_jax import errors
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import defaults
+from vit_jax.training import optimizer
+
+CHOICES = {
+    **defaults.CHOICES,
+    "optimizer.name": optimizer.OPTIMIZERS,
+    "optimizer.schedule": optimizer.SCHEDULES,
+}
 
 _MISSING = object()
 
@@ -46,7 +53,7 @@ def config_problems(config) -> list[str]:
     value = get(config, key)
     if value is not _MISSING and not (isinstance(value, (int, float)) and 0 <= value < 1):
       problems.append(f"--config.{key}={value!r} must be in [0, 1)")
-  for key, allowed in defaults.CHOICES.items():
+  for key, allowed in CHOICES.items():
     value = get(config, key)
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")

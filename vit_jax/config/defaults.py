@@ -9,8 +9,6 @@ The `k=v` arguments after the colon are parsed by vit_jax/config/args.py.
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax.training import optimizer
-
 
 def follows(c: ml_collections.ConfigDict, key: str):
   """A value that tracks `c[key]`, so `--config.<key>=...` reaches it, until it is set itself.
@@ -22,12 +20,12 @@ def follows(c: ml_collections.ConfigDict, key: str):
 
 
 # ---- Schema: the values each key allows ------------------------------------------------------
+# (optimizer.name and optimizer.schedule: the names training/optimizer.py builds, added by
+# config/checks.py, so that loading a config file imports no optax)
 CHOICES = {
     "nonfinite": ("stop", "skip"),
     "progress": ("auto", "bar", "lines"),
     "bad_images": ("skip", "error"),
-    "optimizer.name": optimizer.OPTIMIZERS,
-    "optimizer.schedule": optimizer.SCHEDULES,
 }
 # key -> (lowest allowed value, whether None is allowed)
 AT_LEAST = {
