@@ -21,24 +21,24 @@ BERT-base on Wikipedia with NSP (accelerators; not run here):
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 # A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`.
 TARGET_TOPOLOGY = {"base": "v5p-8", "large": "v5p-32"}
 
 
 def get_config(arg=None):
-  args = config_args.parse(arg, dict(dataset="embedded", variant="tiny", nsp=False, runlocal=False))
-  c = config_defaults.text_defaults("masked_lm", args["dataset"])
+  options = args.parse(arg, dict(dataset="embedded", variant="tiny", nsp=False, runlocal=False))
+  c = defaults.text_defaults("masked_lm", options["dataset"])
   c.seq_len = 128
-  c.nsp = args["nsp"]
+  c.nsp = options["nsp"]
   c.masking = ml_collections.ConfigDict(dict(rate=0.15, whole_word=False, span=False))
   # No dropout for the short CPU default (see text_model); BERT's own value is 0.1.
-  c.model = config_defaults.text_model(
+  c.model = defaults.text_model(
       c,
-      "bert" if args["nsp"] else "bert_mlm",
-      args["variant"],
+      "bert" if options["nsp"] else "bert_mlm",
+      options["variant"],
       remat="none",
       scan_layers=False,
       mlp_dim=placeholder(int),
@@ -49,8 +49,8 @@ def get_config(arg=None):
   c.total_steps = 2_500
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=300, schedule="linear")
   c.eval_max_batches = 20
-  if args["variant"] in ("base", "large"):  # accelerators: bf16 compute, fp32 params; the
+  if options["variant"] in ("base", "large"):  # accelerators: bf16 compute, fp32 params; the
     c.model.dtype = "bfloat16"  # original BERT trained in fp32, bf16 halves activation memory
-  if args["runlocal"]:
-    config_defaults.shrink_for_runlocal(c)
+  if options["runlocal"]:
+    defaults.shrink_for_runlocal(c)
   return c

@@ -16,24 +16,26 @@ Fine-tune the embedded-corpus MLM model on SST-2 (needs glue/sst2 prepared; not 
 
 from ml_collections.config_dict import placeholder
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 NUM_CLASSES = {"glue/sst2": 2, "imdb_reviews": 2}
 EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test"}
 
 
 def get_config(arg=None):
-  args = config_args.parse(arg, dict(dataset="glue/sst2", variant="tiny", runlocal=False))
-  c = config_defaults.text_defaults(
-      "text_classification", args["dataset"], eval_split=EVAL_SPLIT.get(args["dataset"], "test")
+  options = args.parse(arg, dict(dataset="glue/sst2", variant="tiny", runlocal=False))
+  c = defaults.text_defaults(
+      "text_classification",
+      options["dataset"],
+      eval_split=EVAL_SPLIT.get(options["dataset"], "test"),
   )
-  c.num_classes = NUM_CLASSES.get(args["dataset"], 2)
+  c.num_classes = NUM_CLASSES.get(options["dataset"], 2)
   c.seq_len = 128
-  c.model = config_defaults.text_model(
+  c.model = defaults.text_model(
       c,
       "bert_classifier",
-      args["variant"],
+      options["variant"],
       dropout_rate=0.1,  # fine-tuning, as in the BERT paper
       attention_dropout_rate=0.1,
       mlp_dim=placeholder(int),
@@ -43,6 +45,6 @@ def get_config(arg=None):
   c.optimizer.update(lr=5e-5, weight_decay=0.01, warmup_steps=200, schedule="linear")
   c.eval_every = 500
   c.checkpoint_every = 500
-  if args["runlocal"]:
-    config_defaults.shrink_for_runlocal(c)
+  if options["runlocal"]:
+    defaults.shrink_for_runlocal(c)
   return c

@@ -17,19 +17,19 @@ GPT-2 small on C4 with a byte-level BPE (GPU/TPU; not run here):
       --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 --workdir=W
 """
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 # A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`.
 TARGET_TOPOLOGY = {"gpt2": "v5p-64"}
 
 
 def get_config(arg=None):
-  args = config_args.parse(arg, dict(dataset="embedded", variant="nano", runlocal=False))
-  c = config_defaults.text_defaults("causal_lm", args["dataset"])
+  options = args.parse(arg, dict(dataset="embedded", variant="nano", runlocal=False))
+  c = defaults.text_defaults("causal_lm", options["dataset"])
   c.seq_len = 128
-  c.model = config_defaults.text_model(
-      c, "gpt", args["variant"], posemb="learn", remat="none", scan_layers=False
+  c.model = defaults.text_model(
+      c, "gpt", options["variant"], posemb="learn", remat="none", scan_layers=False
   )
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
   # The accelerator recipe's slice (batch 512 x 1024 tokens; docs/pod.md measures it).
@@ -38,8 +38,8 @@ def get_config(arg=None):
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)
   c.eval_every = c.checkpoint_every = 500  # saved at least as often as evaluated
   c.eval_max_batches = 40
-  if args["variant"].startswith("gpt2"):  # accelerators: bf16 compute, fp32 params (nanoGPT
+  if options["variant"].startswith("gpt2"):  # accelerators: bf16 compute, fp32 params (nanoGPT
     c.model.dtype = "bfloat16"  # train.py:73,112: bf16 autocast; weights, AdamW moments fp32)
-  if args["runlocal"]:
-    config_defaults.shrink_for_runlocal(c)
+  if options["runlocal"]:
+    defaults.shrink_for_runlocal(c)
   return c

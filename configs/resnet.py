@@ -15,7 +15,8 @@ image, as many as configs/vit.py's digits ViT's 10.6 M) on configs/vit.py's digi
   -> test accuracy 99.44% (355 images; 98.87% at step 500, 99.15% at 1000), against the digits
      ViT's 98.03%. 29 min 23 s wall, measured on 2 CPU cores shared with other jobs (load average
      about 11; the run got 10.4 CPU-minutes): expect less on an idle machine. Measured with the
-     earlier eval view (a central 87.5% crop; eval now sees the whole image, as training does).
+     eval on a central 87.5% crop; the eval sees the whole image, as training does, so expect a
+     slightly different figure.
 
 CIFAR-10 from scratch (ResNet-26x1 with the 3x3 "small" root, 32 px; not run here, needs a GPU):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10 --workdir=W
@@ -41,8 +42,8 @@ import os
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 # (variant, stem) per dataset; "small" is a 3x3/1 root without pooling, for 32-px images.
 DEFAULTS = {
@@ -63,18 +64,18 @@ def _vit_config(arg: str) -> ml_collections.ConfigDict:
 
 
 def get_config(arg=None):
-  args = config_args.parse(
+  options = args.parse(
       arg, dict(dataset="sklearn_digits", variant="", finetune=False, runlocal=False)
   )
-  c = _vit_config(f"dataset={args['dataset']},finetune={args['finetune']}")
+  c = _vit_config(f"dataset={options['dataset']},finetune={options['finetune']}")
   # Fine-tuning starts from an ImageNet-style model: its root conv (7x7 or 3x3) must match.
   variant, stem = ("50x1", "imagenet")
-  if not args["finetune"]:
-    variant, stem = DEFAULTS.get(args["dataset"], (variant, stem))
+  if not options["finetune"]:
+    variant, stem = DEFAULTS.get(options["dataset"], (variant, stem))
   c.model = ml_collections.ConfigDict(
       dict(
           name="resnet",
-          variant=args["variant"] or variant,
+          variant=options["variant"] or variant,
           # None keeps the variant's published shape; set them for small custom nets.
           block_counts=placeholder(tuple),
           width_factor=placeholder(int),
@@ -85,9 +86,9 @@ def get_config(arg=None):
           dtype="float32",
       )
   )
-  if c.dataset == "sklearn_digits" and not args["finetune"]:
+  if c.dataset == "sklearn_digits" and not options["finetune"]:
     _digits(c)
-  if args["runlocal"]:
+  if options["runlocal"]:
     _runlocal(c)
   return c
 
@@ -100,4 +101,4 @@ def _digits(c):
 def _runlocal(c):
   """A few steps with a 2-stage net of one unit each: checks the wiring, not accuracy."""
   c.model.update(block_counts=(1, 1), width=16, num_groups=8)
-  config_defaults.shrink_for_runlocal(c)
+  defaults.shrink_for_runlocal(c)

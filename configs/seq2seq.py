@@ -20,18 +20,18 @@ WMT'14 German -> English with a SentencePiece vocabulary (accelerators; not run 
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 
 def get_config(arg=None):
-  args = config_args.parse(arg, dict(dataset="toy_reverse", runlocal=False))
-  c = config_defaults.text_defaults("seq2seq", args["dataset"])
+  options = args.parse(arg, dict(dataset="toy_reverse", runlocal=False))
+  c = defaults.text_defaults("seq2seq", options["dataset"])
   c.input_len = 32
   c.target_len = 32
   # The position table covers the longer side and decoding past target_len; it follows the
   # lengths, so `--config.input_len=...` reaches the model.
-  max_len = config_defaults.follows(c, "input_len") + config_defaults.follows(c, "target_len")
+  max_len = defaults.follows(c, "input_len") + defaults.follows(c, "target_len")
   c.model = ml_collections.ConfigDict(
       dict(
           name="seq2seq",
@@ -54,6 +54,6 @@ def get_config(arg=None):
   c.total_steps = 2_000
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=200)
   c.eval_max_batches = 10
-  if args["runlocal"]:
-    config_defaults.shrink_for_runlocal(c)
+  if options["runlocal"]:
+    defaults.shrink_for_runlocal(c)
   return c

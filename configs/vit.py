@@ -17,8 +17,9 @@ Synthetic shapes (offline: 50k train / 10k test 32 px images, drawn on first use
 see vit_jax/data/image/shapes.py), ViT with 8x8 patches, 128 wide, 6 blocks, 800 steps:
   python -m vit_jax.main --config=configs/vit.py:dataset=synthetic_shapes --workdir=workdirs/shapes
   -> test accuracy 41.44% (10,000 images; 33.08% at step 400), still rising: 20 min 8 s wall on
-     2 CPU cores that other jobs held at load 8-12 (100-126 examples/s), measured once, with the
-     earlier eval view (a central 87.5% crop; eval now sees the whole image, as training does).
+     2 CPU cores that other jobs held at load 8-12 (100-126 examples/s), measured once with the
+     eval on a central 87.5% crop; the eval sees the whole image, so expect a slightly different
+     figure.
   Fewer training examples for a data-size axis: --config.train_split='train[:10%]' (5,000).
 
 CIFAR-10 from scratch (ViT-S/4, 32 px; not run here, needs a GPU):
@@ -39,8 +40,8 @@ Fine-tuning at 384 px from a checkpoint (ours or an original ViT .npz):
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax.config import args as config_args
-from vit_jax.config import defaults as config_defaults
+from vit_jax.config import args
+from vit_jax.config import defaults
 
 # ImageNet-1k's TFDS train split has 1,281,167 images; the recipe trains on train[:99%], which
 # TFDS rounds to 1,268,355 (the rest is minival), so epochs are counted over those, as big_vision
@@ -58,10 +59,10 @@ DEFAULT_VARIANT = {
 
 
 def get_config(arg=None):
-  args = config_args.parse(
+  options = args.parse(
       arg, dict(dataset="sklearn_digits", variant="", finetune=False, runlocal=False)
   )
-  c = config_defaults.dataset_defaults("image_classification", args["dataset"], eval_split="test")
+  c = defaults.dataset_defaults("image_classification", options["dataset"], eval_split="test")
   c.download = False  # let TFDS download and prepare the dataset if it is missing
   c.bad_images = "skip"  # folder: datasets: "skip" undecodable files (warned, counted) or "error"
   # folder: datasets whose train and eval splits hold different classes are refused unless true
@@ -73,7 +74,7 @@ def get_config(arg=None):
   c.model = ml_collections.ConfigDict(
       dict(
           name="vit",
-          variant=args["variant"] or DEFAULT_VARIANT.get(args["dataset"], "B/16"),
+          variant=options["variant"] or DEFAULT_VARIANT.get(options["dataset"], "B/16"),
           # None keeps the variant's published shape.
           width=placeholder(int),
           depth=placeholder(int),
@@ -104,7 +105,7 @@ def get_config(arg=None):
       )
   )
 
-  if args["finetune"]:
+  if options["finetune"]:
     _finetune(c)
   elif c.dataset == "sklearn_digits":
     _digits(c)
@@ -116,7 +117,7 @@ def get_config(arg=None):
     _imagenet(c)
   else:
     _finetune(c)  # other datasets are small: fine-tune rather than train from scratch
-  if args["runlocal"]:
+  if options["runlocal"]:
     _runlocal(c)
   return c
 
@@ -234,4 +235,4 @@ def _finetune(c):
 def _runlocal(c):
   """A few steps at the real image size with a small model: checks the wiring, not accuracy."""
   c.model.update(depth=2)
-  config_defaults.shrink_for_runlocal(c)
+  defaults.shrink_for_runlocal(c)

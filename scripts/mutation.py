@@ -17,6 +17,8 @@ per mutant; --no_fork runs a fresh interpreter instead. Measured time: README, "
 """
 
 import argparse
+import ast
+import copy
 import importlib
 import os
 import random
@@ -28,11 +30,272 @@ import tempfile
 import time
 from xml.etree import ElementTree
 
-import mutation_ops  # scripts/ is on sys.path when this file runs as a script
-import mutation_targets
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTEST = ["-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-W", "ignore"]
+
+
+# ---- Targets: each module mutated, the tests run against its mutants, the code in scope ----
+TASK_TESTS = ["tests/training/test_task_losses.py", "tests/training/test_eval_sums.py"]
+LOSS_SCOPE = (
+    "totals",
+    "loss",
+    "eval_sums",
+    "eval_summary",
+    "_sums",
+    "_nsp_sums",
+    "weighted_cross_entropy",
+)
+PROPERTIES = "tests/models/test_properties.py"
+# module -> (targeted tests, functions to mutate (None: the whole module)). Each list holds the
+# tests that check the module against something independent (formulas, NumPy, timm or Hugging
+# Face), fastest first: pytest stops at the first failure (-x), so a killed mutant costs little.
+TARGETS = {
+    "vit_jax/models/attention.py": (
+        ["tests/models/test_attention.py", "tests/models/test_kv_cache.py"],
+        None,
+    ),
+    "vit_jax/models/chunked_attention.py": (
+        ["tests/perf/test_chunked_attention.py", "tests/models/test_attention.py"],
+        None,
+    ),
+    "vit_jax/models/masks.py": (
+        [
+            "tests/models/test_attention.py",
+            PROPERTIES + "::test_causal_gradient_is_exactly_zero_for_future_inputs",
+            PROPERTIES + "::test_packed_segments_leak_nothing",
+            PROPERTIES + "::test_bert_padding_leaves_real_tokens_unchanged",
+        ],
+        None,
+    ),
+    "vit_jax/models/position.py": (
+        ["tests/models/test_position.py"],
+        None,
+    ),
+    "vit_jax/models/layers.py": (
+        [
+            "tests/models/test_layers.py",
+            PROPERTIES + "::test_patch_embedding_equals_explicit_patch_matmul",
+            "tests/interop/test_timm.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/transformer.py": (
+        [
+            "tests/models/test_transformer.py",
+            "tests/models/test_block_config.py::test_scanned_layers_compute_the_unrolled_stack",
+            PROPERTIES,
+            "tests/interop/test_gpt2_hf.py::test_import",
+            "tests/interop/test_bert_hf.py::test_import_pretraining",
+        ],
+        None,
+    ),
+    "vit_jax/models/vit.py": (
+        [
+            "tests/models/test_presets.py",
+            "tests/models/test_param_counts.py",
+            "tests/models/test_errors.py",
+            "tests/models/test_position.py::test_vit_cls_token_gets_no_fixed_embedding",
+            PROPERTIES + "::test_patch_embedding_equals_explicit_patch_matmul",
+            "tests/interop/test_timm.py",
+            "tests/interop/test_vit_hf.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/mixer.py": (
+        [
+            "tests/models/test_mixer.py",
+            "tests/models/test_param_counts.py::test_mixer_b16",
+            "tests/models/test_presets.py::test_image_classifiers_default_to_imagenet_classes",
+            "tests/models/test_presets.py::test_mixer_presets_are_the_published_shapes",
+        ],
+        None,
+    ),
+    "vit_jax/models/resnet.py": (
+        ["tests/models/test_presets.py", "tests/models/test_resnet.py"],
+        None,
+    ),
+    "vit_jax/models/gpt.py": (
+        [
+            "tests/models/test_presets.py::test_gpt_presets_and_default_vocabulary_follow_gpt2",
+            "tests/models/test_param_counts.py::test_gpt2_small_tied",
+            PROPERTIES + "::test_gpt_is_causal_in_its_token_embeddings",
+            "tests/interop/test_gpt2_hf.py",
+            "tests/models/test_kv_cache.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/bert.py": (
+        [
+            "tests/models/test_presets.py::test_bert_presets_follow_turc_et_al",
+            "tests/models/test_param_counts.py::test_bert_base_with_pooler",
+            PROPERTIES + "::test_bert_padding_leaves_real_tokens_unchanged",
+            "tests/interop/test_bert_hf.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/seq2seq.py": (
+        ["tests/models/test_seq2seq.py", "tests/models/test_kv_cache.py"],
+        None,
+    ),
+    "vit_jax/models/registry.py": (
+        [
+            "tests/models/test_errors.py",
+            "tests/models/test_presets.py",
+            "tests/models/test_param_counts.py",
+        ],
+        None,
+    ),
+    "vit_jax/models/counting.py": (
+        [
+            "tests/models/test_param_counts.py",
+            "tests/perf/test_flops.py::test_gpt_flops_are_palm_formula",
+            "tests/perf/test_flops.py::test_vit_flops_count_patches_attention_and_a_once_per_image_head",
+            "tests/perf/test_flops.py::test_bert_mlm_counts_its_tied_output_projection",
+        ],
+        None,
+    ),
+    "vit_jax/data/text/masking.py": (["tests/text/test_masking.py"], None),
+    "vit_jax/data/text/packing.py": (["tests/text/test_packing.py"], None),
+    "vit_jax/tasks/classification.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/text_common.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/causal_lm.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/training/train_step.py": (
+        [
+            "tests/training/test_train_step.py",
+            "tests/training/test_step_math.py",
+            "tests/training/test_learning.py::test_loss_falls_by_a_margin[vit-40-0.003-0.2]",
+        ],
+        None,
+    ),
+}
+
+
+# ---- Mutants: one small AST edit each -------------------------------------------------------
+SWAP_BINOP = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Pow: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+}
+SWAP_COMPARE = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+
+
+class Mutator(ast.NodeTransformer):
+  """Counts the mutation sites in a module; with `target`, applies the target-th one only."""
+
+  def __init__(self, scope=None, target=None):
+    self.scope, self.target = scope, target
+    self.sites = []  # (line, description)
+    self.functions = []
+
+  def _site(self, node, description):
+    """True if this site is the one to mutate; records every eligible site."""
+    if self.scope and not any(f in self.scope for f in self.functions):
+      return False
+    self.sites.append((getattr(node, "lineno", 0), description))
+    return len(self.sites) - 1 == self.target
+
+  def _visit_function(self, node):
+    self.functions.append(node.name)
+    node = self.generic_visit(node)
+    self.functions.pop()
+    return node
+
+  visit_FunctionDef = visit_AsyncFunctionDef = _visit_function
+
+  def visit_BinOp(self, node):
+    self.generic_visit(node)
+    new = SWAP_BINOP.get(type(node.op))
+    if new and self._site(node, f"{type(node.op).__name__} -> {new.__name__}"):
+      node.op = new()
+    return node
+
+  def visit_Compare(self, node):
+    self.generic_visit(node)
+    new = SWAP_COMPARE.get(type(node.ops[0]))
+    if new and self._site(node, f"{type(node.ops[0]).__name__} -> {new.__name__}"):
+      node.ops = [new()] + node.ops[1:]
+    return node
+
+  def visit_BoolOp(self, node):
+    self.generic_visit(node)
+    new = ast.Or if isinstance(node.op, ast.And) else ast.And
+    if self._site(node, f"{type(node.op).__name__} -> {new.__name__}"):
+      node.op = new()
+    return node
+
+  def visit_UnaryOp(self, node):
+    self.generic_visit(node)
+    if isinstance(node.op, (ast.Not, ast.USub, ast.Invert)) and self._site(
+        node, f"drop unary {type(node.op).__name__}"
+    ):
+      return node.operand
+    return node
+
+  def visit_Constant(self, node):
+    value = node.value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+      if self._site(node, f"constant {value!r} -> {value + 1!r}"):
+        return ast.copy_location(ast.Constant(value + 1), node)
+    return node
+
+  def visit_Call(self, node):
+    self.generic_visit(node)
+    positional = [a for a in node.args if not isinstance(a, ast.Starred)]
+    if (
+        len(positional) >= 2
+        and len(positional) == len(node.args)
+        and self._site(node, f"swap the first two arguments of {ast.unparse(node.func)}")
+    ):
+      node.args = [node.args[1], node.args[0]] + node.args[2:]
+    return node
+
+  def _drop(self, node):
+    self.generic_visit(node)
+    if self.functions and self._site(node, f"drop `{ast.unparse(node).splitlines()[0][:60]}`"):
+      return ast.copy_location(ast.Pass(), node)
+    return node
+
+  def visit_Expr(self, node):
+    if isinstance(node.value, ast.Constant):  # docstrings
+      return node
+    return self._drop(node)
+
+  visit_Assign = visit_AugAssign = _drop
+
+
+def mutants(source: str, scope):
+  """[(line, description, mutated source)] for every site of `source`."""
+  tree = ast.parse(source)
+  counter = Mutator(scope)
+  counter.visit(copy.deepcopy(tree))
+  out = []
+  for index, (line, description) in enumerate(counter.sites):
+    mutated = Mutator(scope, target=index).visit(copy.deepcopy(tree))
+    out.append((line, description, ast.unparse(ast.fix_missing_locations(mutated))))
+  return out
+
+
+# ---- Running --------------------------------------------------------------------------------
 
 
 def copy_repository(destination: str) -> None:
@@ -199,21 +462,21 @@ def main(argv=None) -> int:
       "--jobs", type=int, default=2, help="mutants tested at once, each in its own copy"
   )
   args = parser.parse_args(argv)
-  modules = args.module or list(mutation_targets.TARGETS)
-  unknown = [m for m in modules if m not in mutation_targets.TARGETS]
+  modules = args.module or list(TARGETS)
+  unknown = [m for m in modules if m not in TARGETS]
   if unknown:
     print(
-        f"error: no targeted tests for {unknown}; choose from {list(mutation_targets.TARGETS)}.",
+        f"error: no targeted tests for {unknown}; choose from {list(TARGETS)}.",
         file=sys.stderr,
     )
     return 2
 
   plans = {}
   for module in modules:
-    tests, scope = mutation_targets.TARGETS[module]
+    tests, scope = TARGETS[module]
     with open(os.path.join(ROOT, module), encoding="utf-8") as f:
       source = f.read()
-    found = mutation_ops.mutants(source, scope)
+    found = mutants(source, scope)
     # A seeded shuffle, so a smaller --max_per_module runs a subset of a larger one's mutants.
     order = list(range(len(found)))
     random.Random(args.seed).shuffle(order)

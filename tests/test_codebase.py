@@ -1,12 +1,16 @@
-"""Checks on the code itself: no import cycles among vit_jax modules, and no overlong files."""
+"""Checks on the code itself: no import cycles, commands imported by nothing below them, workdir
+file names spelled only in vit_jax/workdir.py, and how many modules a run imports."""
 
 import ast
 import os
+import re
+import subprocess
+import sys
+
+from vit_jax import workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "vit_jax"
-MAX_LINES = 400
-CHECKED_DIRS = ("vit_jax", "configs", "benchmarks", "scripts", "experiments", "tests")
 
 # Import cycles allowed, each as the set of modules that reach each other: none. The test keeps
 # every cycle from coming back.
@@ -129,15 +133,121 @@ def test_no_import_cycles_beyond_the_known_ones():
   )
 
 
-def test_no_file_over_max_lines():
-  too_long = []
-  for directory in CHECKED_DIRS:
-    for folder, _, files in os.walk(os.path.join(ROOT, directory)):
-      for name in files:
-        if name.endswith(".py"):
-          path = os.path.join(folder, name)
-          with open(path, encoding="utf-8") as f:
-            count = sum(1 for _ in f)
-          if count > MAX_LINES:
-            too_long.append(f"{os.path.relpath(path, ROOT)}: {count} lines")
-  assert not too_long, f"files over {MAX_LINES} lines (split them by job): {too_long}"
+# The commands: the top-level modules a user runs, and the sweep and analysis packages behind them.
+COMMANDS = (
+    "vit_jax.main",
+    "vit_jax.generate",
+    "vit_jax.convert",
+    "vit_jax.inspect",
+    "vit_jax.predict",
+    "vit_jax.compile",
+    "vit_jax.sweep",
+    "vit_jax.evaluate",
+)
+LIBRARIES = ("models", "data", "tasks", "interop", "training", "config")
+
+
+def test_libraries_import_no_command():
+  graph = import_graph()
+  upward = sorted(
+      f"{module} imports {target}"
+      for module, targets in graph.items()
+      if module.count(".") and module.split(".")[1] in LIBRARIES
+      for target in targets
+      if any(target == c or target.startswith(c + ".") for c in COMMANDS)
+  )
+  assert not upward, f"libraries must not import commands (move the shared code down): {upward}"
+
+
+# A string equal to a workdir name that is another file's name, with the reason.
+OTHER_FILES_OF_THE_SAME_NAME = {
+    ("vit_jax/interop/hf_format.py", "config.json"): "a Hugging Face directory's config",
+}
+
+
+def _non_docstring_strings(tree):
+  """String constants but docstrings, dict keys and `.get(key)` keys (a record's "tokenizer")."""
+  skipped = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Dict):
+      skipped.update(id(key) for key in node.keys if key is not None)
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "get" and node.args:
+      skipped.add(id(node.args[0]))
+    body = getattr(node, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+      if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        skipped.add(id(body[0].value))
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+      yield node
+
+
+def test_workdir_file_names_are_spelled_only_in_the_workdir_module():
+  spelled = []
+  for module, path in module_files().items():
+    if module == "vit_jax.workdir":
+      continue
+    relative = os.path.relpath(path, ROOT)
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read(), path)
+    for node in _non_docstring_strings(tree):
+      if node.value in workdir.FILE_NAMES and (relative, node.value) not in (
+          OTHER_FILES_OF_THE_SAME_NAME
+      ):
+        spelled.append(f"{relative}:{node.lineno}: {node.value!r}")
+  assert not spelled, f"use the names in vit_jax/workdir.py instead: {spelled}"
+
+
+# Runs vit_jax.main as `python -m` does and writes the vit_jax modules it imported. sys.modules,
+# not `-X importtime`: that flag does not log modules loaded by importlib.import_module (the task
+# and model registries load theirs so), so it undercounts.
+_RUN_AND_LIST_MODULES = """
+import atexit, runpy, sys
+out = sys.argv[1]
+def dump():
+  with open(out, "w") as f:
+    f.write("\\n".join(m for m in sys.modules if m.split(".")[0] == "vit_jax"))
+atexit.register(dump)
+sys.argv = ["vit_jax.main"] + sys.argv[2:]
+runpy.run_module("vit_jax.main", run_name="__main__", alter_sys=True)
+"""
+
+
+def _imported_vit_jax_modules(config: str, tmp_path) -> set[str]:
+  """The vit_jax modules `python -m vit_jax.main` imports for `config`.
+
+  `total_steps=0` saves the initialized model, evaluates it and stops: by then the run has
+  imported every module it will (training/train.py's at its top, the task's and model's on
+  building them).
+  """
+  listing = tmp_path / "modules.txt"
+  run = subprocess.run(
+      [
+          sys.executable,
+          "-c",
+          _RUN_AND_LIST_MODULES,
+          str(listing),
+          f"--config={config}",
+          f"--workdir={tmp_path / 'w'}",
+          "--config.total_steps=0",
+      ],
+      cwd=ROOT,
+      env={**os.environ, "PYTHONPATH": ROOT},
+      capture_output=True,
+      text=True,
+      check=False,
+  )
+  assert run.returncode == 0, run.stderr[-3000:]
+  return set(listing.read_text().split())
+
+
+def test_a_run_imports_what_its_config_needs(tmp_path):
+  (tmp_path / "vit").mkdir()
+  (tmp_path / "gpt").mkdir()
+  vit = _imported_vit_jax_modules("configs/vit.py:runlocal", tmp_path / "vit")
+  assert len(vit) <= 45, sorted(vit)
+  needless = {m for m in vit if re.match(r"vit_jax\.(interop|data\.tokenizers|data\.text)", m)}
+  assert not needless, f"a ViT run without init_from imports {sorted(needless)}"
+  gpt = _imported_vit_jax_modules("configs/gpt.py:runlocal", tmp_path / "gpt")
+  assert len(gpt) <= 50, sorted(gpt)
+  assert "vit_jax.models.vit" not in gpt and not any(m.startswith("vit_jax.interop") for m in gpt)

@@ -16,6 +16,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from vit_jax import errors
+from vit_jax import workdir as workdir_lib
 
 
 class CheckpointMismatchError(errors.UserError, ValueError):
@@ -62,12 +63,12 @@ def read_record(manager: ocp.CheckpointManager, step: int) -> dict:
 
 def latest_record(workdir: str):
   """(step, model record) of the latest checkpoint in `workdir`; FileNotFoundError if none."""
-  directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+  directory = workdir_lib.checkpoints_dir(workdir)
   if not os.path.isdir(directory):
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
   manager = ocp.CheckpointManager(
       directory,
-      item_names=("state", "model"),
+      item_names=(workdir_lib.STATE_ITEM, workdir_lib.MODEL_ITEM),
       options=ocp.CheckpointManagerOptions(read_only=True, create=False, save_interval_steps=0),
   )
   step = manager.latest_step()
@@ -79,14 +80,11 @@ def latest_record(workdir: str):
 
 
 # ---- Integrity: fall back past damaged steps (see README, "Survival") --------------------------
-DAMAGED_DIR = "damaged"
 
 
 def step_dirs(path: str) -> list[str]:
   """Finished step directories of a workdir or a `checkpoints/` dir, newest first."""
-  path = os.path.abspath(path)
-  if os.path.isdir(os.path.join(path, "checkpoints")):
-    path = os.path.join(path, "checkpoints")
+  path = workdir_lib.checkpoints_of(path)
   steps = [d for d in os.listdir(path) if d.isdigit()] if os.path.isdir(path) else []
   return [os.path.join(path, d) for d in sorted(steps, key=int, reverse=True)]
 
@@ -98,7 +96,7 @@ _PARTIAL_STEP = re.compile(r"\d+\.orbax-checkpoint-tmp.*")
 def discard_partial_saves(workdir: str) -> list[str]:
   """Deletes the unfinished step directories a failed save left in `workdir/checkpoints` (they
   hold no usable state and may hold the space a rerun needs); returns their paths."""
-  directory = os.path.join(workdir, "checkpoints")
+  directory = workdir_lib.checkpoints_dir(workdir)
   names = os.listdir(directory) if os.path.isdir(directory) else []
   partial = [os.path.join(directory, n) for n in names if _PARTIAL_STEP.fullmatch(n)]
   for path in partial:
@@ -108,7 +106,7 @@ def discard_partial_saves(workdir: str) -> list[str]:
 
 def set_aside(step_dir: str) -> str:
   """Moves a damaged step to `checkpoints/damaged/STEP` (never deletes it); returns the new path."""
-  damaged = os.path.join(os.path.dirname(step_dir), DAMAGED_DIR)
+  damaged = os.path.join(os.path.dirname(step_dir), workdir_lib.DAMAGED_DIR)
   os.makedirs(damaged, exist_ok=True)
   target, n = os.path.join(damaged, os.path.basename(step_dir)), 1
   while os.path.lexists(target):  # the same step damaged again: keep both
@@ -226,7 +224,7 @@ class Checkpointer:
   def __init__(
       self, workdir: str, save_every: int, keep: int, record: dict, async_save: bool = False
   ):
-    self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+    self.directory = workdir_lib.checkpoints_dir(workdir)
     quiet_refused_writes()
     self.record = record
     self.save_every = save_every
@@ -237,7 +235,7 @@ class Checkpointer:
         enable_async_checkpointing=async_save,
     )
     self.manager = ocp.CheckpointManager(
-        self.directory, options=options, item_names=("state", "model")
+        self.directory, options=options, item_names=(workdir_lib.STATE_ITEM, workdir_lib.MODEL_ITEM)
     )
 
   def latest_step(self):

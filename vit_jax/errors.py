@@ -32,6 +32,11 @@ class MissingFileError(UserError, FileNotFoundError):
   """A file or directory the user named does not exist."""
 
 
+class DatasetNotPreparedError(UserError, FileNotFoundError):
+  """A dataset is not in data_dir (and nothing may be downloaded now); the message says how to
+  prepare it (the image and text pipelines both raise it)."""
+
+
 class WorkdirError(UserError):
   """The workdir (or a convert destination) cannot be used without losing or mixing up work."""
 

@@ -39,6 +39,7 @@ def load_workdir(workdir: str):
   from vit_jax import checkpoint
   from vit_jax import errors
   from vit_jax import interop
+  from vit_jax import workdir as workdir_lib
   from vit_jax.data import tokenizers
   from vit_jax.data.tokenizers import base
   from vit_jax.interop import orbax_format
@@ -48,9 +49,9 @@ def load_workdir(workdir: str):
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
   step_dir, (params, record) = checkpoint.first_intact(step_dirs, orbax_format.read_step)
   step = os.path.basename(step_dir)
-  with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+  with open(workdir_lib.config_path(workdir), encoding="utf-8") as f:
     task = json.load(f)["task"]
-  tokenizer = tokenizers.load_tokenizer(os.path.join(workdir, "tokenizer"))
+  tokenizer = tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(workdir))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:
     base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
@@ -91,11 +92,12 @@ def main(argv):
   import numpy as np
 
   from vit_jax import errors
-  from vit_jax.config import checks as validation
+  from vit_jax import tasks
+  from vit_jax.config import checks
   from vit_jax.models import sampling
 
   try:
-    validation.validate_generation(
+    checks.validate_generation(
         max_new_tokens=FLAGS.max_new_tokens,
         temperature=FLAGS.temperature,
         top_k=FLAGS.top_k,
@@ -144,7 +146,8 @@ def main(argv):
         print(f"{prompt} -> {tokenizer.decode(out)}")
     else:
       raise errors.ConfigError(
-          f"The workdir trained a {task!r} model; generation needs causal_lm or " "seq2seq."
+          f"The workdir trained a {task!r} model; generation needs one of "
+          f"{', '.join(tasks.GENERATING)}."
       )
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)

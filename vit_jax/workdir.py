@@ -1,5 +1,19 @@
-"""Workdir safety: nothing already saved is replaced, mixed up or lost by a careless command.
+"""The workdir: every file and folder a run writes there, and the checks that keep it safe.
 
+A workdir W holds (each name below is the one place it is spelled):
+
+    W/config.json         the run's full config (`task` tells generate/predict how to run the model)
+    W/run_info.json       parameter count, training FLOPs per example, train-set size
+    W/metrics.jsonl       one JSON record per logged train or eval step
+    W/tensorboard/        TensorBoard events of the same metrics
+    W/checkpoints/STEP/   orbax steps: a `state` item (params, optimizer) and a `model` record
+    W/checkpoints/damaged/  steps that failed to restore, set aside (never deleted)
+    W/tokenizer/          the tokenizer of a text run
+    W/train.log           a sweep run's stdout and stderr
+    W/lock                the host and pid of the process writing the workdir, while it runs
+and a sweep root holds `sweep.json` beside its runs' workdirs.
+
+Safety: nothing already saved is replaced, mixed up or lost by a careless command.
 - A workdir must be a writable directory (or creatable under one), not a file.
 - A resumed run must read the same data with the same tokenizer as the run that wrote the
   workdir: keys that differ from the saved config.json are listed and the run is refused
@@ -20,6 +34,70 @@ from vit_jax import errors
 
 CONFIG_FILE = "config.json"
 LOCK_FILE = "lock"  # host, pid and start time of the process writing the workdir
+RUN_INFO_FILE = "run_info.json"
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+CHECKPOINTS_DIR = "checkpoints"
+DAMAGED_DIR = "damaged"  # under CHECKPOINTS_DIR
+STATE_ITEM = "state"  # orbax items of one checkpoint step
+MODEL_ITEM = "model"
+TOKENIZER_DIR = "tokenizer"
+TRAIN_LOG_FILE = "train.log"
+SWEEP_FILE = "sweep.json"  # in a sweep root, not in a run's workdir
+
+# Names no other module may spell (tests/test_codebase.py): the ones that are only file names.
+FILE_NAMES = (
+    CONFIG_FILE,
+    LOCK_FILE,
+    RUN_INFO_FILE,
+    METRICS_FILE,
+    TENSORBOARD_DIR,
+    CHECKPOINTS_DIR,
+    DAMAGED_DIR,
+    TOKENIZER_DIR,
+    TRAIN_LOG_FILE,
+    SWEEP_FILE,
+)
+
+
+def config_path(workdir: str) -> str:
+  return os.path.join(workdir, CONFIG_FILE)
+
+
+def run_info_path(workdir: str) -> str:
+  return os.path.join(workdir, RUN_INFO_FILE)
+
+
+def metrics_path(workdir: str) -> str:
+  return os.path.join(workdir, METRICS_FILE)
+
+
+def tensorboard_dir(workdir: str) -> str:
+  return os.path.join(workdir, TENSORBOARD_DIR)
+
+
+def checkpoints_dir(workdir: str) -> str:
+  return os.path.abspath(os.path.join(workdir, CHECKPOINTS_DIR))
+
+
+def tokenizer_dir(workdir: str) -> str:
+  return os.path.join(workdir, TOKENIZER_DIR)
+
+
+def train_log_path(workdir: str) -> str:
+  return os.path.join(workdir, TRAIN_LOG_FILE)
+
+
+def sweep_file(root: str) -> str:
+  return os.path.join(root, SWEEP_FILE)
+
+
+def checkpoints_of(path: str) -> str:
+  """`path/checkpoints` when `path` is a workdir, else `path` (already a checkpoints dir)."""
+  path = os.path.abspath(path)
+  return checkpoints_dir(path) if os.path.isdir(checkpoints_dir(path)) else path
+
+
 DATA_KEYS = ("dataset", "train_split")
 TOKENIZER_KEYS = ("tokenizer.kind", "tokenizer.vocab_size", "tokenizer.path")
 
@@ -57,7 +135,7 @@ def _flat(config: dict, prefix: str = "") -> dict:
 
 def saved_config(workdir: str) -> dict | None:
   """The flattened config.json of an earlier run in `workdir`, or None."""
-  path = os.path.join(workdir, CONFIG_FILE)
+  path = config_path(workdir)
   if not os.path.isfile(path):
     return None
   try:

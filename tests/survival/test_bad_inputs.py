@@ -13,7 +13,7 @@ from tests.survival import conftest
 from tests.training import helpers
 from vit_jax import convert
 from vit_jax import errors
-from vit_jax.config import checks as validation
+from vit_jax.config import checks
 from vit_jax.data.image import folder
 
 
@@ -136,10 +136,10 @@ def test_corrupt_image_is_skipped_or_refused(tmp_path, corrupt):
   assert str(bad) not in [p for p, _ in scanned.examples["train"]]
   assert scanned.num_examples("train") == 6
   config = vit_config.get_config(f"dataset=folder:{root}")
-  assert validation.validate_training(config, str(tmp_path / "w")) == {"skipped_images": 1}
+  assert checks.validate_training(config, str(tmp_path / "w")) == {"skipped_images": 1}
   config.bad_images = "error"
   with pytest.raises(errors.DataError, match="broken.png"):
-    validation.validate_training(config, str(tmp_path / "w"))
+    checks.validate_training(config, str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
 
 
@@ -158,5 +158,5 @@ def test_folder_splits_with_different_classes_are_refused_before_training(tmp_pa
   conftest.assert_one_line_error(result.stderr, "'test' has bird", "allow_class_mismatch")
   assert not workdir.exists()
   config = conftest.tiny_config(digits_dir, dataset=f"folder:{root}", allow_class_mismatch=True)
-  validation.validate_config(config)
-  validation.validate_training(config, str(tmp_path / "w2"))  # allowed: no error
+  checks.validate_config(config)
+  checks.validate_training(config, str(tmp_path / "w2"))  # allowed: no error

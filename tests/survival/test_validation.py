@@ -11,7 +11,8 @@ from configs import seq2seq as seq2seq_config
 from configs import vit as vit_config
 from vit_jax import errors
 from vit_jax import workdir as workdir_lib
-from vit_jax.config import checks as validation
+from vit_jax.config import checks
+from vit_jax.data.image import sources
 
 
 def config_with(module, arg="", **overrides):
@@ -48,13 +49,13 @@ def config_with(module, arg="", **overrides):
 )
 def test_bad_config_value_is_named(key, value, named):
   with pytest.raises(errors.ConfigError, match=named.replace(".", r"\.")):
-    validation.validate_config(config_with(vit_config, **{key: value}))
+    checks.validate_config(config_with(vit_config, **{key: value}))
 
 
 def test_presets_validate():
   for module, arg in [(vit_config, ""), (vit_config, "dataset=cifar10"), (gpt_config, "")]:
-    validation.validate_config(module.get_config(arg))
-  validation.validate_config(config_with(vit_config, total_steps=0))  # 0: export step 0
+    checks.validate_config(module.get_config(arg))
+  checks.validate_config(config_with(vit_config, total_steps=0))  # 0: export step 0
 
 
 def test_config_error_is_a_user_error_but_a_bare_value_error_is_not():
@@ -77,7 +78,7 @@ def test_bad_generation_flag_is_named(flag, value):
   args = dict(max_new_tokens=10, temperature=0.8, top_k=0, top_p=1.0, beam_size=1)
   args[flag] = value
   with pytest.raises(errors.ConfigError, match=f"--{flag}"):
-    validation.validate_generation(**args)
+    checks.validate_generation(**args)
 
 
 def write(path, data: bytes):
@@ -109,7 +110,7 @@ def test_bad_text_data_is_named(tmp_path, case):
     pattern, named = str(tmp_path / "nothing" / "*.txt"), "no files match"
   config = config_with(gpt_config, dataset=f"files:{pattern}", **overrides)
   with pytest.raises(errors.DataError) as e:
-    validation.validate_training(config, str(tmp_path / "w"))
+    checks.validate_training(config, str(tmp_path / "w"))
   assert named in str(e.value)
   assert not (tmp_path / "w").exists()
 
@@ -118,7 +119,7 @@ def test_enough_text_documents_pass(tmp_path):
   for i in range(20):
     write(tmp_path / "t" / f"d{i}.txt", "caf\u00e9 ok\n".encode())
   config = config_with(gpt_config, dataset=f"files:{tmp_path / 't' / '*.txt'}")
-  assert validation.validate_training(config, str(tmp_path / "w")) == {}
+  assert checks.validate_training(config, str(tmp_path / "w")) == {}
 
 
 @pytest.fixture
@@ -168,7 +169,7 @@ def test_missing_or_empty_tfds_text_split_is_named(shakespeare_dir, tmp_path, ke
 def test_tfds_text_slices_pass(shakespeare_dir, tmp_path):
   config = config_with(gpt_config, dataset="tiny_shakespeare", data_dir=shakespeare_dir)
   config.train_split, config.eval_split = "train[:10%]", "validation+train[:1]"
-  assert validation.validate_training(config, str(tmp_path / "w")) == {}
+  assert checks.validate_training(config, str(tmp_path / "w")) == {}
 
 
 def test_lm1b_eval_split_names_its_tfds_split(tmp_path):
@@ -185,9 +186,7 @@ def test_lm1b_eval_split_names_its_tfds_split(tmp_path):
   with pytest.raises(
       errors.DataError, match=r"'validation' \(TFDS split 'test'\).*validation \(= test\)"
   ):
-    validation.check_tfds_split(
-        builder, "eval_split", "validation", "lm1b", (("validation", "test"),)
-    )
+    sources.check_tfds_split(builder, "eval_split", "validation", "lm1b", (("validation", "test"),))
 
 
 @pytest.mark.parametrize(
@@ -200,7 +199,7 @@ def test_lm1b_eval_split_names_its_tfds_split(tmp_path):
 def test_missing_or_empty_tfds_image_split_is_named(digits_dir, tmp_path, key, value, named):
   config = config_with(vit_config, data_dir=digits_dir, **{key: value})
   with pytest.raises(errors.DataError) as e:
-    validation.validate_training(config, str(tmp_path / "w"))
+    checks.validate_training(config, str(tmp_path / "w"))
   assert f"--config.{key}={value!r}" in str(e.value) and named in str(e.value)
   assert not (tmp_path / "w").exists()
 
@@ -219,7 +218,7 @@ def test_generated_text_splits_and_unknown_names(tmp_path, config_name, dataset,
       module, dataset=dataset, eval_split="all" if dataset == "embedded" else "valid"
   )
   with pytest.raises(errors.UserError, match=named):
-    validation.validate_training(config, str(tmp_path / "w"))
+    checks.validate_training(config, str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
 
 
@@ -229,7 +228,7 @@ def test_text_dataset_of_the_wrong_kind_is_refused_up_front(tmp_path):
       (config_with(seq2seq_config, dataset="embedded"), "holds documents, but pairs"),
   ]:
     with pytest.raises(errors.ConfigError, match=named):
-      validation.validate_training(config, str(tmp_path / "w"))
+      checks.validate_training(config, str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.sweeps import helpers
 from vit_jax import errors
+from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import checks
 from vit_jax.sweep import runner
 from vit_jax.sweep import spec
@@ -67,7 +68,7 @@ def test_print_commands_prints_one_command_per_run_and_runs_nothing(tmp_path):
     assert argv[:3] == ["python", "-m", "vit_jax.main"]
     assert f"--config.train_split={split}" in argv and "--config.model.width=32" in argv
     assert argv[-1] == f"--workdir={root / name}"
-  assert sorted(os.listdir(root)) == [runner.IDENTITY_FILE]  # no run started
+  assert sorted(os.listdir(root)) == [workdir_lib.SWEEP_FILE]  # no run started
 
 
 def test_a_root_of_another_sweep_is_refused_untouched(tmp_path):
@@ -111,7 +112,7 @@ def test_run_all_skips_finished_resumes_the_rest_and_goes_on_past_failures(
     name = os.path.basename(workdir)
     calls.append(name)
     assert argv[1:3] == ["-m", "vit_jax.main"] and argv[-1] == f"--workdir={workdir}"
-    assert log_path == os.path.join(workdir, runner.LOG_FILE)
+    assert log_path == workdir_lib.train_log_path(workdir)
     if name == "s1":  # resumes and finishes
       helpers.fake_run(workdir, config={}, info=None, rows=[done])
       return 0

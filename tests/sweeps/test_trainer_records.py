@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from tests.training import configs
 from tests.training import helpers
+from vit_jax import workdir as workdir_lib
 from vit_jax.data.image import pipeline
 from vit_jax.models import build_model
 from vit_jax.models import counting
@@ -17,7 +18,7 @@ def test_run_info_and_elapsed_time_over_a_resume(tmp_path, digits_dir):
   config = configs.tiny_vit(digits_dir, steps=2)
   config.train_split = "train[:25%]"
   train.train_and_evaluate(config, str(tmp_path))
-  info = json.loads((tmp_path / train.RUN_INFO_FILE).read_text())
+  info = json.loads((tmp_path / workdir_lib.RUN_INFO_FILE).read_text())
   assert info["train_examples"] == pipeline.split_size(
       "sklearn_digits", "train[:25%]", data_dir=digits_dir
   )

@@ -28,7 +28,7 @@ from tests.training import helpers
 from vit_jax import convert
 from vit_jax import main
 from vit_jax import tasks
-from vit_jax.config import checks as validation
+from vit_jax.config import checks
 from vit_jax.models import build_model
 
 PREFIX = "python -m vit_jax."
@@ -248,7 +248,7 @@ def test_training_commands_validate_and_save_at_least_as_often_as_they_evaluate(
     if command.text in UNCHECKED:
       continue
     config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
-    validation.validate_config(config)
+    checks.validate_config(config)
     assert config.checkpoint_every <= config.eval_every, command.text
 
 

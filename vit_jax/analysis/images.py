@@ -16,6 +16,7 @@ from vit_jax.data.image import augment
 from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import pipeline  # hides accelerators from TF before TF touches them
 from vit_jax.data.image import sources
+from vit_jax.interop import hf_format
 
 # The crop the trainer evaluates with: eval_iterator's default (the tasks never change it).
 CROP_FRACTION = inspect.signature(pipeline.eval_iterator).parameters["crop_fraction"].default
@@ -95,7 +96,7 @@ def class_names(loaded, num_classes: int, labels_file: str | None = None) -> lis
 
 
 def _imported_names(path: str, num_classes: int) -> list:
-  hf_config = os.path.join(path, "config.json")
+  hf_config = os.path.join(path, hf_format.HF_CONFIG)
   if os.path.isdir(path) and os.path.isfile(hf_config):
     with open(hf_config, encoding="utf-8") as f:
       id2label = json.load(f).get("id2label") or {}

@@ -8,6 +8,8 @@ import os
 
 from vit_jax import errors
 from vit_jax import interop
+from vit_jax import tasks
+from vit_jax import workdir as workdir_lib
 from vit_jax.interop import models as interop_models
 
 TEXT_MODELS = ("gpt",) + interop_models.BERT_NAMES
@@ -39,16 +41,12 @@ class Loaded:
     """The workdir's task, or the one an imported model's head implies."""
     if self.workdir_config:
       return self.workdir_config["task"]
-    return {
-        "vit": "image_classification",
-        "gpt": "causal_lm",
-        "bert_classifier": "text_classification",
-    }.get(self.name, "masked_lm")
+    return tasks.task_of_model(self.name)
 
 
 def _workdir_config(path: str) -> dict:
   """Our workdir's config.json ({} for anything else: a Hugging Face config has no "task")."""
-  config_path = os.path.join(path, "config.json")
+  config_path = workdir_lib.config_path(path)
   if not os.path.isfile(config_path):
     return {}
   with open(config_path, encoding="utf-8") as f:
@@ -68,7 +66,7 @@ def load(path: str) -> Loaded:
   if config and not _has_checkpoint(path):
     raise errors.MissingFileError(
         f"The workdir {path} has no checkpoint yet (nothing in "
-        f"{os.path.join(path, 'checkpoints')}); train it with vit_jax.main "
+        f"{workdir_lib.checkpoints_dir(path)}); train it with vit_jax.main "
         "first or pass another workdir."
     )
   probe = interop.load(path)
@@ -92,9 +90,9 @@ def load(path: str) -> Loaded:
 
 
 def _has_checkpoint(workdir: str) -> bool:
-  directory = os.path.join(workdir, "checkpoints")
+  directory = workdir_lib.checkpoints_dir(workdir)
   return os.path.isdir(directory) and any(
-      d.isdigit() and os.path.isdir(os.path.join(directory, d, "state"))
+      d.isdigit() and os.path.isdir(os.path.join(directory, d, workdir_lib.STATE_ITEM))
       for d in os.listdir(directory)
   )
 
@@ -140,7 +138,7 @@ def tokenizer(loaded: Loaded):
   from vit_jax.data import tokenizers  # pylint: disable=g-import-not-at-top
 
   if loaded.workdir_config:
-    return tokenizers.load_tokenizer(os.path.join(loaded.path, "tokenizer"))
+    return tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(loaded.path))
   hf_file = os.path.join(loaded.path, "tokenizer.json")
   if os.path.isdir(loaded.path) and os.path.isfile(hf_file):
     return tokenizers.load_pretrained(hf_file)

@@ -1,4 +1,5 @@
-"""Defaults the configs share: the training schema, data and tokenizer blocks, and `runlocal`.
+"""Defaults the configs share: the training keys and their allowed values (the schema that
+vit_jax/config/checks.py enforces), data and tokenizer blocks, and `runlocal`.
 
 Configs are loaded by file path (`--config=configs/gpt.py`), so what they share lives in the
 package, where every config can import it (big_vision keeps the same in configs/common.py).
@@ -16,6 +17,40 @@ def follows(c: ml_collections.ConfigDict, key: str):
   when the config is built, before command-line overrides are applied.
   """
   return c.get_ref(key).identity()
+
+
+# ---- Schema: the values each key allows ------------------------------------------------------
+# (optimizer.name and optimizer.schedule: the names training/optimizer.py builds, added by
+# config/checks.py, so that loading a config file imports no optax)
+CHOICES = {
+    "nonfinite": ("stop", "skip"),
+    "progress": ("auto", "bar", "lines"),
+    "bad_images": ("skip", "error"),
+}
+# key -> (lowest allowed value, whether None is allowed)
+AT_LEAST = {
+    "batch_size": (1, False),
+    "total_steps": (0, False),
+    "grad_accum_steps": (1, False),
+    "log_every": (1, False),
+    "eval_every": (1, False),
+    "checkpoint_every": (1, False),
+    "keep_checkpoints": (1, False),
+    "eval_max_batches": (1, True),
+    "prefetch_batches": (0, False),
+    "input_shards": (1, True),
+    "seq_len": (1, False),
+    "image_size": (1, False),
+    "shuffle_buffer": (1, False),
+    "optimizer.lr": (0, False),
+    "optimizer.warmup_steps": (0, False),
+    "optimizer.weight_decay": (0, False),
+    "optimizer.grad_clip_norm": (0, False),
+    "optimizer.end_lr_ratio": (0, False),
+    "tokenizer.vocab_size": (1, True),
+    "tokenizer.max_train_texts": (1, False),
+}
+BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
 
 
 def training_defaults() -> ml_collections.ConfigDict:

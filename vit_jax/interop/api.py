@@ -6,6 +6,7 @@ import jax
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import workdir as workdir_lib
 from vit_jax.interop import common
 from vit_jax.interop import converted
 from vit_jax.interop import fit
@@ -94,7 +95,7 @@ def save(
     return []
   if to == "npz":
     return ["the tokenizer was not written: an .npz holds parameters only"]
-  return [f"wrote the {ckpt.tokenizer.kind!r} tokenizer to {os.path.join(path, 'tokenizer')}"]
+  return [f"wrote the {ckpt.tokenizer.kind!r} tokenizer to {workdir_lib.tokenizer_dir(path)}"]
 
 
 def convert(

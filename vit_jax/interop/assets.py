@@ -11,26 +11,18 @@ import os
 
 import tokenizers as tokenizers_lib
 
+from vit_jax import tasks
+from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.tokenizers import base
 
-TOKENIZER_DIR = "tokenizer"  # in a workdir, as training saves it
-CONFIG_FILE = "config.json"
 HF_TOKENIZER = "tokenizer.json"
 _HF_TOKENIZER_CONFIG = "tokenizer_config.json"
-# The task each model we convert is trained and run with.
-TASKS = {
-    "vit": "image_classification",
-    "gpt": "causal_lm",
-    "bert": "masked_lm",
-    "bert_mlm": "masked_lm",
-    "bert_classifier": "text_classification",
-}
 
 
 def read_workdir_tokenizer(workdir: str):
   """The workdir's saved tokenizer, or None when it has none (an image model)."""
-  directory = os.path.join(workdir, TOKENIZER_DIR)
+  directory = workdir_lib.tokenizer_dir(workdir)
   if not os.path.isfile(os.path.join(directory, base.META_FILE)):
     return None
   return tokenizers.load_tokenizer(directory)
@@ -39,13 +31,13 @@ def read_workdir_tokenizer(workdir: str):
 def write_workdir_assets(workdir: str, model: dict, tokenizer) -> None:
   """`W/tokenizer` and a `W/config.json` naming the task, for a workdir that convert writes."""
   if tokenizer is not None:
-    tokenizer.save(os.path.join(workdir, TOKENIZER_DIR))
+    tokenizer.save(workdir_lib.tokenizer_dir(workdir))
   record = {
-      "task": TASKS.get(model.get("name")),
+      "task": tasks.task_of_model(model["name"]),
       "model": model,
       "written_by": "vit_jax.convert (weights only: no training settings)",
   }
-  with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
+  with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
     json.dump(record, f, indent=2, sort_keys=True)
 
 

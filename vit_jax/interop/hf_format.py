@@ -11,6 +11,7 @@ import numpy as np
 import safetensors
 from safetensors import numpy as safetensors_np
 
+from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
 from vit_jax.interop import atomic
 from vit_jax.interop import common
@@ -21,20 +22,23 @@ from vit_jax.interop import hf_vit
 
 FAMILIES = {"bert": hf_bert, "gpt2": hf_gpt2, "vit": hf_vit}  # by HF model_type
 _BY_OUR_NAME = {**{n: hf_bert for n in hf_bert.OUR_NAMES}, "gpt": hf_gpt2, "vit": hf_vit}
+# Hugging Face spells its config as our workdirs do; is_hf_dir tells the two apart.
+HF_CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 
 
 def is_hf_dir(path: str) -> bool:
   """A directory with config.json that is not one of our workdirs (they hold a config.json too)."""
-  return os.path.isfile(os.path.join(path, "config.json")) and not any(
-      os.path.isdir(os.path.join(path, d)) for d in ("checkpoints", "state")
+  ours = (workdir_lib.CHECKPOINTS_DIR, workdir_lib.STATE_ITEM)
+  return os.path.isfile(os.path.join(path, HF_CONFIG)) and not any(
+      os.path.isdir(os.path.join(path, d)) for d in ours
   )
 
 
 def read_dir(path: str) -> tuple[dict, dict]:
   """(config.json as a dict, {tensor name: np.ndarray})."""
-  with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+  with open(os.path.join(path, HF_CONFIG), encoding="utf-8") as f:
     config = json.load(f)
   if os.path.isfile(os.path.join(path, WEIGHTS)):
     files = [WEIGHTS]
@@ -99,7 +103,7 @@ def write(ckpt: converted.Checkpoint, path: str, overwrite: bool = False) -> lis
       config[f"{special}_token_id"] = ids[special]
   with atomic.output_path(path, overwrite) as staged:
     os.makedirs(staged)
-    with open(os.path.join(staged, "config.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(staged, HF_CONFIG), "w", encoding="utf-8") as f:
       json.dump(config, f, indent=2, sort_keys=True)
     safetensors_np.save_file(
         {k: np.ascontiguousarray(v) for k, v in tensors.items()},

@@ -14,6 +14,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from vit_jax import checkpoint
+from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
 from vit_jax.interop import atomic
 from vit_jax.interop import common
@@ -23,10 +24,8 @@ from vit_jax.interop import converted
 def find_step_dir(path: str) -> str:
   """The step directory of a workdir or `checkpoints/` dir (its latest finished step, step 0
   included), or `path` itself when it is one step's directory."""
-  path = os.path.abspath(path)
-  if os.path.isdir(os.path.join(path, "checkpoints")):
-    path = os.path.join(path, "checkpoints")
-  if os.path.isdir(os.path.join(path, "state")):
+  path = workdir_lib.checkpoints_of(path)
+  if os.path.isdir(os.path.join(path, workdir_lib.STATE_ITEM)):
     return path
   steps = ocp.step.checkpoint_steps(path) if os.path.isdir(path) else []
   if not steps:
@@ -35,7 +34,7 @@ def find_step_dir(path: str) -> str:
         "'state' directory found."
     )
   step_dir = os.path.join(path, str(max(steps)))
-  if not os.path.isdir(os.path.join(step_dir, "state")):
+  if not os.path.isdir(os.path.join(step_dir, workdir_lib.STATE_ITEM)):
     raise common.ConversionError(f"{step_dir} has no 'state' directory.")
   return step_dir
 
@@ -53,7 +52,7 @@ def read_params(path: str) -> dict:
 
 
 def _read_step_params(step_dir: str) -> dict:
-  state = read_state_dir(os.path.join(find_step_dir(step_dir), "state"))
+  state = read_state_dir(os.path.join(find_step_dir(step_dir), workdir_lib.STATE_ITEM))
   return {k: np.asarray(v) for k, v in common.flatten(state["params"]).items()}
 
 
@@ -81,7 +80,7 @@ def read(path: str) -> converted.Checkpoint:
 
 def read_step(step_dir: str):
   """(flat params, model record) of one step; any failure marks the step damaged."""
-  record_dir = os.path.join(step_dir, "model")
+  record_dir = os.path.join(step_dir, workdir_lib.MODEL_ITEM)
   if not os.path.isdir(record_dir):
     raise FileNotFoundError(f"{step_dir} has no model record ('model' directory)")
   params = _read_step_params(step_dir)

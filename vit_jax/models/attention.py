@@ -21,10 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from vit_jax import errors
-from vit_jax.models import chunked_attention
 from vit_jax.models import masks as masks_lib
 from vit_jax.models import position
-from vit_jax.models import splash_attention
 
 IMPLEMENTATIONS = ("auto", "xla", "cudnn", "splash", "einsum", "chunked")
 CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)  # cuDNN's fused attention takes no float32
@@ -71,8 +69,12 @@ def choose_implementation(
       requested = "cudnn" if head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM else "xla"
     else:
       requested = "xla"
-  if requested == "splash" and (dense_mask or not splash_attention.supports(q_len, kv_len, spec)):
-    return "xla"
+  if requested == "splash":
+    # pylint: disable-next=g-import-not-at-top
+    from vit_jax.models import splash_attention  # TPU kernels: loaded only where chosen
+
+    if dense_mask or not splash_attention.supports(q_len, kv_len, spec):
+      return "xla"
   return requested
 
 
@@ -219,10 +221,16 @@ class MultiHeadAttention(nn.Module):
 
     weights = None
     if impl == "splash":
+      # pylint: disable-next=g-import-not-at-top
+      from vit_jax.models import splash_attention
+
       out_BxTxHxK = splash_attention.splash_attention(
           q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, spec, interpret=platform != "tpu"
       )
     elif impl == "chunked":  # memory linear in length (chunked_attention.py)
+      # pylint: disable-next=g-import-not-at-top
+      from vit_jax.models import chunked_attention  # only for configs that choose it
+
       out_BxTxHxK = chunked_attention.chunked_attention(
           q_BxTxHxK,
           k_BxSxHxK,

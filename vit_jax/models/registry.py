@@ -6,17 +6,12 @@ error, never silently dropped.
 """
 
 import dataclasses
+import importlib
 from typing import Any, Mapping
 
 import flax.linen as nn
 
 from vit_jax import errors
-from vit_jax.models import bert
-from vit_jax.models import gpt
-from vit_jax.models import mixer
-from vit_jax.models import resnet
-from vit_jax.models import seq2seq
-from vit_jax.models import vit
 
 
 def _fields(module_cls) -> set[str]:
@@ -33,27 +28,37 @@ def _make(module_cls, kwargs: Mapping[str, Any], model_name: str, extra=()):
   return module_cls(**{k: v for k, v in kwargs.items() if k not in extra})
 
 
-def _bert_task(task_cls, head_fields):
+def _class(path: str):
+  """ "bert.Bert" -> vit_jax.models.bert.Bert, imported on first use (a ViT run loads no BERT)."""
+  module, name = path.split(".")
+  return getattr(importlib.import_module(f"vit_jax.models.{module}"), name)
+
+
+def _plain(path: str):
+  return lambda kwargs, model_name: _make(_class(path), kwargs, model_name)
+
+
+def _bert_task(path: str, head_fields):
   def build(kwargs, model_name):
     head = {k: v for k, v in kwargs.items() if k in head_fields}
     encoder = _make(
-        bert.Bert, {k: v for k, v in kwargs.items() if k not in head_fields}, model_name
+        _class("bert.Bert"), {k: v for k, v in kwargs.items() if k not in head_fields}, model_name
     )
-    return task_cls(bert=encoder, **head)
+    return _class(path)(bert=encoder, **head)
 
   return build
 
 
 _BUILDERS = {
-    "vit": lambda kw, n: _make(vit.ViT, kw, n),
-    "mixer": lambda kw, n: _make(mixer.MlpMixer, kw, n),
-    "fnet": lambda kw, n: _make(mixer.FNet, kw, n),
-    "resnet": lambda kw, n: _make(resnet.ResNetV2, kw, n),
-    "gpt": lambda kw, n: _make(gpt.Gpt, kw, n),
-    "seq2seq": lambda kw, n: _make(seq2seq.EncoderDecoder, kw, n),
-    "bert": _bert_task(bert.BertForPreTraining, {"next_sentence"}),
-    "bert_mlm": _bert_task(bert.BertForMaskedLM, set()),
-    "bert_classifier": _bert_task(bert.BertForSequenceClassification, {"num_classes"}),
+    "vit": _plain("vit.ViT"),
+    "mixer": _plain("mixer.MlpMixer"),
+    "fnet": _plain("mixer.FNet"),
+    "resnet": _plain("resnet.ResNetV2"),
+    "gpt": _plain("gpt.Gpt"),
+    "seq2seq": _plain("seq2seq.EncoderDecoder"),
+    "bert": _bert_task("bert.BertForPreTraining", {"next_sentence"}),
+    "bert_mlm": _bert_task("bert.BertForMaskedLM", set()),
+    "bert_classifier": _bert_task("bert.BertForSequenceClassification", {"num_classes"}),
 }
 MODELS = tuple(_BUILDERS)
 

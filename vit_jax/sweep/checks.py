@@ -10,7 +10,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from vit_jax import errors
-from vit_jax.config import checks as validation
+from vit_jax.config import checks
 from vit_jax.sweep import spec
 
 
@@ -19,9 +19,9 @@ def run_config(run: spec.Run):
   config_arg = f"--config={spec.resolve_config(run.config)}"
   base = _parse(run, [config_arg])
   for key, _ in run.overrides:
-    if not validation.has_key(base, key):
+    if not checks.has_key(base, key):
       parent, _, leaf = key.rpartition(".")
-      scope = validation.get(base, parent) if parent else base
+      scope = checks.get(base, parent) if parent else base
       known = sorted(scope.keys()) if hasattr(scope, "keys") else []
       raise errors.ConfigError(
           f"run {run.name!r}: unknown config key {key!r} (not in {run.config}"
@@ -29,7 +29,7 @@ def run_config(run: spec.Run):
           + "). Fix the key in the sweep file; no run was started."
       )
   config = _parse(run, [config_arg, *run.flags()])
-  problems = validation.config_problems(config)
+  problems = checks.config_problems(config)
   if problems:
     raise errors.ConfigError(
         f"run {run.name!r}: " + "; ".join(problems) + ". Fix the sweep file; no run was started."

@@ -14,6 +14,7 @@ import json
 import math
 import os
 
+from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import runner
 from vit_jax.sweep import spec
 
@@ -52,13 +53,13 @@ def metric_values(row: dict) -> dict:
 
 def describe(name: str, workdir: str) -> dict | None:
   """The run's settings from config.json and run_info.json; None if it never started."""
-  config_path = os.path.join(workdir, "config.json")
+  config_path = workdir_lib.config_path(workdir)
   if not os.path.isfile(config_path):
     return None
   with open(config_path, encoding="utf-8") as f:
     config = json.load(f)
   info = {}
-  info_path = os.path.join(workdir, "run_info.json")
+  info_path = workdir_lib.run_info_path(workdir)
   if os.path.isfile(info_path):
     with open(info_path, encoding="utf-8") as f:
       info = json.load(f)

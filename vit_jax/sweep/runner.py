@@ -18,14 +18,11 @@ from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import spec
 
-IDENTITY_FILE = "sweep.json"
-LOG_FILE = "train.log"  # the run's stdout and stderr, appended on every attempt
-
 
 def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
   """Refuses a root that holds another sweep (or something else); writes sweep.json if `create`."""
   identity = sweep.identity()
-  path = os.path.join(root, IDENTITY_FILE)
+  path = workdir_lib.sweep_file(root)
   if os.path.isfile(path):
     try:
       with open(path, encoding="utf-8") as f:
@@ -41,8 +38,8 @@ def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
     return
   if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
     raise errors.WorkdirError(
-        f"--root={root} is not empty and has no {IDENTITY_FILE}, so it is not this sweep's root; "
-        "use a new or empty folder. Nothing in it was changed."
+        f"--root={root} is not empty and has no {workdir_lib.SWEEP_FILE}, so it is not this "
+        "sweep's root; use a new or empty folder. Nothing in it was changed."
     )
   if not create:
     raise errors.MissingFileError(f"--root={root} holds no sweep yet; run the sweep first.")
@@ -65,7 +62,7 @@ def _difference(saved: dict, now: dict) -> str:
 
 def read_metrics(workdir: str) -> list[dict]:
   """The records of `workdir/metrics.jsonl` (a torn last line of a killed run is ignored)."""
-  path = os.path.join(workdir, "metrics.jsonl")
+  path = workdir_lib.metrics_path(workdir)
   if not os.path.isfile(path):
     return []
   rows = []
@@ -111,8 +108,8 @@ def _run_each(sweep: spec.Sweep, configs: dict, root: str) -> int:
       print(f"{prefix}: finished, skipped.", flush=True)
       skipped += 1
       continue
-    resuming = os.path.isdir(os.path.join(workdir, "checkpoints"))
-    log_path = os.path.join(workdir, LOG_FILE)
+    resuming = os.path.isdir(workdir_lib.checkpoints_dir(workdir))
+    log_path = workdir_lib.train_log_path(workdir)
     print(f"{prefix}: {'resuming' if resuming else 'starting'} (log: {log_path})", flush=True)
     os.makedirs(workdir, exist_ok=True)
     start = time.time()

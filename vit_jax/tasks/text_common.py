@@ -8,12 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
 from vit_jax.data.tokenizers import base
 from vit_jax.tasks import base as task_base
-
-TOKENIZER_DIR = "tokenizer"
 
 
 def tokenizer_for(config, workdir: str):
@@ -23,7 +22,7 @@ def tokenizer_for(config, workdir: str):
   a checkpoint trained with one vocabulary must never be resumed with another.
   """
   tc = config.tokenizer
-  directory = os.path.join(workdir, TOKENIZER_DIR)
+  directory = workdir_lib.tokenizer_dir(workdir)
   if os.path.exists(os.path.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (
@@ -38,7 +37,7 @@ def tokenizer_for(config, workdir: str):
     return saved
   if tc.path:
     return tokenizers.load_pretrained(tc.path)
-  init_dir = os.path.join(config.get("init_from") or "", TOKENIZER_DIR)
+  init_dir = workdir_lib.tokenizer_dir(config.get("init_from") or "")
   if config.get("init_from") and os.path.exists(os.path.join(init_dir, base.META_FILE)):
     return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
   texts = datasets.dataset_texts(
@@ -121,7 +120,7 @@ class TokenLossTask(TextTask):
 
 
 def save_tokenizer(tokenizer, workdir: str) -> None:
-  directory = os.path.join(workdir, TOKENIZER_DIR)
+  directory = workdir_lib.tokenizer_dir(workdir)
   if not os.path.exists(os.path.join(directory, base.META_FILE)):
     tokenizer.save(directory)
 

@@ -10,6 +10,8 @@ import time
 
 import jax
 
+from vit_jax import workdir as workdir_lib
+
 
 class MetricsLog:
   """Writes one JSON object per logged step and the same scalars to TensorBoard."""
@@ -31,12 +33,12 @@ class MetricsLog:
     self.started = self.start_time if started is None else started
     if not self.enabled:
       return
-    path = os.path.join(workdir, "metrics.jsonl")
+    path = workdir_lib.metrics_path(workdir)
     self.elapsed_before = earlier_elapsed(path)
     self.jsonl = open(path, "a", encoding="utf-8")
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 
-    self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+    self.tb = SummaryWriter(workdir_lib.tensorboard_dir(workdir))
     use_bar = progress == "bar" or (progress == "auto" and sys.stderr.isatty())
     self.bar = None
     if use_bar:

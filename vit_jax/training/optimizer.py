@@ -5,6 +5,8 @@ import optax
 
 from vit_jax import errors
 
+OPTIMIZERS = ("adamw", "sgd")
+SCHEDULES = ("cosine", "linear", "constant")  # after the linear warmup
 # Parameters that weight decay leaves alone: biases, norm scales, position embeddings, tokens.
 NO_DECAY_NAMES = ("bias", "scale", "pos_embedding", "cls", "probe", "output_bias")
 
@@ -22,7 +24,7 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     decay = optax.constant_schedule(lr)
   else:
     raise errors.ConfigError(
-        f"Unknown schedule {opt_cfg.schedule!r}; choose cosine, linear or constant."
+        f"Unknown schedule {opt_cfg.schedule!r}; choose one of {', '.join(SCHEDULES)}."
     )
   if warmup <= 0:
     return decay
@@ -49,7 +51,9 @@ def build_optimizer(opt_cfg, total_steps: int):
     if opt_cfg.momentum:
       parts.append(optax.trace(decay=opt_cfg.momentum, accumulator_dtype=opt_cfg.mu_dtype))
   else:
-    raise errors.ConfigError(f"Unknown optimizer {opt_cfg.name!r}; choose adamw or sgd.")
+    raise errors.ConfigError(
+        f"Unknown optimizer {opt_cfg.name!r}; choose one of {', '.join(OPTIMIZERS)}."
+    )
   if opt_cfg.weight_decay:
     # Coupled: decay * lr_t. Decoupled: decay * lr_t / lr, i.e. follows only the schedule's shape.
     rate = (

@@ -17,10 +17,9 @@ import numpy as np
 
 from vit_jax import checkpoint
 from vit_jax import errors
-from vit_jax import interop
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
-from vit_jax.config import checks as validation
+from vit_jax.config import checks
 from vit_jax.models import counting
 from vit_jax.training import aot
 from vit_jax.training import build
@@ -29,8 +28,6 @@ from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
 from vit_jax.training import preemption
-
-RUN_INFO_FILE = "run_info.json"  # parameter count, training FLOPs per example, train-set size
 
 
 class NonFiniteError(FloatingPointError):
@@ -67,7 +64,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
-  data_notes = validation.validate_training(config, workdir)  # before anything is written
+  data_notes = checks.validate_training(config, workdir)  # before anything is written
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
@@ -104,6 +101,9 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   else:
     state = jax.jit(built.init_state, out_shardings=state_shardings)(built.init_rng)
     if config.init_from:
+      # pylint: disable-next=g-import-not-at-top
+      from vit_jax import interop  # only here: a run without init_from loads no converter
+
       params, notes = interop.finetune_params(
           state["params"], config.init_from, **task.init_from_rules()
       )
@@ -115,7 +115,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   start_step = int(state["step"])
   mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
-    with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+    with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
     # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py).
     run_info = {
@@ -125,7 +125,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         "batch_size": config.batch_size,
         "total_steps": config.total_steps,
     }
-    with open(os.path.join(workdir, RUN_INFO_FILE), "w", encoding="utf-8") as f:
+    with open(workdir_lib.run_info_path(workdir), "w", encoding="utf-8") as f:
       json.dump(run_info, f, indent=2)
     task.save_assets(workdir)
 

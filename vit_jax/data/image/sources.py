@@ -19,10 +19,10 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from vit_jax import errors
-from vit_jax.data.errors import DatasetNotPreparedError
 from vit_jax.data.image import digits
 from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import shapes
+from vit_jax.errors import DatasetNotPreparedError
 
 FOLDER_PREFIX = "folder:"
 
@@ -210,3 +210,37 @@ def how_to_prepare(builder: tfds.core.DatasetBuilder) -> str:
         "or pass download=True to download and prepare it now.",
     ]
   return "\n".join(lines)
+
+
+# ---- Split checks (any TFDS builder, image or text) ------------------------------------------
+def check_tfds_split(builder, key: str, value: str, dataset: str, renamed=()) -> None:
+  """`--config.<key>=value` names an existing, non-empty split of `builder`, by the split counts
+  TFDS recorded when it prepared the data; TFDS parses slices and sums (`train[:10%]`,
+  `train+test`). `renamed`: (name, TFDS split) pairs a reader maps, e.g. ("validation", "test").
+
+  A builder with no recorded splits (`tfds.testing.mock_data` without metadata files accepts
+  any) is left to the reader.
+  """
+  splits = builder.info.splits
+  if not splits:
+    return
+  renamed = {name: split for name, split in renamed if name != split}
+  tfds_split = renamed.get(value, value)
+  shown = repr(value) if tfds_split == value else f"{value!r} (TFDS split {tfds_split!r})"
+  available = ", ".join(
+      [f"{name} ({info.num_examples} examples)" for name, info in splits.items()]
+      + [f"{name} (= {split})" for name, split in renamed.items()]
+  )
+  try:
+    count = splits[tfds_split].num_examples
+  except (KeyError, ValueError) as e:  # TFDS's way of saying it is no such split or slice
+    reason = str(e).strip("'\"").splitlines()[0][:200]
+    reason = "" if reason.startswith("Unknown split") else f" ({reason})"  # listed below
+    raise errors.DataError(
+        f"--config.{key}={shown} is not a split of {dataset!r}{reason}; available: "
+        f"{available}, or slices of them such as train[:10%]."
+    ) from None
+  if count == 0:
+    raise errors.DataError(
+        f"--config.{key}={shown} of {dataset!r} has no examples; available: {available}."
+    )

@@ -32,10 +32,10 @@ import re
 from typing import Any, Iterator, Optional
 
 from vit_jax import errors
-from vit_jax.data.errors import DatasetNotPreparedError
 from vit_jax.data.text import corpus
 from vit_jax.data.text import seq2seq_toy
 from vit_jax.data.text import sources as text_sources
+from vit_jax.errors import DatasetNotPreparedError
 
 KINDS = ("documents", "labeled", "pairs")
 TOY_SIZES = {"train": 50_000, "validation": 1_000, "test": 1_000}

@@ -1,0 +1,67 @@
+"""Checks of an image data config before training: the dataset opens, both splits read."""
+
+import tensorflow_datasets as tfds
+
+from vit_jax import data
+from vit_jax import errors
+from vit_jax.data.image import folder
+from vit_jax.data.image import sources
+
+
+def check_config(config) -> dict:
+  """The image dataset `config.dataset` opens and both splits read; returns notes for the metrics
+  log (the count of undecodable folder images skipped)."""
+  source = sources.open_source(config.dataset, data_dir=config.data_dir, download=config.download)
+  is_tfds = not config.dataset.startswith(sources.FOLDER_PREFIX)
+  builder = tfds.builder(config.dataset, data_dir=config.data_dir) if is_tfds else None
+  for key in data.SPLIT_KEYS:
+    split = config[key] or getattr(source, key)
+    if split is None:
+      raise errors.ConfigError(
+          f"--config.{key} is unset and {config.dataset!r} has no default one; set it."
+      )
+    if builder is not None:  # names the splits there are, with their sizes
+      sources.check_tfds_split(builder, key, split, config.dataset)
+    try:  # and reading it: a folder's splits, or a TFDS split under mock_data
+      ds = source.read(split, 0, 1)
+    except errors.UserError:
+      raise
+    except (ValueError, KeyError) as e:  # TFDS's way of saying the split does not exist
+      raise errors.DataError(
+          f"--config.{key}={split!r} is not a split of {config.dataset!r} "
+          f"({str(e).splitlines()[0][:200]}); choose an existing split."
+      ) from e
+    if int(ds.cardinality()) == 0:
+      raise errors.DataError(f"--config.{key}={split!r} of {config.dataset!r} is empty.")
+  if source.classes_in is not None and not config.get("allow_class_mismatch"):
+    _check_classes_agree(config, source)
+  if is_tfds:
+    return {}
+  bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX) :])
+  if bad and config.get("bad_images") == "error":
+    raise errors.DataError(
+        f"{bad[0]} is not a decodable image ({len(bad)} such file(s) in the "
+        "folder); remove or re-encode it, or set --config.bad_images=skip."
+    )
+  return {"skipped_images": len(bad)} if bad else {}
+
+
+def _check_classes_agree(config, source) -> None:
+  """The train and eval splits must hold the same classes: a class only in the eval split is
+  one the model never learns, and one only in training is never scored."""
+  chosen = {key: config[key] or getattr(source, key) for key in data.SPLIT_KEYS}
+  classes = {key: set(source.classes_in(split)) for key, split in chosen.items()}
+  train, evaluated = classes["train_split"], classes["eval_split"]
+  if train == evaluated:
+    return
+  parts = []
+  for key, other in (("eval_split", "train_split"), ("train_split", "eval_split")):
+    only = sorted(classes[key] - classes[other])
+    if only:
+      parts.append(f"{chosen[key]!r} has {', '.join(only)}, which {chosen[other]!r} lacks")
+  raise errors.DataError(
+      f"the classes of --config.train_split={chosen['train_split']!r} and "
+      f"--config.eval_split={chosen['eval_split']!r} of {config.dataset} differ: "
+      f"{'; '.join(parts)}. Give both splits the same class folders, or set "
+      "--config.allow_class_mismatch=true to train and score them as they are."
+  )

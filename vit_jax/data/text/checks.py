@@ -1,0 +1,98 @@
+"""Checks of a text data config before training: the dataset's name, kind, splits and files."""
+
+import glob
+import os
+import re
+
+from vit_jax import data
+from vit_jax import errors
+from vit_jax.data.text import corpus
+from vit_jax.data.text import datasets
+
+TEXT_SPLITS = ("train", "validation", "test", "all")
+
+
+def check_config(config, examples: str) -> None:
+  """The text dataset `config.dataset` exists, reads `examples` (the task's kind) and has
+  non-empty `train_split` and `eval_split`; a DataError or ConfigError otherwise."""
+  name = config.dataset
+  # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
+  datasets.check_kind(name, examples)
+  if name in datasets.TFDS_DATASETS:
+    _check_tfds_text(config, datasets.TFDS_DATASETS[name])
+    return
+  if name in datasets.TOY_DATASETS:
+    allowed = tuple(datasets.TOY_SIZES)
+  else:
+    allowed = TEXT_SPLITS if name.startswith(datasets.FILE_PREFIXES) else TEXT_SPLITS[:3]
+  for key in data.SPLIT_KEYS:
+    if config[key] not in allowed:
+      raise errors.DataError(
+          f"--config.{key}={config[key]!r} is not a split of {name!r}; use "
+          f"one of {', '.join(allowed)}."
+      )
+  if not name.startswith(datasets.FILE_PREFIXES):
+    return  # the embedded corpus and the toy tasks are generated: every split has examples
+  for path in text_files(name):
+    check_text_file(path)
+  count = lambda split: sum(1 for _ in datasets.load_source(name, split).single_pass())
+  if count(config.eval_split) == 0 or count(config.train_split) == 0:
+    every = corpus.VALIDATION_EVERY
+    raise errors.DataError(
+        f"dataset {name!r} has {count('all')} documents, too few for a non-empty train and "
+        f"validation split (every {every}th document is held out, so at least {every} are "
+        "needed): add files, or use paragraphs:PATTERN to split files at blank lines."
+    )
+
+
+def _check_tfds_text(config, spec) -> None:
+  """The dataset is prepared and both splits exist and hold examples. The reader opens the eval
+  split only at the first eval, so without this a typo there costs the training before it."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds
+
+  from vit_jax.data.image import sources  # its ensure_prepared serves any TFDS builder
+
+  builder = tfds.builder(spec.tfds_name, data_dir=config.data_dir)
+  sources.ensure_prepared(builder)
+  for key in data.SPLIT_KEYS:  # spec.splits: e.g. lm1b's "validation" is its TFDS "test" split
+    sources.check_tfds_split(builder, key, config[key], config.dataset, spec.splits)
+
+
+def text_files(name: str) -> list[str]:
+  """The files a `files:`/`paragraphs:` dataset names; each must be a readable regular file."""
+  pattern = os.path.expanduser(name.split(":", 1)[1])
+  paths = sorted(glob.glob(pattern))
+  if not paths:
+    raise errors.DataError(f"dataset {name!r}: no files match {pattern!r}; check the path.")
+  for path in paths:
+    if not os.path.isfile(path):
+      raise errors.DataError(
+          f"dataset {name!r}: {path} is not a regular file (a folder?); "
+          "name files, e.g. files:/data/*.txt."
+      )
+    if not os.access(path, os.R_OK):
+      raise errors.DataError(f"dataset {name!r}: {path} is not readable; fix its permissions.")
+  return paths
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")  # not tab, newline, \v, \f or \r
+
+
+def check_text_file(path: str) -> None:
+  """UTF-8 text without control bytes, or a DataError naming the file and the first bad byte."""
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise errors.DataError(
+        f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert "
+        "it, e.g. iconv -f latin1 -t utf-8, or leave it out of the pattern."
+    ) from None
+  bad = _CONTROL.search(text)
+  if bad:
+    raise errors.DataError(
+        f"{path} looks binary (control character {bad.group()!r} at "
+        f"character {bad.start()}); leave it out of the pattern."
+    )
