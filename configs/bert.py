@@ -45,7 +45,7 @@ def get_config(arg=None):
   )
   c.batch_size = 32
   # The accelerator recipe's slice (batch 256 x 512 tokens; docs/pod.md measures it).
-  c.target_topology = TARGET_TOPOLOGY.get(args["variant"])
+  c.target_topology = TARGET_TOPOLOGY.get(options["variant"])
   c.total_steps = 2_500
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=300, schedule="linear")
   c.eval_max_batches = 20
