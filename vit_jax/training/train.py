@@ -21,7 +21,6 @@ from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
 from vit_jax.models import counting
-from vit_jax.training import aot
 from vit_jax.training import build
 from vit_jax.training import flops
 from vit_jax.training import host_input
@@ -75,6 +74,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   model_config, mesh, tx = built.model_config, built.mesh, built.tx
   abstract_state, state_shardings = built.abstract_state, built.state_shardings
   if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
+    from vit_jax.training import aot  # pylint: disable=g-import-not-at-top  (only this option)
+
     report = aot.compile_report(built, config.batch_size)
     print(report.text(), flush=True)
     aot.require_fit(report)

@@ -22,10 +22,7 @@ import io
 from PIL import Image
 import tensorflow_datasets as tfds
 
-from vit_jax.data.image import shape_drawing
-
 NAME = "synthetic_shapes"
-IMAGE_SIZE = shape_drawing.IMAGE_SIZE
 # Examples per split; tests shrink them (monkeypatch) to prepare a small copy quickly.
 SPLIT_SIZES = {"train": 50_000, "test": 10_000}
 SPLIT_SEEDS = {"train": 1, "test": 2}
@@ -40,6 +37,9 @@ class SyntheticShapes(tfds.core.GeneratorBasedBuilder):
   url_infos = None  # nothing is downloaded (and it skips tfds's checksum-file lookup)
 
   def _info(self) -> tfds.core.DatasetInfo:
+    # Only when the dataset is built or described: a run on other data never loads the drawing.
+    from vit_jax.data.image import shape_drawing  # pylint: disable=g-import-not-at-top
+
     return tfds.core.DatasetInfo(
         builder=self,
         description=(
@@ -49,7 +49,7 @@ class SyntheticShapes(tfds.core.GeneratorBasedBuilder):
         ),
         features=tfds.features.FeaturesDict(
             {
-                "image": tfds.features.Image(shape=(IMAGE_SIZE, IMAGE_SIZE, 3)),
+                "image": tfds.features.Image(shape=(shape_drawing.IMAGE_SIZE,) * 2 + (3,)),
                 "label": tfds.features.ClassLabel(names=shape_drawing.CLASS_NAMES),
             }
         ),
@@ -61,6 +61,8 @@ class SyntheticShapes(tfds.core.GeneratorBasedBuilder):
     return {split: self._generate_examples(split) for split in SPLIT_SIZES}
 
   def _generate_examples(self, split: str):
+    from vit_jax.data.image import shape_drawing  # pylint: disable=g-import-not-at-top
+
     seed, size = SPLIT_SEEDS[split], SPLIT_SIZES[split]
     for start in range(0, size, _CHUNK):
       indices = range(start, min(start + _CHUNK, size))
