@@ -116,7 +116,9 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
         split=share,
         shuffle_files=False,  # Fixed order; the pipeline shuffles with its own seed.
         decoders={"image": tfds.decode.SkipDecoding()},
-        read_config=tfds.ReadConfig(skip_prefetch=True),
+        # No autocache: an eval that stops after eval_max_batches would leave TFDS's cache of a
+        # small split half-read, and TF then warns on every eval.
+        read_config=tfds.ReadConfig(skip_prefetch=True, try_autocache=False),
     )
     return ds.map(lambda ex: {"image": ex["image"], "label": ex["label"]})
 
