@@ -5,7 +5,6 @@ side to size / crop_fraction, central crop; then `augment.normalize`), so a pred
 prediction the trainer's evaluation made.
 """
 
-import inspect
 import json
 import os
 
@@ -18,8 +17,14 @@ from vit_jax.data.image import pipeline  # hides accelerators from TF before TF 
 from vit_jax.data.image import sources
 from vit_jax.interop import hf_format
 
-# The crop the trainer evaluates with: eval_iterator's default (the tasks never change it).
-CROP_FRACTION = inspect.signature(pipeline.eval_iterator).parameters["crop_fraction"].default
+
+def crop_fraction(loaded) -> float:
+  """The eval crop the model's trainer used (`pipeline.eval_crop_fraction`); an imported model,
+  whose training config we do not have, gets the standard central 87.5% crop."""
+  augment_config = (loaded.workdir_config or {}).get("augment") or {}
+  return pipeline.eval_crop_fraction(augment_config.get("inception_crop", True))
+
+
 _EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
 
@@ -46,7 +51,7 @@ def expand(paths) -> list:
   return files
 
 
-def load_images(paths, size: int):
+def load_images(paths, size: int, crop_fraction: float):
   """(crops_BxSxSx3 uint8 for display, images_BxSxSx3 float32 in [-1, 1] for the model)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
@@ -55,7 +60,7 @@ def load_images(paths, size: int):
     with open(path, "rb") as f:
       data = f.read()
     try:
-      crop = augment.eval_crop(tf.constant(data), size, CROP_FRACTION)
+      crop = augment.eval_crop(tf.constant(data), size, crop_fraction)
     except (tf.errors.InvalidArgumentError, ValueError) as e:
       raise errors.DataError(
           f"{path} is not an image that can be decoded (JPEG, PNG, BMP or GIF): "

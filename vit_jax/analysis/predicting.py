@@ -40,7 +40,7 @@ def classify_images(
   results = []
   for start in range(0, len(files), batch_size):
     batch = files[start : start + batch_size]
-    _, images_BxSxSx3 = images_lib.load_images(batch, size)
+    _, images_BxSxSx3 = images_lib.load_images(batch, size, images_lib.crop_fraction(loaded))
     order_BxK, probs_BxK = _top_k(apply(loaded.params, images_BxSxSx3), top_k)
     for path, order_K, probs_K in zip(batch, order_BxK, probs_BxK):
       results.append(

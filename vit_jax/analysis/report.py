@@ -57,7 +57,7 @@ def inspect_images(
   grid = (size // patch[0], size // patch[1])
   prefix = loading.prefix_tokens(loaded)
   query = query or ("cls" if prefix else "mean")
-  crops, inputs = images_lib.load_images(files, size)
+  crops, inputs = images_lib.load_images(files, size, images_lib.crop_fraction(loaded))
   _, weights = attention.attention_weights(loaded.module, loaded.params, inputs)
   num_layers, num_heads = len(weights), weights[0].shape[1]
   layers = select(layers, num_layers, "layer", {0, num_layers - 1})

@@ -64,12 +64,10 @@ class ImageClassification(base.Task):
 
   def eval_batches(self, process_index: int, process_count: int):
     c = self.config
-    # The eval view matches training's: a central 87.5% crop after Inception crops, else the
-    # whole image (training then resizes the whole image; a crop would zoom eval by 14%).
     return pipeline.eval_iterator(
         c.dataset,
         c.eval_split,
-        crop_fraction=0.875 if c.augment.inception_crop else 1.0,
+        crop_fraction=pipeline.eval_crop_fraction(c.augment.inception_crop),
         **self._pipeline_settings(process_index, process_count),
     )
 

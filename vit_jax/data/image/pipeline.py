@@ -195,6 +195,12 @@ class EvalIterator:
     return self.num_batches
 
 
+def eval_crop_fraction(inception_crop: bool) -> float:
+  """The eval view that matches training's: a central 87.5% crop after Inception crops, else the
+  whole image (training then resizes the whole image; a crop would zoom eval by 14%)."""
+  return 0.875 if inception_crop else 1.0
+
+
 def eval_iterator(
     dataset: str,
     split: str | None = None,
