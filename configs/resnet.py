@@ -12,11 +12,8 @@ Small custom nets: --config.model.block_counts="(1,1,1)" --config.model.width=16
 Embedded default: a 3-stage net of one unit each (0.13 M parameters, 10.2 M forward FLOPs per
 image, as many as configs/vit.py's digits ViT's 10.6 M) on configs/vit.py's digits recipe:
   python -m vit_jax.main --config=configs/resnet.py --workdir=workdirs/resnet_digits
-  -> test accuracy 99.44% (355 images; 98.87% at step 500, 99.15% at 1000), against the digits
-     ViT's 98.03%. 29 min 23 s wall, measured on 2 CPU cores shared with other jobs (load average
-     about 11; the run got 10.4 CPU-minutes): expect less on an idle machine. Measured with the
-     eval on a central 87.5% crop; the eval sees the whole image, as training does, so expect a
-     slightly different figure.
+  -> not yet measured with the current digits recipe (big_vision's RandAugment, whole-image
+     eval); it took about 10 CPU-minutes on 2 CPU cores.
 
 CIFAR-10 from scratch (ResNet-26x1 with the 3x3 "small" root, 32 px; not run here, needs a GPU):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10 --workdir=W
