@@ -63,6 +63,8 @@ def forward_flops_per_example(model: nn.Module, init_inputs) -> float:
         total[0] += 4.0 * q_BxTxD.shape[1] * kv_BxSxD.shape[1] * features
       if type(module).__name__ == "MlmHead":  # BERT's output projection onto the embedding
         total[0] += 2.0 * args[0].size * args[1].shape[0]
+      if type(module).__name__ == "Gpt":  # its tied LM head: logits = h @ embedding^T
+        total[0] += 2.0 * jax.tree.leaves(outputs)[0].size * module.shape().width
     elif name == "attend" and isinstance(module, nn.Embed):  # a tied output projection
       total[0] += 2.0 * args[0].size * module.num_embeddings
     return outputs
