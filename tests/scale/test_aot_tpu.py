@@ -1,7 +1,7 @@
 """The paper recipes' train steps compile for their TPU slices and fit the chip's memory.
 
 libtpu compiles for a slice it does not have, so this runs on any machine where libtpu is
-installed: a separate venv (scripts/test_tpu_compile.sh; CI's `tpu-compile` job), never the main
+installed: a separate venv (scripts/test_tpu_compile.sh builds .venv-tpu), never the main
 one. Elsewhere every test here is skipped. Each compile takes minutes on a small CPU machine.
 """
 
