@@ -8,7 +8,7 @@ Arguments after the colon (`k=v`, comma separated):
 
 Embedded default, character-level (2 CPU cores, see README):
   python -m vit_jax.main --config=configs/bert.py --workdir=workdirs/bert
-  -> eval_mlm_accuracy 0.380 vs eval_majority_accuracy 0.157 (always predicting the most
+  -> eval/mlm_accuracy 0.380 vs eval/majority_accuracy 0.157 (always predicting the most
      frequent character), in 7 min wall on 2 CPU cores.
 
 BERT-base on Wikipedia with NSP (accelerators; not run here):

@@ -9,7 +9,7 @@ Arguments after the colon (`k=v`, comma separated):
 Embedded default, character-level (2 CPU cores, see README for the measured figures):
   python -m vit_jax.main --config=configs/gpt.py --workdir=workdirs/gpt
   python -m vit_jax.generate --workdir=workdirs/gpt --prompt="The module"
-  -> eval_bits_per_char 2.597 against unigram_bits_per_char 4.697 (the corpus's unigram
+  -> eval/bits_per_char 2.597 against eval/unigram_bits_per_char 4.697 (the corpus's unigram
      character entropy; 44.7% lower), in 7 min 55 s wall on 2 CPU cores.
 
 GPT-2 small on C4 with a byte-level BPE (GPU/TPU; not run here):

@@ -42,6 +42,7 @@ from ml_collections.config_dict import placeholder
 
 from vit_jax.config import args
 from vit_jax.config import defaults
+from vit_jax.evaluate import registry as evaluators
 
 # ImageNet-1k's TFDS train split has 1,281,167 images; the recipe trains on train[:99%], which
 # TFDS rounds to 1,268,355 (the rest is minival), so epochs are counted over those, as big_vision
@@ -141,6 +142,9 @@ def _digits(c):
   c.log_every = 100
   c.eval_every = 500
   c.checkpoint_every = 500
+  # Besides the test split every 500 steps: linear probes of the frozen features on 1, 5, 10 and
+  # 25 training images per class (3 draws each), scored on the test split, every 300 steps.
+  c.evals.fewshot = evaluators.entry(c, "fewshot", every=300)
 
 
 def _shapes(c):

@@ -64,10 +64,15 @@ def main(argv):
     print(f"error: {e}", file=sys.stderr)
     sys.exit(3)
   if jax.process_index() == 0:
-    metrics = {k: v for k, v in result.items() if k.startswith(("eval_", "unigram_"))}
-    print("Final eval: " + "  ".join(f"{k}={v:.4g}" for k, v in metrics.items()), flush=True)
-    if "eval_accuracy" in metrics:
-      print(f"Final eval accuracy: {100 * metrics['eval_accuracy']:.2f}%", flush=True)
+    by_evaluator = {}  # "NAME/metric" -> {NAME: {metric: value}}
+    for key, value in result.items():
+      if "/" in key:
+        name, metric = key.split("/", 1)
+        by_evaluator.setdefault(name, {})[metric] = value
+    for name, metrics in by_evaluator.items():
+      print(f"Final {name}: " + "  ".join(f"{k}={v:.4g}" for k, v in metrics.items()), flush=True)
+      if "accuracy" in metrics:
+        print(f"Final {name} accuracy: {100 * metrics['accuracy']:.2f}%", flush=True)
 
 
 if __name__ == "__main__":

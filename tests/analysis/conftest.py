@@ -49,7 +49,7 @@ def digits_workdir(tmp_path_factory, digits_dir):
   """(workdir, the trainer's final eval accuracy on the test split)."""
   workdir = str(tmp_path_factory.mktemp("digits_workdir"))
   result = train.train_and_evaluate(digits_config(digits_dir), workdir)
-  return workdir, result["eval_accuracy"]
+  return workdir, result["eval/accuracy"]
 
 
 @pytest.fixture(scope="session")

@@ -44,4 +44,4 @@ def test_finetune_from_npz_at_another_resolution(tmp_path, capsys):
       "init_from: Transformer/posembed_input/pos_embedding: resampled (1, 65, 96) -> "
       "(1, 145, 96)" in out
   ), out
-  assert np.isfinite(result["eval_accuracy"])
+  assert np.isfinite(result["eval/accuracy"])

@@ -33,11 +33,11 @@ def small(config):
 @pytest.mark.parametrize(
     "config_name,arg,eval_key",
     [
-        ("gpt", "dataset=c4,variant=pico", "eval_bits_per_char"),
-        ("gpt", "dataset=lm1b,variant=pico", "eval_perplexity"),
-        ("bert_classifier", "dataset=imdb_reviews", "eval_accuracy"),
-        ("seq2seq", "dataset=wmt14_translate/de-en", "eval_exact_match"),
-        ("bert", "dataset=c4,nsp", "eval_nsp_accuracy"),
+        ("gpt", "dataset=c4,variant=pico", "eval/bits_per_char"),
+        ("gpt", "dataset=lm1b,variant=pico", "eval/perplexity"),
+        ("bert_classifier", "dataset=imdb_reviews", "eval/accuracy"),
+        ("seq2seq", "dataset=wmt14_translate/de-en", "eval/exact_match"),
+        ("bert", "dataset=c4,nsp", "eval/nsp_accuracy"),
     ],
 )
 def test_preset_runs_under_mock_data(tmp_path, config_name, arg, eval_key):
@@ -117,6 +117,6 @@ def test_bert_classifier_fine_tunes_from_an_mlm_workdir(tmp_path, capsys):
   out = capsys.readouterr().out
   assert "classifier/kernel: not in the checkpoint, initialized fresh" in out
   assert "mlm/transform/kernel: dropped" in out
-  assert np.isfinite(result["eval_accuracy"])
+  assert np.isfinite(result["eval/accuracy"])
   mlm_vocab = (mlm_dir / "tokenizer" / "tokenizer_meta.json").read_text()
   assert (cls_dir / "tokenizer" / "tokenizer_meta.json").read_text() == mlm_vocab

@@ -14,7 +14,7 @@ class EvalFailed(Exception):
 
 
 def test_an_eval_that_fails_finds_the_step_already_saved(digits_dir, tmp_path, monkeypatch):
-  def failing_eval(*_):
+  def failing_eval(*_, **__):
     raise EvalFailed("the eval split broke")
 
   monkeypatch.setattr(classification.ImageClassification, "eval_batches", failing_eval)

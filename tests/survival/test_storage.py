@@ -146,7 +146,7 @@ def test_sweep_collect_to_a_full_disk(tmp_path):
           "total_steps": 10,
       },
       info={"num_params": 10, "train_flops_per_example": 1.0, "train_examples": 80},
-      rows=[{"step": 10, "eval_accuracy": 0.5, "eval_loss": 1.0, "elapsed_s": 1.0}],
+      rows=[{"step": 10, "eval/accuracy": 0.5, "eval/loss": 1.0, "elapsed_s": 1.0}],
   )
   before = conftest.snapshot(root)
   with tmpfs(tmp_path / "full", 64 << 10) as full:

@@ -26,7 +26,7 @@ INFO = {"num_params": 12345, "train_flops_per_example": 1000.0, "train_examples"
 
 
 def eval_row(step, accuracy, elapsed):
-  return {"step": step, "eval_accuracy": accuracy, "eval_loss": 1 - accuracy, "elapsed_s": elapsed}
+  return {"step": step, "eval/accuracy": accuracy, "eval/loss": 1 - accuracy, "elapsed_s": elapsed}
 
 
 @pytest.fixture

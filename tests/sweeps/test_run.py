@@ -102,9 +102,9 @@ def test_run_all_skips_finished_resumes_the_rest_and_goes_on_past_failures(
   assert {c.total_steps for c in configs.values()} == {4}  # runlocal
   root = str(tmp_path / "root")
   runner.check_root(sweep, root, create=True)
-  done = {"step": 4, "eval_accuracy": 0.5}
+  done = {"step": 4, "eval/accuracy": 0.5}
   helpers.fake_run(f"{root}/s0", config={}, info=None, rows=[{"step": 2}, done])
-  helpers.fake_run(f"{root}/s1", config={}, info=None, rows=[{"step": 2, "eval_accuracy": 0.4}])
+  helpers.fake_run(f"{root}/s1", config={}, info=None, rows=[{"step": 2, "eval/accuracy": 0.4}])
   os.makedirs(f"{root}/s1/checkpoints/2")
   calls = []
 

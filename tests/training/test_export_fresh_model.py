@@ -15,7 +15,7 @@ def test_total_steps_zero_saves_the_fresh_model_and_convert_exports_it(tmp_path,
   result = train.train_and_evaluate(config, workdir)
   assert os.listdir(os.path.join(workdir, "checkpoints")) == ["0"]
   assert not any("train_loss" in row for row in helpers.read_metrics(workdir))
-  assert "eval_accuracy" in result  # the fresh model is still evaluated
+  assert "eval/accuracy" in result  # the fresh model is still evaluated
 
   exported = interop.convert(workdir, str(tmp_path / "fresh.npz"), to="npz")
   assert exported.model["num_classes"] == 10

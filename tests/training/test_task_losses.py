@@ -55,8 +55,8 @@ def test_image_classification_loss_is_mean_soft_cross_entropy():
   accuracy = (logits.argmax(-1) == label).mean()
   np.testing.assert_allclose(float(metrics["train_accuracy"]), accuracy)
   assert_adds_up(task, logits, batch, 1)
-  summary = task.eval_summary({"loss": 6.0, "correct": 3.0, "count": 4.0})
-  assert summary == {"eval_accuracy": 0.75, "eval_loss": 1.5, "eval_examples": 4.0}
+  summary = task.eval_summary({"loss": 6.0, "correct": 3.0, "correct_top5": 4.0, "count": 4.0})
+  assert summary == {"accuracy": 0.75, "top5_accuracy": 1.0, "loss": 1.5, "examples": 4.0}
 
 
 def token_batch():
@@ -95,18 +95,18 @@ def test_causal_lm_summary_reports_perplexity_and_bits():
   task.unigram_bits = 3.5  # the embedded corpus's reference figure, passed through
   summary = task.eval_summary({"nll": 20.0, "correct": 5.0, "tokens": 10.0, "chars": 25.0})
   assert summary["unigram_bits_per_char"] == 3.5
-  assert summary["eval_loss"] == 2.0 and summary["eval_accuracy"] == 0.5
-  np.testing.assert_allclose(summary["eval_perplexity"], math.exp(2.0))
-  np.testing.assert_allclose(summary["eval_bits_per_token"], 2.0 / math.log(2))
-  np.testing.assert_allclose(summary["eval_bits_per_char"], 20.0 / 25.0 / math.log(2))
-  assert summary["eval_tokens"] == 10.0
+  assert summary["loss"] == 2.0 and summary["accuracy"] == 0.5
+  np.testing.assert_allclose(summary["perplexity"], math.exp(2.0))
+  np.testing.assert_allclose(summary["bits_per_token"], 2.0 / math.log(2))
+  np.testing.assert_allclose(summary["bits_per_char"], 20.0 / 25.0 / math.log(2))
+  assert summary["tokens"] == 10.0
 
 
 def test_seq2seq_summary_counts_exact_rows():
   summary = seq2seq.Seq2Seq.eval_summary(
       {"nll": 6.0, "correct": 9.0, "tokens": 12.0, "exact": 1.0, "rows": 4.0}
   )
-  assert summary == {"eval_loss": 0.5, "eval_accuracy": 0.75, "eval_exact_match": 0.25}
+  assert summary == {"loss": 0.5, "accuracy": 0.75, "exact_match": 0.25}
 
 
 @pytest.mark.parametrize("nsp", [False, True])
@@ -135,14 +135,16 @@ def test_masked_lm_loss_adds_nsp_per_real_row(nsp):
     np.testing.assert_allclose(float(metrics["train_nsp_accuracy"]), nsp_hits)
   assert_adds_up(task, outputs, batch, 1)
   sums = {"nll": 6.0, "correct": 2.0, "masked": 4.0, "majority": 1.0, "nsp_correct": 1.0}
+  sums["chars"] = 8.0  # what the masked tokens stand for: 2 characters each
   summary = task.eval_summary({**sums, "rows": 2.0})
-  assert (summary["eval_mlm_loss"], summary["eval_mlm_accuracy"]) == (1.5, 0.5)
-  assert summary["eval_majority_accuracy"] == 0.25 and summary["eval_masked_tokens"] == 4.0
-  assert summary.get("eval_nsp_accuracy") == (0.5 if nsp else None)
+  assert (summary["mlm_loss"], summary["mlm_accuracy"]) == (1.5, 0.5)
+  np.testing.assert_allclose(summary["mlm_bits_per_char"], 6.0 / 8.0 / math.log(2))
+  assert summary["majority_accuracy"] == 0.25 and summary["masked_tokens"] == 4.0
+  assert summary.get("nsp_accuracy") == (0.5 if nsp else None)
   one = task.eval_summary({**sums, "nll": 3.0, "correct": 1.0, "masked": 1.0, "rows": 1.0})
-  assert (one["eval_mlm_loss"], one["eval_mlm_accuracy"]) == (3.0, 1.0)  # one token is one
+  assert (one["mlm_loss"], one["mlm_accuracy"]) == (3.0, 1.0)  # one token is one
   none = task.eval_summary({**sums, "nll": 0.0, "correct": 0.0, "masked": 0.0, "rows": 0.0})
-  assert none["eval_mlm_loss"] == 0.0 and none["eval_masked_tokens"] == 0.0
+  assert none["mlm_loss"] == 0.0 and none["masked_tokens"] == 0.0
 
 
 def test_text_classification_loss_is_per_real_row():
@@ -158,4 +160,4 @@ def test_text_classification_loss_is_per_real_row():
   np.testing.assert_allclose(float(metrics["train_accuracy"]), 0.5)
   assert_adds_up(task, logits, batch, 1)
   summary = task.eval_summary({"loss": 3.0, "correct": 1.0, "rows": 2.0})
-  assert summary == {"eval_accuracy": 0.5, "eval_loss": 1.5, "eval_examples": 2.0}
+  assert summary == {"accuracy": 0.5, "loss": 1.5, "examples": 2.0}

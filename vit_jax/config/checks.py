@@ -12,6 +12,7 @@ from vit_jax import errors
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import defaults
+from vit_jax.evaluate import registry as evaluators
 from vit_jax.training import optimizer
 
 CHOICES = {
@@ -61,6 +62,7 @@ def config_problems(config) -> list[str]:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
     )
+  problems += evaluators.config_problems(config)
   magnitude = get(config, "augment.randaugment_magnitude")
   if magnitude is not _MISSING:
     from vit_jax.data.image import randaugment  # pylint: disable=g-import-not-at-top

@@ -9,6 +9,8 @@ The `k=v` arguments after the colon are parsed by vit_jax/config/args.py.
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from vit_jax.evaluate import registry as evaluators
+
 
 def follows(c: ml_collections.ConfigDict, key: str):
   """A value that tracks `c[key]`, so `--config.<key>=...` reaches it, until it is set itself.
@@ -102,13 +104,16 @@ def training_defaults() -> ml_collections.ConfigDict:
 
 
 def dataset_defaults(task: str, dataset: str, eval_split: str) -> ml_collections.ConfigDict:
-  """`training_defaults()` plus the task and where its data comes from."""
+  """`training_defaults()` plus the task, where its data comes from, and its evaluators."""
   c = training_defaults()
   c.task = task
   c.dataset = dataset
   c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
   c.train_split = "train"
   c.eval_split = eval_split
+  # {name: {kind, every, ...}}, each logged as name/metric (kinds: vit_jax/evaluate/registry.py).
+  # "eval": the task's own metrics on eval_split every eval_every steps.
+  c.evals = evaluators.default_evals(c)
   return c
 
 

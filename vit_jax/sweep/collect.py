@@ -6,7 +6,8 @@ count, training FLOPs per example, training-set size). No model is rebuilt.
 
 Training FLOPs = train_flops_per_example x examples seen, where train_flops_per_example is 3x the
 model's forward matmul FLOPs on one example (vit_jax/training/flops.py) and examples seen = step x
-batch_size. Errors are 1 - eval_accuracy.
+batch_size. Errors are 1 - eval/accuracy: the metrics are those of the run's default evaluator,
+"eval" (the task's own metrics on its eval split).
 """
 
 import csv
@@ -34,7 +35,7 @@ DESCRIBE = [
     "lr",
     "seed",
 ]
-METRIC_KEYS = {"error": "eval_accuracy", "loss": "eval_loss", "bits_per_char": "eval_bits_per_char"}
+METRIC_KEYS = {"error": "eval/accuracy", "loss": "eval/loss", "bits_per_char": "eval/bits_per_char"}
 EVAL_COLUMNS = DESCRIBE + ["step", "examples_seen", "epochs", "flops", "wall_s"]
 EVAL_COLUMNS += list(METRIC_KEYS) + ["final"]
 RUN_COLUMNS = DESCRIBE + ["status", "steps_done", "examples_seen", "flops", "wall_s"]
@@ -43,11 +44,11 @@ RUN_COLUMNS += [f"{w}_{m}" for m in METRIC_KEYS for w in ("final", "best")]
 
 def metric_values(row: dict) -> dict:
   """{error, loss, bits_per_char} of one eval record (None where the task does not log it)."""
-  acc = row.get("eval_accuracy")
+  acc = runner.eval_metric(row, METRIC_KEYS["error"])
   return {
       "error": None if acc is None else 1.0 - acc,
-      "loss": row.get("eval_loss"),
-      "bits_per_char": row.get("eval_bits_per_char"),
+      "loss": runner.eval_metric(row, METRIC_KEYS["loss"]),
+      "bits_per_char": runner.eval_metric(row, METRIC_KEYS["bits_per_char"]),
   }
 
 

@@ -76,7 +76,13 @@ def read_metrics(workdir: str) -> list[dict]:
 
 
 def is_eval(row: dict) -> bool:
-  return any(k.startswith("eval_") for k in row)
+  """A record of the default evaluator, "eval" (older workdirs named its metrics eval_*)."""
+  return any(k.startswith(("eval/", "eval_")) for k in row)
+
+
+def eval_metric(row: dict, key: str):
+  """`row[key]` for a key like "eval/loss", or its older name ("eval_loss"); None if neither."""
+  return row.get(key, row.get(key.replace("/", "_")))
 
 
 def is_finished(workdir: str, total_steps: int) -> bool:

@@ -12,8 +12,8 @@ A sweep file is a Python file whose `get_sweep()` returns a dict (or a ConfigDic
   grid    {key: [values]}: crossed with every entry of `runs` (cartesian product, in key order).
   name    a run-name rule with {key} placeholders, e.g. "w{model.width}-s{total_steps}"; default:
           the keys that vary across runs, `width=64-total_steps=500`.
-  metric  what collect/fit/plot report: "error" (1 - eval_accuracy), "loss" (eval_loss, nats per
-          token or example) or "bits_per_char" (eval_bits_per_char).
+  metric  what collect/fit/plot report: "error" (1 - eval/accuracy), "loss" (eval/loss, nats per
+          token or example) or "bits_per_char" (eval/bits_per_char).
   fits    which power laws `fit` makes: any of "compute", "data", "params" (default: compute).
 
 Keys are `--config.` keys (`model.width`, `train_split`, `optimizer.lr`); each run becomes

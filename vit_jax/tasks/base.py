@@ -44,8 +44,12 @@ class Task(abc.ABC):
     """Endless training batches of this process's share, from batch `start_step` on."""
 
   @abc.abstractmethod
-  def eval_batches(self, process_index: int, process_count: int):
-    """One pass over this process's share of the eval split (padded rows weigh nothing)."""
+  def eval_batches(
+      self, process_index: int, process_count: int, *, dataset: str | None = None, split=None
+  ):
+    """One pass over this process's share of `split` of `dataset` (None: the config's dataset
+    and eval split), padded rows weighing nothing. Evaluators (vit_jax/evaluate) read other
+    datasets and splits through it."""
 
   def train_size(self) -> int | None:
     """Examples in the training split, for scaling studies; None where it is not counted (e.g.
@@ -71,7 +75,8 @@ class Task(abc.ABC):
 
   @abc.abstractmethod
   def eval_summary(self, sums: dict) -> dict:
-    """The reported eval metrics (floats) from the summed `eval_sums`."""
+    """The reported eval metrics (floats) from the summed `eval_sums`, named without a prefix:
+    evaluators log them as `NAME/metric` (e.g. `eval/accuracy`)."""
 
   # ---- Checkpoint identity, assets and fine-tuning --------------------------------------------
   def record(self) -> dict:
@@ -88,11 +93,14 @@ class Task(abc.ABC):
     return {}
 
 
-def per_example_summary(loss_sum, correct_sum, examples) -> dict:
-  """Classification eval metrics from summed per-example loss and hits; no examples reads 0."""
+def per_example_summary(loss_sum, correct_sum, examples, top5_sum=None) -> dict:
+  """Classification eval metrics from summed per-example loss and hits (and hits among the five
+  highest logits); no examples reads 0."""
   denominator = max(float(examples), 1.0)
+  top5 = {} if top5_sum is None else {"top5_accuracy": float(top5_sum) / denominator}
   return {
-      "eval_accuracy": float(correct_sum) / denominator,
-      "eval_loss": float(loss_sum) / denominator,
-      "eval_examples": float(examples),
+      "accuracy": float(correct_sum) / denominator,
+      **top5,
+      "loss": float(loss_sum) / denominator,
+      "examples": float(examples),
   }

@@ -43,10 +43,10 @@ class CausalLM(text_common.TokenLossTask):
     extra = {} if self.unigram_bits is None else {"unigram_bits_per_char": self.unigram_bits}
     return {
         **extra,
-        "eval_loss": nll / tokens,
-        "eval_perplexity": math.exp(min(nll / tokens, 50.0)),
-        "eval_accuracy": float(sums["correct"]) / tokens,
-        "eval_bits_per_token": nll / tokens / math.log(2),
-        "eval_bits_per_char": nll / max(float(sums["chars"]), 1.0) / math.log(2),
-        "eval_tokens": tokens,
+        "loss": nll / tokens,
+        "perplexity": math.exp(min(nll / tokens, 50.0)),
+        "accuracy": float(sums["correct"]) / tokens,
+        "bits_per_token": nll / tokens / math.log(2),
+        "bits_per_char": nll / max(float(sums["chars"]), 1.0) / math.log(2),
+        "tokens": tokens,
     }

@@ -1,4 +1,4 @@
-"""Image classification: TFDS/folder images in, softmax cross-entropy and top-1 accuracy out."""
+"""Image classification: TFDS/folder images in; cross-entropy, top-1 and top-5 accuracy out."""
 
 import jax
 import jax.numpy as jnp
@@ -62,11 +62,11 @@ class ImageClassification(base.Task):
         **self._pipeline_settings(process_index, process_count),
     )
 
-  def eval_batches(self, process_index: int, process_count: int):
+  def eval_batches(self, process_index: int, process_count: int, *, dataset=None, split=None):
     c = self.config
     return pipeline.eval_iterator(
-        c.dataset,
-        c.eval_split,
+        dataset or c.dataset,
+        split or c.eval_split,
         crop_fraction=pipeline.eval_crop_fraction(c.augment.inception_crop),
         **self._pipeline_settings(process_index, process_count),
     )
@@ -112,12 +112,17 @@ class ImageClassification(base.Task):
     labels_BxC = jax.nn.one_hot(batch["label"], logits_BxC.shape[-1])
     loss_B = optax.softmax_cross_entropy(logits_BxC, labels_BxC)
     correct_B = (jnp.argmax(logits_BxC, -1) == batch["label"]).astype(jnp.float32)
+    _, top5_BxK = jax.lax.top_k(logits_BxC, min(5, logits_BxC.shape[-1]))
+    top5_B = jnp.any(top5_BxK == batch["label"][:, None], axis=-1).astype(jnp.float32)
     return {
         "loss": jnp.sum(loss_B * mask_B),
         "correct": jnp.sum(correct_B * mask_B),
+        "correct_top5": jnp.sum(top5_B * mask_B),
         "count": jnp.sum(mask_B),
     }
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
-    return base.per_example_summary(sums["loss"], sums["correct"], sums["count"])
+    return base.per_example_summary(
+        sums["loss"], sums["correct"], sums["count"], sums["correct_top5"]
+    )

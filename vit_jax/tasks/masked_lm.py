@@ -6,6 +6,7 @@ predicting the most frequent token, the baseline MLM accuracy must beat.
 """
 
 import collections
+import math
 
 import jax.numpy as jnp
 import optax
@@ -24,6 +25,7 @@ class MaskedLM(text_common.TextTask):
     self.nsp = config.nsp
     if self.tokenizer is not None:  # eval only
       self.most_frequent_id = self._most_frequent_token()
+      self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
 
   def _most_frequent_token(self) -> int:
     """The most frequent non-special token of (a sample of) the training datasets."""
@@ -106,7 +108,14 @@ class MaskedLM(text_common.TextTask):
         outputs["mlm_logits"], batch["masked_targets"], weights
     )
     majority = jnp.sum((batch["masked_targets"] == self.most_frequent_id) * weights)
-    sums = {"nll": nll, "correct": correct, "masked": jnp.sum(weights), "majority": majority}
+    chars = jnp.sum(self.token_chars_V[batch["masked_targets"]] * weights)
+    sums = {
+        "nll": nll,
+        "correct": correct,
+        "masked": jnp.sum(weights),
+        "majority": majority,
+        "chars": chars,
+    }
     if self.nsp:
       _, sums["nsp_correct"] = self._nsp_sums(outputs, batch)
       sums["rows"] = jnp.sum(batch["input_mask"][:, 0]).astype(jnp.float32)
@@ -115,11 +124,13 @@ class MaskedLM(text_common.TextTask):
   def eval_summary(self, sums: dict) -> dict:
     masked = max(float(sums["masked"]), 1.0)  # no masked tokens reads 0, not NaN
     out = {
-        "eval_mlm_loss": float(sums["nll"]) / masked,
-        "eval_mlm_accuracy": float(sums["correct"]) / masked,
-        "eval_majority_accuracy": float(sums["majority"]) / masked,
-        "eval_masked_tokens": float(sums["masked"]),
+        "mlm_loss": float(sums["nll"]) / masked,
+        "mlm_accuracy": float(sums["correct"]) / masked,
+        # Of the masked tokens' characters: what a masked LM's loss means per character.
+        "mlm_bits_per_char": float(sums["nll"]) / max(float(sums["chars"]), 1.0) / math.log(2),
+        "majority_accuracy": float(sums["majority"]) / masked,
+        "masked_tokens": float(sums["masked"]),
     }
     if self.nsp:
-      out["eval_nsp_accuracy"] = float(sums["nsp_correct"]) / max(float(sums["rows"]), 1.0)
+      out["nsp_accuracy"] = float(sums["nsp_correct"]) / max(float(sums["rows"]), 1.0)
     return out

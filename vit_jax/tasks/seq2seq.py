@@ -54,7 +54,7 @@ class Seq2Seq(text_common.TokenLossTask):
   def eval_summary(sums: dict) -> dict:
     tokens = max(float(sums["tokens"]), 1.0)
     return {
-        "eval_loss": float(sums["nll"]) / tokens,
-        "eval_accuracy": float(sums["correct"]) / tokens,
-        "eval_exact_match": float(sums["exact"]) / max(float(sums["rows"]), 1.0),
+        "loss": float(sums["nll"]) / tokens,
+        "accuracy": float(sums["correct"]) / tokens,
+        "exact_match": float(sums["exact"]) / max(float(sums["rows"]), 1.0),
     }

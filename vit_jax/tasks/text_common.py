@@ -82,9 +82,10 @@ class TextTask(task_base.Task):
     split = self.config.train_split
     return self._batches(**self._batch_args(split, True, start_step, process_index, process_count))
 
-  def eval_batches(self, process_index, process_count):
-    split = self.config.eval_split
-    return self._batches(**self._batch_args(split, False, 0, process_index, process_count))
+  def eval_batches(self, process_index, process_count, *, dataset=None, split=None):
+    split = split or self.config.eval_split
+    args = self._batch_args(split, False, 0, process_index, process_count)
+    return self._batches(**{**args, "dataset": dataset or self.config.dataset})
 
   def _batch_args(self, split, train, start_step, process_index, process_count) -> dict:
     """The arguments every text batch function takes (vit_jax/data/text/batches.py)."""

@@ -1,10 +1,11 @@
 """The trainer: one jit-compiled step over a device mesh, for every task and model of the project.
 
 Read top to bottom: task, then model, mesh, optimizer, shardings and the jitted update step
-(build.py, shared with `vit_jax.compile`), state (fresh, resumed or fine-tuned), evaluation, and
-the loop with logging, checkpoints, preemption and non-finite checks. The same code runs on one
-CPU and on a multi-host pod. The loop waits for the devices only at log, save and eval points:
-between them the host dispatches steps ahead, with input batches already on the devices.
+(build.py, shared with `vit_jax.compile`), the evaluators (`config.evals`, vit_jax/evaluate),
+state (fresh, resumed or fine-tuned), and the loop with logging, checkpoints, preemption and
+non-finite checks. The same code runs on one CPU and on a multi-host pod. The loop waits for the
+devices only at log, save and eval points: between them the host dispatches steps ahead, with
+input batches already on the devices.
 """
 
 import json
@@ -12,7 +13,6 @@ import os
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from vit_jax import checkpoint
@@ -20,11 +20,11 @@ from vit_jax import errors
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
+from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import counting
 from vit_jax.training import build
 from vit_jax.training import flops
 from vit_jax.training import host_input
-from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
 from vit_jax.training import preemption
 
@@ -73,6 +73,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   built = build.build_step(config, task)
   model_config, mesh, tx = built.model_config, built.mesh, built.tx
   abstract_state, state_shardings = built.abstract_state, built.state_shardings
+  # Each checks its data now (splits, class counts, probe sizes): a problem stops the run here.
+  evaluators = evaluator_registry.build(config, task, built)
   if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
     from vit_jax.training import aot  # pylint: disable=g-import-not-at-top  (only this option)
 
@@ -130,19 +132,16 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       json.dump(run_info, f, indent=2)
     task.save_assets(workdir)
 
-  # ---- Evaluation -----------------------------------------------------------------------------
-  train_step, eval_step = built.train_step, built.eval_step
+  # ---- Evaluation: each evaluator every `every` steps and at the last step, as NAME/metric ----
+  train_step = built.train_step
+  latest_evals = {}  # the last metrics of each evaluator, returned at the end
 
-  def evaluate(params) -> dict:
-    sums = None
-    batches = host_input.eval_batches(
-        task.eval_batches, config.input_shards, config.eval_max_batches, config.prefetch_batches
-    )
-    for batch in batches:
-      with jax.set_mesh(mesh):  # the target platform for attention_impl=auto, as in aot.py
-        out = eval_step(params, mesh_lib.global_batch(batch, mesh))
-      sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
-    return task.eval_summary(jax.device_get(sums))
+  def evaluate(step: int, params, everything: bool) -> None:
+    due = [e for e in evaluators if everything or step % e.every == 0]
+    metrics = {f"{e.name}/{k}": v for e in due for k, v in e.run(params).items()}
+    if metrics:
+      log.write(step, metrics)
+      latest_evals.update(metrics)
 
   # ---- Loop -----------------------------------------------------------------------------------
   log = metrics_log.MetricsLog(
@@ -157,7 +156,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   watcher = preemption.PreemptionWatcher()
   pending, last_step = [], start_step
   last_time = time.time()
-  eval_metrics, skipped = {}, 0
+  skipped = 0
 
   def check_finite(metrics_list, first_step):
     """Raises (mode "stop") or counts (mode "skip") the non-finite steps among `metrics_list`."""
@@ -184,7 +183,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           is_last
           or ckpt.should_save(done)
           or done % config.log_every == 0
-          or done % config.eval_every == 0
+          or any(done % e.every == 0 for e in evaluators)
       )
       preempted = watcher.should_stop(sync_point)
       if sync_point or preempted:
@@ -200,9 +199,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           log.write(done, averaged)
         pending, last_time, last_step = [], now, done
       ckpt.save(done, state, force=is_last or preempted)  # first: a failing eval loses nothing
-      if done % config.eval_every == 0 or is_last:
-        eval_metrics = evaluate(state["params"])
-        log.write(done, eval_metrics)
+      if is_last or any(done % e.every == 0 for e in evaluators):
+        evaluate(done, state["params"], everything=is_last)
         last_time = time.time()  # eval time is not training throughput
       log.advance(done)
       if preempted:
@@ -217,10 +215,9 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         print(
             f"total_steps=0: saved the initialized model as step 0 in {ckpt.directory}.", flush=True
         )
-      eval_metrics = evaluate(state["params"])
-      log.write(start_step, eval_metrics)
+      evaluate(start_step, state["params"], everything=True)
   finally:
     watcher.close()
     ckpt.close()
     log.close()
-  return {**eval_metrics, "final_params": state["params"]}
+  return {**latest_evals, "final_params": state["params"]}

@@ -12,30 +12,11 @@ def check_config(config) -> dict:
   """The image dataset `config.dataset` opens and both splits read; returns notes for the metrics
   log (the count of undecodable folder images skipped)."""
   source = sources.open_source(config.dataset, data_dir=config.data_dir, download=config.download)
-  is_tfds = not config.dataset.startswith(sources.FOLDER_PREFIX)
-  builder = tfds.builder(config.dataset, data_dir=config.data_dir) if is_tfds else None
   for key in data.SPLIT_KEYS:
-    split = config[key] or getattr(source, key)
-    if split is None:
-      raise errors.ConfigError(
-          f"--config.{key} is unset and {config.dataset!r} has no default one; set it."
-      )
-    if builder is not None:  # names the splits there are, with their sizes
-      sources.check_tfds_split(builder, key, split, config.dataset)
-    try:  # and reading it: a folder's splits, or a TFDS split under mock_data
-      ds = source.read(split, 0, 1)
-    except errors.UserError:
-      raise
-    except (ValueError, KeyError) as e:  # TFDS's way of saying the split does not exist
-      raise errors.DataError(
-          f"--config.{key}={split!r} is not a split of {config.dataset!r} "
-          f"({str(e).splitlines()[0][:200]}); choose an existing split."
-      ) from e
-    if int(ds.cardinality()) == 0:
-      raise errors.DataError(f"--config.{key}={split!r} of {config.dataset!r} is empty.")
+    _check_split(source, config.dataset, config.data_dir, key, config[key] or getattr(source, key))
   if source.classes_in is not None and not config.get("allow_class_mismatch"):
     _check_classes_agree(config, source)
-  if is_tfds:
+  if not config.dataset.startswith(sources.FOLDER_PREFIX):
     return {}
   bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX) :])
   if bad and config.get("bad_images") == "error":
@@ -44,6 +25,33 @@ def check_config(config) -> dict:
         "folder); remove or re-encode it, or set --config.bad_images=skip."
     )
   return {"skipped_images": len(bad)} if bad else {}
+
+
+def check_split(config, dataset: str, split: str | None, *, key: str) -> int:
+  """`split` of `dataset` (its default eval split when None) exists and holds examples, read
+  with the run's data_dir; returns the dataset's class count. `key` is the config key that names
+  the split (`--config.<key>`), for the error message."""
+  source = sources.open_source(dataset, data_dir=config.data_dir, download=config.download)
+  _check_split(source, dataset, config.data_dir, key, split or source.eval_split)
+  return source.num_classes
+
+
+def _check_split(source, dataset: str, data_dir: str | None, key: str, split: str | None):
+  if split is None:
+    raise errors.ConfigError(f"--config.{key} is unset and {dataset!r} has no default one; set it.")
+  if not dataset.startswith(sources.FOLDER_PREFIX):  # names the splits there are, with sizes
+    sources.check_tfds_split(tfds.builder(dataset, data_dir=data_dir), key, split, dataset)
+  try:  # and reading it: a folder's splits, or a TFDS split under mock_data
+    ds = source.read(split, 0, 1)
+  except errors.UserError:
+    raise
+  except (ValueError, KeyError) as e:  # TFDS's way of saying the split does not exist
+    raise errors.DataError(
+        f"--config.{key}={split!r} is not a split of {dataset!r} "
+        f"({str(e).splitlines()[0][:200]}); choose an existing split."
+    ) from e
+  if int(ds.cardinality()) == 0:
+    raise errors.DataError(f"--config.{key}={split!r} of {dataset!r} is empty.")
 
 
 def _check_classes_agree(config, source) -> None:

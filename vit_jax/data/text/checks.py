@@ -15,28 +15,34 @@ TEXT_SPLITS = ("train", "validation", "test", "all")
 def check_config(config, examples: str) -> None:
   """The text dataset `config.dataset` exists, reads `examples` (the task's kind) and has
   non-empty `train_split` and `eval_split`; a DataError or ConfigError otherwise."""
-  name = config.dataset
+  for key in data.SPLIT_KEYS:
+    check_split(config.dataset, config[key], examples, key=key, data_dir=config.data_dir)
+
+
+def check_split(
+    name: str, split: str, examples: str, *, key: str, data_dir: str | None = None
+) -> None:
+  """Dataset `name` exists, reads `examples` and has a non-empty `split`; `key` is the config
+  key that names the split (`--config.<key>`), for the error message."""
   # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
   datasets.check_kind(name, examples)
   if name in datasets.TFDS_DATASETS:
-    _check_tfds_text(config, datasets.TFDS_DATASETS[name])
+    _check_tfds_split(name, split, key, data_dir)
     return
   if name in datasets.TOY_DATASETS:
     allowed = tuple(datasets.TOY_SIZES)
   else:
     allowed = TEXT_SPLITS if name.startswith(datasets.FILE_PREFIXES) else TEXT_SPLITS[:3]
-  for key in data.SPLIT_KEYS:
-    if config[key] not in allowed:
-      raise errors.DataError(
-          f"--config.{key}={config[key]!r} is not a split of {name!r}; use "
-          f"one of {', '.join(allowed)}."
-      )
+  if split not in allowed:
+    raise errors.DataError(
+        f"--config.{key}={split!r} is not a split of {name!r}; use one of {', '.join(allowed)}."
+    )
   if not name.startswith(datasets.FILE_PREFIXES):
     return  # the embedded corpus and the toy tasks are generated: every split has examples
   for path in text_files(name):
     check_text_file(path)
   count = lambda split: sum(1 for _ in datasets.load_source(name, split).single_pass())
-  if count(config.eval_split) == 0 or count(config.train_split) == 0:
+  if count(split) == 0:
     every = corpus.VALIDATION_EVERY
     raise errors.DataError(
         f"dataset {name!r} has {count('all')} documents, too few for a non-empty train and "
@@ -45,18 +51,19 @@ def check_config(config, examples: str) -> None:
     )
 
 
-def _check_tfds_text(config, spec) -> None:
-  """The dataset is prepared and both splits exist and hold examples. The reader opens the eval
+def _check_tfds_split(name: str, split: str, key: str, data_dir: str | None) -> None:
+  """The dataset is prepared and the split exists and holds examples. The reader opens the eval
   split only at the first eval, so without this a typo there costs the training before it."""
   # pylint: disable=g-import-not-at-top
   import tensorflow_datasets as tfds
 
   from vit_jax.data.image import sources  # its ensure_prepared serves any TFDS builder
 
-  builder = tfds.builder(spec.tfds_name, data_dir=config.data_dir)
+  spec = datasets.TFDS_DATASETS[name]
+  builder = tfds.builder(spec.tfds_name, data_dir=data_dir)
   sources.ensure_prepared(builder)
-  for key in data.SPLIT_KEYS:  # spec.splits: e.g. lm1b's "validation" is its TFDS "test" split
-    sources.check_tfds_split(builder, key, config[key], config.dataset, spec.splits)
+  # spec.splits: e.g. lm1b's "validation" is its TFDS "test" split
+  sources.check_tfds_split(builder, key, split, name, spec.splits)
 
 
 def text_files(name: str) -> list[str]:

@@ -1,0 +1,117 @@
+"""Evaluators in a training run: the digits config's test-split eval and few-shot probe each on
+its own cadence, in metrics.jsonl and TensorBoard; a resumed run keeps their cadences; bad
+evaluator settings stop the run before anything is written."""
+
+import glob
+import os
+
+import pytest
+import tensorflow as tf
+
+from tests.survival import conftest as survival
+from tests.training import configs
+from tests.training import helpers
+from vit_jax import workdir as workdir_lib
+from vit_jax.tasks import classification
+from vit_jax.training import train
+
+
+def tiny_digits(digits_dir, steps=12):
+  """configs/vit.py's digits config (both evaluators) with a 1-layer model: eval every 4 steps,
+  the probe every 6 on 5 and 10 shots."""
+  config = configs.tiny_vit(digits_dir, steps)
+  config.eval_every, config.checkpoint_every = 4, 6
+  config.evals.fewshot.update(every=6, shots=(5, 10))
+  return config
+
+
+def evaluated_steps(rows) -> dict:
+  """{evaluator name: [steps it logged]} from metrics records."""
+  steps = {}
+  for row in rows:
+    for name in {key.split("/")[0] for key in row if "/" in key}:
+      steps.setdefault(name, []).append(row["step"])
+  return steps
+
+
+def tensorboard_scalars(workdir) -> dict:
+  """{tag: [steps]} of the scalars in the workdir's TensorBoard events."""
+  tags = {}
+  for path in glob.glob(os.path.join(workdir, "tensorboard", "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.setdefault(value.tag, []).append(event.step)
+  return tags
+
+
+def test_digits_config_runs_the_test_split_and_a_10_shot_probe():
+  config = helpers.vit_config("")
+  assert {name: entry.kind for name, entry in config.evals.items()} == {
+      "eval": "classification",
+      "fewshot": "fewshot",
+  }
+  assert config.evals.eval.split == "test" and config.evals.eval.every == config.eval_every
+  assert 10 in config.evals.fewshot.shots and config.evals.fewshot.every != config.eval_every
+
+
+def test_each_evaluator_runs_on_its_own_cadence(tmp_path, digits_dir):
+  workdir = str(tmp_path / "w")
+  result = train.train_and_evaluate(tiny_digits(digits_dir), workdir)
+  rows = helpers.read_metrics(workdir)
+  assert evaluated_steps(rows) == {"eval": [4, 8, 12], "fewshot": [6, 12]}
+  last = rows[-1]
+  assert {"eval/accuracy", "eval/top5_accuracy", "eval/loss"} <= set(last)
+  assert {"fewshot/5shot_accuracy", "fewshot/10shot_accuracy"} <= set(last)
+  assert result["fewshot/10shot_accuracy"] == last["fewshot/10shot_accuracy"]
+  tags = tensorboard_scalars(workdir)
+  assert tags["eval/accuracy"] == [4, 8, 12] and tags["fewshot/10shot_accuracy"] == [6, 12]
+
+
+class Crash(Exception):
+  pass
+
+
+def test_a_resumed_run_keeps_the_cadences(tmp_path, digits_dir, monkeypatch):
+  straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
+  expected = train.train_and_evaluate(tiny_digits(digits_dir), straight)
+
+  real_batches = classification.ImageClassification.train_batches
+
+  def crash_before_step_10(self, start_step, *args):
+    for step, batch in enumerate(real_batches(self, start_step, *args), start_step + 1):
+      if step == 10:
+        raise Crash(f"killed before step {step}")
+      yield batch
+
+  monkeypatch.setattr(classification.ImageClassification, "train_batches", crash_before_step_10)
+  with pytest.raises(Crash):  # after the eval at 8, with the last checkpoint at 6
+    train.train_and_evaluate(tiny_digits(digits_dir), resumed)
+  monkeypatch.setattr(classification.ImageClassification, "train_batches", real_batches)
+  result = train.train_and_evaluate(tiny_digits(digits_dir), resumed)
+
+  # Steps 7-9 ran twice, so the eval at 8 is logged twice; each cadence is the straight run's.
+  steps = evaluated_steps(helpers.read_metrics(resumed))
+  assert steps == {"eval": [4, 8, 8, 12], "fewshot": [6, 12]}
+  for key in ("eval/accuracy", "eval/loss", "fewshot/10shot_accuracy"):
+    assert result[key] == pytest.approx(expected[key], abs=1e-6), key
+
+
+@pytest.mark.parametrize(
+    "override,named",
+    [
+        ("--config.evals.fewshot.kind=fewshots", "fewshots"),
+        ("--config.evals.eval.every=0", "evals.eval.every"),
+        ("--config.evals.fewshot.train_split=train[:40]", "evals.fewshot.shots"),
+        ("--config.evals.eval.split=tset", "evals.eval.split"),
+    ],
+)
+def test_bad_evaluator_settings_stop_before_anything_is_written(
+    tmp_path, digits_dir, override, named
+):
+  workdir = tmp_path / "w"
+  command = helpers.main_command(workdir, "runlocal", f"--config.data_dir={digits_dir}", override)
+  result = helpers.run(command)
+  assert result.returncode == 2, result.stderr[-3000:]
+  survival.assert_one_line_error(result.stderr, named)
+  assert not os.path.exists(workdir_lib.config_path(workdir))
+  assert not os.path.exists(workdir_lib.checkpoints_dir(workdir))

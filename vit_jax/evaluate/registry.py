@@ -1,0 +1,179 @@
+"""The evaluator kinds, their config keys, and building a run's evaluators from `config.evals`.
+
+    config.evals = {NAME: {kind, every, ...the kind's keys}}
+
+Each evaluator runs every `every` steps and at the last step; its metrics are logged as
+`NAME/metric`. A key whose default is the run's own value (`dataset`, `split`, `every`,
+`max_batches`) follows the run's key (`dataset`, `eval_split`, `eval_every`, `eval_max_batches`)
+until it is set itself. This module imports no evaluator: `build` imports the kinds a config
+names, so a run loads only the evaluators it uses.
+"""
+
+import dataclasses
+import importlib
+import math
+
+import ml_collections
+
+# Evaluator keys that take the run's value unless set: key -> the run's config key.
+FOLLOWS = {
+    "dataset": "dataset",
+    "split": "eval_split",
+    "every": "eval_every",
+    "max_batches": "eval_max_batches",
+}
+_RUNS = object()  # a default that follows the run's key (FOLLOWS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+  module: str  # under vit_jax/evaluate
+  cls: str
+  tasks: tuple[str, ...]  # the training tasks (vit_jax/tasks) whose models it evaluates
+  keys: dict  # its keys besides `kind` and `every`, with their defaults
+  task_metrics: bool = True  # the task's own eval metrics: the default entry of those tasks
+
+
+_SPLIT_KEYS = {"dataset": _RUNS, "split": _RUNS, "max_batches": _RUNS}
+KINDS = {
+    "classification": Kind(
+        "classification",
+        "Classification",
+        ("image_classification", "text_classification"),
+        _SPLIT_KEYS,
+    ),
+    # big_vision's configs/common_fewshot.py: shots (1, 5, 10, 25), 3 seeds, l2_reg 2 ** 10.
+    "fewshot": Kind(
+        "fewshot",
+        "FewShot",
+        ("image_classification",),
+        {
+            "dataset": _RUNS,
+            "train_split": "train",
+            "split": "test",
+            "shots": (1, 5, 10, 25),
+            "seeds": 3,
+            "l2_reg": 2.0**10,
+        },
+        task_metrics=False,
+    ),
+    "causal_lm": Kind("lm", "CausalLMLoss", ("causal_lm",), _SPLIT_KEYS),
+    "masked_lm": Kind("lm", "MaskedLMLoss", ("masked_lm",), _SPLIT_KEYS),
+    "seq2seq": Kind("lm", "Seq2SeqLoss", ("seq2seq",), _SPLIT_KEYS),
+}
+DEFAULT_NAME = "eval"  # the default entry: the task's own metrics on `eval_split`
+
+
+def default_kind(task: str) -> str:
+  """The kind that reports `task`'s own eval metrics."""
+  return next(k for k, info in KINDS.items() if info.task_metrics and task in info.tasks)
+
+
+def entry(config, kind: str, **settings) -> ml_collections.ConfigDict:
+  """An evaluator's config: `kind`'s keys at their defaults, then `settings`. Keys left at the
+  run's value follow `config`'s key (`--config.eval_every=100` reaches them)."""
+  values = {"kind": kind, "every": _RUNS, **KINDS[kind].keys, **settings}
+  for key, value in values.items():
+    if value is _RUNS:
+      values[key] = config.get_ref(FOLLOWS[key]).identity()
+  return ml_collections.ConfigDict(values)
+
+
+def default_evals(config) -> ml_collections.ConfigDict:
+  """{"eval": the task's own metrics on `eval_split` every `eval_every` steps}."""
+  return ml_collections.ConfigDict({DEFAULT_NAME: entry(config, default_kind(config.task))})
+
+
+def evals_of(config) -> dict:
+  """{name: settings} of `config.evals`, every key filled in: the kind's defaults, the run's
+  values for the keys that follow it. A config without `evals` (saved before evaluators were
+  configurable) has the default entry."""
+  entries = dict(config.evals.items()) if "evals" in config else {}
+  if "evals" not in config:
+    entries[DEFAULT_NAME] = {"kind": default_kind(config.task)}
+  return {name: _filled(config, settings) for name, settings in entries.items()}
+
+
+def _filled(config, settings) -> ml_collections.ConfigDict:
+  defaults = {"every": _RUNS, **KINDS[settings["kind"]].keys}
+  values = {k: config[FOLLOWS[k]] if v is _RUNS else v for k, v in defaults.items()}
+  return ml_collections.ConfigDict({**values, **settings})
+
+
+def _is_int(value) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _value_problem(key: str, value) -> str | None:
+  """What is wrong with one evaluator setting, or None."""
+  if key in ("every", "seeds") and not (_is_int(value) and value >= 1):
+    return "must be an integer >= 1"
+  if key == "max_batches" and value is not None and not (_is_int(value) and value >= 1):
+    return "must be an integer >= 1 or None (the whole split)"
+  if key == "shots" and not (
+      isinstance(value, (tuple, list)) and value and all(_is_int(k) and k >= 1 for k in value)
+  ):
+    return "must be a non-empty tuple of integers >= 1, e.g. (1, 5, 10, 25)"
+  if key == "l2_reg" and not (
+      isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+  ):
+    return "must be a finite number >= 0"
+  if key == "l2_reg" and value < 0:
+    return "must be >= 0"
+  if key in ("dataset", "split", "train_split") and not (isinstance(value, str) and value):
+    return "must name a dataset or split"
+  return None
+
+
+def config_problems(config) -> list[str]:
+  """Every unknown kind, unknown key or bad value of `config.evals`, each naming its key."""
+  if "evals" not in config:
+    return []
+  problems = []
+  for name, settings in config.evals.items():
+    where = f"--config.evals.{name}"
+    if "/" in name:
+      problems.append(f"{where}: an evaluator's name may not contain '/'")
+      continue
+    if not hasattr(settings, "keys") or "kind" not in settings:
+      problems.append(f"{where} must be a dict with a 'kind' (one of {', '.join(KINDS)})")
+      continue
+    kind = settings["kind"]
+    if kind not in KINDS:
+      problems.append(
+          f"{where}.kind={kind!r} is not an evaluator kind; use one of {', '.join(KINDS)}"
+      )
+      continue
+    info = KINDS[kind]
+    if config.get("task") not in info.tasks:
+      problems.append(
+          f"{where}.kind={kind!r} evaluates {' and '.join(info.tasks)} models, not "
+          f"--config.task={config.get('task')!r}"
+      )
+    allowed = ("kind", "every", *info.keys)
+    for key in settings.keys():
+      if key not in allowed:
+        problems.append(
+            f"{where}.{key} is not a key of a {kind!r} evaluator; its keys: {', '.join(allowed)}"
+        )
+    for key in allowed[1:]:
+      if key not in settings:
+        continue  # a default
+      problem = _value_problem(key, settings[key])
+      if problem:
+        problems.append(f"{where}.{key}={settings[key]!r} {problem}")
+  return problems
+
+
+def build(config, task, built) -> list:
+  """The run's evaluators (vit_jax/evaluate/base.py), each importing only its kind's module.
+
+  Building checks each evaluator's data (splits exist, class counts fit the model, a probe has
+  enough examples per class): a problem is a UserError before anything is trained.
+  """
+  evaluators = []
+  for name, settings in evals_of(config).items():
+    info = KINDS[settings.kind]
+    cls = getattr(importlib.import_module(f"vit_jax.evaluate.{info.module}"), info.cls)
+    evaluators.append(cls(name, settings, config, task, built))
+  return evaluators
