@@ -143,8 +143,8 @@ def _digits(c):
   c.eval_every = 500
   c.checkpoint_every = 500
   # Besides the test split every 500 steps: linear probes of the frozen features on 1, 5, 10 and
-  # 25 training images per class (3 draws each), scored on the test split, every 300 steps.
-  c.evals.fewshot = evaluators.entry(c, "fewshot", every=300)
+  # 25 training images per class (3 draws each), scored on the test split, every 750 steps.
+  c.evals.fewshot = evaluators.entry(c, "fewshot", every=750)
 
 
 def _shapes(c):

@@ -129,6 +129,14 @@ def test_inspect_and_predict_print_only_our_lines(trained, tmp_path):
   assert_quiet(predict)
 
 
+def test_evaluate_prints_only_our_lines(trained):
+  workdir, _ = trained
+  evaluate = run(["-m", "vit_jax.evaluate", f"--checkpoint={workdir}"])
+  assert evaluate.returncode == 0, evaluate.stderr[-3000:]
+  assert "evaluator  metric" in evaluate.stdout and "eval       accuracy" in evaluate.stdout
+  assert_quiet(evaluate)
+
+
 def test_sweep_prints_only_our_lines(tmp_path, digits_dir):
   overrides = dict(arg.removeprefix("--config.").split("=") for arg in TINY_VIT)
   sweep_file = sweep_helpers.write_sweep(

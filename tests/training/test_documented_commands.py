@@ -29,6 +29,7 @@ from vit_jax import convert
 from vit_jax import main
 from vit_jax import tasks
 from vit_jax.config import checks
+from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import build_model
 
 PREFIX = "python -m vit_jax."
@@ -214,6 +215,7 @@ def test_commands_are_found():
       "vit_jax.predict",
       "vit_jax.sweep",
       "vit_jax.compile",
+      "vit_jax.evaluate",
   }
   assert set(UNCHECKED) <= texts, "an UNCHECKED command is no longer documented: drop it"
 
@@ -250,7 +252,8 @@ def test_training_commands_validate_and_save_at_least_as_often_as_they_evaluate(
       continue
     config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
     checks.validate_config(config)
-    assert config.checkpoint_every <= config.eval_every, command.text
+    for name, evaluator in evaluator_registry.evals_of(config).items():
+      assert config.checkpoint_every <= evaluator.every, (command.text, name)
 
 
 @pytest.mark.parametrize(
@@ -264,6 +267,8 @@ def test_convert_command_parses(command):
 FLAGS_PARSE = """
 import importlib, json, sys
 module = importlib.import_module(sys.argv[1])
+if not hasattr(module, "FLAGS"):  # a package whose __main__ is the command
+  module = importlib.import_module(sys.argv[1] + ".__main__")
 for argv in json.loads(sys.argv[2]):
   module.FLAGS.unparse_flags()
   module.FLAGS([sys.argv[1], *argv])
@@ -305,6 +310,16 @@ def test_generate_commands_parse_and_name_a_generating_run(tmp_path, monkeypatch
     assert config.task in ("causal_lm", "seq2seq"), (command.text, config.task)
     if config.task == "causal_lm":  # generate keeps the prompt and new tokens within max_len
       assert max_new_tokens < config.model.max_len, command.text
+
+
+def test_evaluate_commands_parse_and_name_a_documented_run():
+  parsed = parsed_flags("vit_jax.evaluate", ["checkpoint", "evals"])
+  assert parsed
+  for command, (checkpoint, _) in parsed:
+    assert training_command(checkpoint) or command.flag("config"), (
+        f"{command.text}: no documented training command writes {checkpoint}, and the command "
+        "names no --config"
+    )
 
 
 @pytest.mark.parametrize("module", ["vit_jax.inspect", "vit_jax.predict"])
