@@ -17,8 +17,11 @@ GPT-2 small on C4 with a byte-level BPE (GPU/TPU; not run here):
       --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 --workdir=W
 """
 
+import ml_collections
+
 from vit_jax.config import args
 from vit_jax.config import defaults
+from vit_jax.data.text import stream
 
 # A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`.
 TARGET_TOPOLOGY = {"gpt2": "v5p-64"}
@@ -38,6 +41,11 @@ def get_config(arg=None):
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)
   c.eval_every = c.checkpoint_every = 500  # saved at least as often as evaluated
   c.eval_max_batches = 40
+  # `stream:` datasets (vit_jax/data/text/stream.py): the last `holdout` of the text is held out;
+  # training reads "random" (or "sequential") windows of seq_len + 1 tokens.
+  c.stream = ml_collections.ConfigDict(dict(holdout=0.1, windows="random"))
+  if stream.is_stream(c.dataset):
+    c.eval_max_batches = None  # the protocol scores the whole held-out text
   if options["variant"].startswith("gpt2"):  # accelerators: bf16 compute, fp32 params (nanoGPT
     c.model.dtype = "bfloat16"  # train.py:73,112: bf16 autocast; weights, AdamW moments fp32)
   if options["runlocal"]:

@@ -62,6 +62,9 @@ def config_problems(config) -> list[str]:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
     )
+  holdout = get(config, "stream.holdout")
+  if holdout is not _MISSING and not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
+    problems.append(f"--config.stream.holdout={holdout!r} must be in (0, 1)")
   problems += evaluators.config_problems(config)
   magnitude = get(config, "augment.randaugment_magnitude")
   if magnitude is not _MISSING:

@@ -28,6 +28,7 @@ CHOICES = {
     "nonfinite": ("stop", "skip"),
     "progress": ("auto", "bar", "lines"),
     "bad_images": ("skip", "error"),
+    "stream.windows": ("random", "sequential"),  # stream: datasets (data/text/stream.py)
 }
 # key -> (lowest allowed value, whether None is allowed)
 AT_LEAST = {

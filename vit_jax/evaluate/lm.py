@@ -1,9 +1,15 @@
 """Language-model losses on any split of any text dataset: causal LM (loss, perplexity, bits per
 token and per character), masked LM (loss, accuracy and bits per character of the masked
-tokens) and seq2seq (token loss, accuracy, exact match), with the run's tokenizer."""
+tokens) and seq2seq (token loss, accuracy, exact match), with the run's tokenizer.
 
+On a `stream:` dataset (vit_jax/data/text/stream.py) the causal-LM evaluator scores every token of
+the held-out text exactly once with a sliding window of `stride` tokens (None: seq_len)."""
+
+from vit_jax import errors
 from vit_jax import tasks
+from vit_jax.data.text import stream
 from vit_jax.evaluate import base
+from vit_jax.training import host_input
 
 
 class TextTaskEval(base.TaskEval):
@@ -21,7 +27,32 @@ class TextTaskEval(base.TaskEval):
 
 
 class CausalLMLoss(TextTaskEval):
-  """Next-token loss over packed documents of the split."""
+  """Next-token loss over packed documents of the split, or over a stream's held-out text."""
+
+  def check_data(self):
+    super().check_data()
+    s, seq_len = self.settings, self.config.seq_len
+    if s.stride is not None and not stream.is_stream(s.dataset):
+      raise errors.ConfigError(
+          f"{self.key('stride')}={s.stride}: a stride applies to stream: datasets only, not "
+          f"{s.dataset!r}; leave it None."
+      )
+    if s.stride is not None and s.stride > seq_len:
+      raise errors.ConfigError(
+          f"{self.key('stride')}={s.stride} must be at most --config.seq_len={seq_len}, so "
+          "that every held-out token is scored once."
+      )
+
+  def batches(self):
+    s, c = self.settings, self.config
+    return host_input.eval_batches(
+        lambda shard, count: self.task.eval_batches(
+            shard, count, dataset=s.dataset, split=s.split, stride=s.stride
+        ),
+        c.input_shards,
+        s.max_batches,
+        c.prefetch_batches,
+    )
 
 
 class MaskedLMLoss(TextTaskEval):

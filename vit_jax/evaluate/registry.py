@@ -57,7 +57,8 @@ KINDS = {
         },
         task_metrics=False,
     ),
-    "causal_lm": Kind("lm", "CausalLMLoss", ("causal_lm",), _SPLIT_KEYS),
+    # stride: a stream: dataset's sliding window step (vit_jax/data/text/stream.py); None: seq_len
+    "causal_lm": Kind("lm", "CausalLMLoss", ("causal_lm",), {**_SPLIT_KEYS, "stride": None}),
     "masked_lm": Kind("lm", "MaskedLMLoss", ("masked_lm",), _SPLIT_KEYS),
     "seq2seq": Kind("lm", "Seq2SeqLoss", ("seq2seq",), _SPLIT_KEYS),
 }
@@ -110,6 +111,8 @@ def _value_problem(key: str, value) -> str | None:
     return "must be an integer >= 1"
   if key == "max_batches" and value is not None and not (_is_int(value) and value >= 1):
     return "must be an integer >= 1 or None (the whole split)"
+  if key == "stride" and value is not None and not (_is_int(value) and value >= 1):
+    return "must be an integer >= 1 or None (seq_len)"
   if key == "shots" and not (
       isinstance(value, (tuple, list)) and value and all(_is_int(k) and k >= 1 for k in value)
   ):

@@ -1,4 +1,5 @@
-"""Causal language modeling (GPT): next-token loss on packed documents; perplexity and bits/char."""
+"""Causal language modeling (GPT): next-token loss on packed documents, or on windows of one text
+(`stream:` datasets, vit_jax/data/text/stream.py); perplexity and bits per character."""
 
 import math
 
@@ -6,6 +7,7 @@ import jax.numpy as jnp
 
 from vit_jax.data.text import batches
 from vit_jax.data.text import corpus
+from vit_jax.data.text import stream
 from vit_jax.tasks import text_common
 
 
@@ -17,9 +19,48 @@ class CausalLM(text_common.TokenLossTask):
     if self.tokenizer is not None:  # eval only
       self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
     # The bar a character model must beat: entropy of the validation text's character frequencies.
-    self.unigram_bits = corpus.validation_char_entropy() if config.dataset == "embedded" else None
+    self.unigram_bits = None
+    if config.dataset == "embedded":
+      self.unigram_bits = corpus.validation_char_entropy()
+    elif stream.is_stream(config.dataset):
+      text = stream.split_text(stream.whole_text(config.dataset), "validation", self.holdout)
+      self.unigram_bits = corpus.unigram_char_entropy([text])
+
+  @property
+  def holdout(self) -> float:
+    return self.config.stream.holdout
+
+  def eval_batches(self, process_index, process_count, *, dataset=None, split=None, stride=None):
+    """As every task's; `stride`: a `stream:` dataset's sliding-window step (None: seq_len)."""
+    dataset, split = dataset or self.config.dataset, split or self.config.eval_split
+    if not stream.is_stream(dataset):
+      return super().eval_batches(process_index, process_count, dataset=dataset, split=split)
+    train_N, held_out_M = stream.stream_tokens(dataset, self.tokenizer, self.holdout)
+    if split == "train":  # the training text scored from its second token on
+      train_N, held_out_M = train_N[:1], train_N[1:]
+    return stream.eval_batches(
+        train_N,
+        held_out_M,
+        batch_size=self.config.batch_size // process_count,
+        seq_len=self.config.seq_len,
+        stride=stride,
+        process_index=process_index,
+        process_count=process_count,
+    )
 
   def _batches(self, **batch_args):
+    if stream.is_stream(batch_args["dataset"]):  # training windows (eval: eval_batches)
+      train_N, _ = stream.stream_tokens(batch_args["dataset"], self.tokenizer, self.holdout)
+      return stream.train_batches(
+          train_N,
+          batch_size=batch_args["batch_size"],
+          seq_len=self.config.seq_len,
+          seed=batch_args["seed"],
+          start_step=batch_args["start_step"],
+          windows=self.config.stream.windows,
+          process_index=batch_args["process_index"],
+          process_count=batch_args["process_count"],
+      )
     return batches.clm_batches(seq_len=self.config.seq_len, **batch_args)
 
   def batch_spec(self, batch_size):

@@ -11,6 +11,7 @@ import optax
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
+from vit_jax.data.text import stream
 from vit_jax.data.tokenizers import base
 from vit_jax.tasks import base as task_base
 
@@ -40,9 +41,12 @@ def tokenizer_for(config, workdir: str):
   init_dir = workdir_lib.tokenizer_dir(config.get("init_from") or "")
   if config.get("init_from") and os.path.exists(os.path.join(init_dir, base.META_FILE)):
     return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
-  texts = datasets.dataset_texts(
-      config.dataset, "train", max_texts=tc.max_train_texts, data_dir=config.data_dir
-  )
+  if stream.is_stream(config.dataset):  # the training text only: the tail stays unseen
+    texts = stream.tokenizer_texts(config.dataset, config.stream.holdout)[: tc.max_train_texts]
+  else:
+    texts = datasets.dataset_texts(
+        config.dataset, "train", max_texts=tc.max_train_texts, data_dir=config.data_dir
+    )
   return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
 
 

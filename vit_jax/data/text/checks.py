@@ -8,6 +8,7 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.text import corpus
 from vit_jax.data.text import datasets
+from vit_jax.data.text import stream
 
 TEXT_SPLITS = ("train", "validation", "test", "all")
 
@@ -15,6 +16,15 @@ TEXT_SPLITS = ("train", "validation", "test", "all")
 def check_config(config, examples: str) -> None:
   """The text dataset `config.dataset` exists, reads `examples` (the task's kind) and has
   non-empty `train_split` and `eval_split`; a DataError or ConfigError otherwise."""
+  if stream.is_stream(config.dataset) and (config.task != "causal_lm" or "stream" not in config):
+    raise errors.ConfigError(
+        f"--config.dataset={config.dataset!r}: stream: datasets train causal LMs "
+        f"(configs/gpt.py), not --config.task={config.task!r}."
+    )
+  if stream.is_stream(config.dataset) and config.train_split != "train":
+    raise errors.DataError(
+        f"--config.train_split={config.train_split!r}: a stream: dataset trains on 'train'."
+    )
   for key in data.SPLIT_KEYS:
     check_split(config.dataset, config[key], examples, key=key, data_dir=config.data_dir)
 
@@ -24,6 +34,19 @@ def check_split(
 ) -> None:
   """Dataset `name` exists, reads `examples` and has a non-empty `split`; `key` is the config
   key that names the split (`--config.<key>`), for the error message."""
+  if stream.is_stream(name):
+    if split not in stream.SPLITS:
+      raise errors.DataError(
+          f"--config.{key}={split!r} is not a split of {name!r}; use one of "
+          f"{', '.join(stream.SPLITS)}."
+      )
+    inner = name[len(stream.PREFIX) :]
+    if inner.startswith(datasets.FILE_PREFIXES):  # files, which must exist and hold text
+      for path in text_files(inner):
+        check_text_file(path)
+    else:
+      stream.whole_text(name)  # the embedded corpus, or a ConfigError naming the forms
+    return
   # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
   datasets.check_kind(name, examples)
   if name in datasets.TFDS_DATASETS:
