@@ -40,6 +40,9 @@ TEST_REQUIRES = [
     "timm",
     "transformers",
     "scikit-image",  # bundled photographs for scripts/photo_folder.py
+    # lm-evaluation-harness, for its adapter's test (vit_jax/evaluate/harness.py); its registry
+    # API as of 0.4.13.
+    "lm-eval==0.4.13",
 ]
 
 # `pip install -e .[tpu]`: libtpu, whose compiler builds train steps for TPU slices on any machine
