@@ -7,22 +7,19 @@ import math
 import os
 import re
 
+import jax
 import numpy as np
 import pytest
 
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # the tasks read a local file only
-lm_eval = pytest.importorskip("lm_eval")
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-import jax
-from lm_eval import tasks as lm_eval_tasks
-from lm_eval.api import instance as lm_eval_instance
-
 from tests.training import configs
 from vit_jax import interop
-from vit_jax.evaluate import harness
 from vit_jax.models import sampling
 from vit_jax.training import train
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # the tasks read a local file only
+lm_eval = pytest.importorskip("lm_eval")
+lm_eval_tasks = pytest.importorskip("lm_eval.tasks")
+lm_eval_instance = pytest.importorskip("lm_eval.api.instance")
 
 DOCS = [
     {"context": "The module", "choices": [" is", " the", " xyz"], "label": 0},
@@ -46,6 +43,9 @@ def gpt_workdir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lm(gpt_workdir):
+  from vit_jax.evaluate import harness  # pylint: disable=g-import-not-at-top  (registers it)
+
+  del harness
   return lm_eval.api.registry.get_model("vit_jax").create_from_arg_string(
       f"workdir={gpt_workdir},batch_size=3"
   )
@@ -167,4 +167,6 @@ def test_the_harness_scores_a_local_task_as_we_do_by_hand(lm, by_hand, tmp_path)
 
 
 def test_the_model_is_registered_under_its_name():
+  from vit_jax.evaluate import harness  # pylint: disable=g-import-not-at-top
+
   assert lm_eval.api.registry.get_model("vit_jax") is harness.VitJaxLM
