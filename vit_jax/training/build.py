@@ -86,6 +86,7 @@ def build_step(config, task, devices=None) -> Step:
           step_rng,
           grad_accum_steps=config.grad_accum_steps,
           nan_at_step=config.debug_nan_at_step,
+          log_internals=config.get("log_internals", False),
       ),
       in_shardings=(state_shardings, batch_sharding),
       out_shardings=(state_shardings, replicated),

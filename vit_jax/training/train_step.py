@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vit_jax.training import internals
+
 
 def make_train_step(
     task,
@@ -20,8 +22,12 @@ def make_train_step(
     grad_accum_steps: int = 1,
     nan_at_step: int | None = None,
     guard_nonfinite: bool = True,
+    log_internals: bool = False,
 ):
   """`train_step(state, batch) -> (state, metrics)`, not yet jitted (callers pick shardings).
+
+  `log_internals` adds the RMS of the parameters, gradients and updates per block group
+  (training/internals.py).
 
   `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
   NaN, to exercise the non-finite guard. `guard_nonfinite=False` applies every update as it is;
@@ -85,6 +91,9 @@ def make_train_step(
         "finite": finite.astype(jnp.float32),
         **task_metrics,
     }
+    if log_internals:  # the update as applied: zero for a skipped non-finite step
+      updates = jax.tree.map(jnp.subtract, new_params, params)
+      metrics.update(internals.metrics(new_params, grads, updates))
     return new_state, metrics
 
   return train_step
