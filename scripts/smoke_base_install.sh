@@ -77,6 +77,13 @@ check convert_from_hf "$python" -m vit_jax.convert "$tmp/hf_bert" "$tmp/from_hf"
 expect "$tmp/vit.npz" "$tmp/vit_bv.npz" "$tmp/from_npz/checkpoints" \
   "$tmp/hf_bert/model.safetensors" "$tmp/from_hf/checkpoints"
 
+# Evaluation alone: a workdir with its own config, and an imported .npz with a config for the data.
+check evaluate "$python" -m vit_jax.evaluate --checkpoint="$tmp/digits" --output="$tmp/evals.json"
+expect_line evaluate "eval       accuracy"
+check evaluate_npz "$python" -m vit_jax.evaluate --checkpoint="$tmp/vit.npz" --config=configs/vit.py \
+  --evals=eval
+expect "$tmp/evals.json"
+
 # Inspect and predict, on images the base install draws (Pillow) and on text.
 check images "$python" -c "
 import os, sys
