@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-tpu bash scripts/setup.sh tpu
-JAX_PLATFORMS=cpu exec .venv-tpu/bin/python -m pytest -q -m tpu_compile tests/scale/test_aot_tpu.py "$@"
+JAX_PLATFORMS=cpu exec .venv-tpu/bin/python -m pytest -q -rP -m tpu_compile --durations=0 tests/scale/test_aot_tpu.py "$@"

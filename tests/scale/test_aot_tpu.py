@@ -53,6 +53,7 @@ RECIPES = {
 @pytest.mark.parametrize("recipe", list(RECIPES))
 def test_recipe_compiles_for_its_slice_and_fits(recipe):
   out = compile_command(*RECIPES[recipe])
+  print(out.stdout)  # the report, shown in CI's log (scripts/test_tpu_compile.sh passes -rP)
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
   assert "x TPU v5" in out.stdout  # compiled for the TPU slice, not the local CPU
   assert ": fits" in out.stdout
@@ -61,16 +62,25 @@ def test_recipe_compiles_for_its_slice_and_fits(recipe):
   assert "all-reduce" in out.stdout or "reduce-scatter" in out.stdout  # gradients meet
 
 
-def test_mesh_that_does_not_divide_the_slice_is_refused():
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--topology=v5p-6"], "error: Unknown TPU topology 'v5p-6'"),
+        (["--config.mesh=data:3"], "error: mesh='data:3' has 3 slots but there are 4 devices"),
+        (["--config.batch_size=6"], "error: batch_size=6 must be divisible by the batch shards"),
+    ],
+)
+def test_bad_input_for_a_slice_is_refused_in_one_line(args, message):
   out = compile_command(
       f"--config={helpers.VIT_CONFIG}:runlocal",
       "--config.num_classes=10",
-      "--topology=v5p-8",
-      "--config.mesh=data:3",
+      "--topology=v5p-8",  # 4 chips
+      *args,
   )
-  assert out.returncode == 2
-  assert "error: mesh='data:3' has 3 slots but there are 4 devices" in out.stderr
-  assert "Compiling" not in out.stdout
+  assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+  errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+  assert len(errors) == 1 and errors[0].startswith(message), out.stderr[-2000:]
+  assert "Traceback" not in out.stderr and "Compiling" not in out.stdout
 
 
 def test_a_step_that_does_not_fit_names_what_to_change():
