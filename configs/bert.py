@@ -44,7 +44,8 @@ def get_config(arg=None):
       mlp_dim=placeholder(int),
   )
   c.batch_size = 32
-  # The accelerator recipe's slice (batch 256 x 512 tokens; docs/pod.md measures it).
+  # The accelerator recipe's slice (batch 256 x 512 tokens; measured in README.md, "Before you
+  # spend pod hours").
   c.target_topology = TARGET_TOPOLOGY.get(options["variant"])
   c.total_steps = 2_500
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=300, schedule="linear")

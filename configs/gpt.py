@@ -35,7 +35,8 @@ def get_config(arg=None):
       c, "gpt", options["variant"], posemb="learn", remat="none", scan_layers=False
   )
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
-  # The accelerator recipe's slice (batch 512 x 1024 tokens; docs/pod.md measures it).
+  # The accelerator recipe's slice (batch 512 x 1024 tokens; measured in README.md, "Before you
+  # spend pod hours").
   c.target_topology = TARGET_TOPOLOGY.get(options["variant"])
   c.total_steps = 3_000
   c.optimizer.update(lr=2e-3, b2=0.99, weight_decay=0.1, warmup_steps=200, grad_clip_norm=1.0)

@@ -174,7 +174,7 @@ def _cifar(c):
 
 
 # A v5p slice per variant where `python -m vit_jax.compile` finds the ImageNet-1k step (batch
-# 1024, fp32, no remat) fits (docs/pod.md has the measured table).
+# 1024, bf16, splash attention, no remat) fits (README.md, "Before you spend pod hours").
 I1K_TOPOLOGY = {"S/16": "v5p-8", "B/16": "v5p-8", "L/16": "v5p-32"}
 
 

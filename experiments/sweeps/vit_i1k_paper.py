@@ -39,7 +39,8 @@ def get_sweep():
       dict(
           config="configs/vit.py:dataset=imagenet2012",
           fixed={"eval_every": 5_000, "checkpoint_every": 2_000},
-          # target_topology: the slice vit_jax.compile checks by default (docs/pod.md).
+          # target_topology: the slice vit_jax.compile checks by default (README.md, "Before you
+          # spend pod hours").
           runs=[
               {"model.variant": v, "target_topology": TOPOLOGY[v]} for v in ("S/16", "B/16", "L/16")
           ],

@@ -70,7 +70,8 @@ def get_sweep():
               "eval_every": 10_000,
               "checkpoint_every": 5_000,
           },
-          # target_topology: the slice vit_jax.compile checks by default (docs/pod.md).
+          # target_topology: the slice vit_jax.compile checks by default (README.md, "Before you
+          # spend pod hours").
           runs=[
               {"model.variant": v, "target_topology": TOPOLOGY[v], **aug}
               for v, aug in AUGMENT.items()

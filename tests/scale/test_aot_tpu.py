@@ -32,7 +32,8 @@ def compile_command(*args):
   )
 
 
-# The paper configs on their target_topology (the config's default slice): docs/pod.md's rows.
+# The paper configs on their target_topology (the config's default slice): rows of README.md's
+# "Before you spend pod hours".
 RECIPES = {
     "vit_b16_i1k": [f"--config={helpers.ROOT}/configs/vit.py:dataset=imagenet2012,variant=B/16"],
     "gpt2_124m": [
