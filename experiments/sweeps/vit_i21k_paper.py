@@ -37,9 +37,8 @@ EPOCHS = (30, 90, 300)
 # to your copy's count, it only sets the step budgets.
 I21K_TRAIN = 12_400_000
 BATCH = 4096
-# The slices by the per-chip batch of the measured batch-1024 rows in docs/pod.md: the same for
-# S/16 and B/16 (256), twice it for L/16 (128, about 2 x 19.8 GiB of temporaries of 95 GiB);
-# not compiled at 4096 themselves yet: `python -m vit_jax.compile` with a run's overrides checks.
+# Slices where `python -m vit_jax.compile` finds each run's step (batch 4096, bf16, splash
+# attention, no remat) fits: README.md, "Before you spend pod hours", has the measured rows.
 TOPOLOGY = {"S/16": "v5p-32", "B/16": "v5p-32", "L/16": "v5p-64"}
 AUGMENT = {  # big_vision vit_i21k.py: RANDAUG_DEF / MIXUP_DEF of each size's setting
     "S/16": {"augment.randaugment_magnitude": 0, "augment.mixup_alpha": 0.0},
