@@ -195,9 +195,12 @@ class EvalIterator:
     return self.num_batches
 
 
-def eval_crop_fraction(inception_crop: bool) -> float:
-  """The eval view that matches training's: a central 87.5% crop after Inception crops, else the
-  whole image (training then resizes the whole image; a crop would zoom eval by 14%)."""
+def eval_crop_fraction(inception_crop: bool, eval_view: str = "crop") -> float | None:
+  """`eval_view` "crop": the view that matches training's, a central 87.5% crop after Inception
+  crops, else the whole image (training then resizes the whole image; a crop would zoom eval by
+  14%). "resize": None, the whole image squeezed to the square (`augment.eval_crop`)."""
+  if eval_view == "resize":
+    return None
   return 0.875 if inception_crop else 1.0
 
 
@@ -208,13 +211,14 @@ def eval_iterator(
     global_batch_size: int,
     image_size: int,
     data_dir: str | None = None,
-    crop_fraction: float = 0.875,
+    crop_fraction: float | None = 0.875,
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
 ) -> EvalIterator:
   """Every example of `split` exactly once, as central crops of the image
-  resized to image_size / crop_fraction (crop_fraction=1: no border cut)."""
+  resized to image_size / crop_fraction (crop_fraction=1: no border cut; None: the whole image
+  resized to image_size x image_size)."""
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
   source = sources.open_source(dataset, data_dir=data_dir, download=download)
