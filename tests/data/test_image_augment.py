@@ -99,6 +99,17 @@ def test_resizes_and_crops():
   np.testing.assert_array_equal(augment.eval_crop(tf.io.encode_png(square), 48, 1.0), square)
 
 
+def test_eval_resize_keeps_the_whole_image():
+  """crop_fraction None (fine-tuning's eval, vision_transformer input_pipeline.py): the whole
+  non-square image squeezed to size x size, no border cut; the crop view cuts the long side."""
+  image = tf.constant(_image())
+  assert image.shape[0] != image.shape[1]
+  png = tf.io.encode_png(image)
+  whole = augment.eval_crop(png, 28, None)
+  np.testing.assert_array_equal(whole, augment.resize(image, (28, 28)))
+  assert not np.array_equal(whole, augment.eval_crop(png, 28, 1.0))
+
+
 def test_flip_is_either_identity_or_mirror_and_seeded():
   image = _image()
   outcomes = set()

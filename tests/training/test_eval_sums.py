@@ -74,7 +74,10 @@ def text_classification_case():
 
 
 CASES = {
-    "image_classification": (lambda o, b: image_classification().eval_sums(o, b), classification_case),
+    "image_classification": (
+        lambda o, b: image_classification().eval_sums(o, b),
+        classification_case,
+    ),
     "image_classification_sigmoid": (
         lambda o, b: image_classification("sigmoid_xent").eval_sums(o, b),
         classification_case,

@@ -251,7 +251,10 @@ RECIPES = {
     "vit_b16_i1k": ("configs/vit.py:dataset=imagenet2012,variant=B/16", augreg_i1k("B/16", 768)),
     "vit_l16_i1k": ("configs/vit.py:dataset=imagenet2012,variant=L/16", augreg_i1k("L/16", 1024)),
     **{
-        f"vit_{v[0].lower()}16_i21k": (f"configs/vit.py:dataset=imagenet21k,variant={v}", augreg_i21k(v))
+        f"vit_{v[0].lower()}16_i21k": (
+            f"configs/vit.py:dataset=imagenet21k,variant={v}",
+            augreg_i21k(v),
+        )
         for v in I21K_AUGMENT
     },
     **{
@@ -268,7 +271,10 @@ RECIPES = {
     ),
     "bit_r50x1_i1k": ("configs/resnet.py:dataset=imagenet2012", BIT_I1K),
     "bert_base_phase1": ("configs/bert.py:dataset=wikipedia,variant=base,nsp", bert_base(1)),
-    "bert_base_phase2": ("configs/bert.py:dataset=wikipedia,variant=base,nsp,phase=2", bert_base(2)),
+    "bert_base_phase2": (
+        "configs/bert.py:dataset=wikipedia,variant=base,nsp,phase=2",
+        bert_base(2),
+    ),
     "gpt2_124m": ("configs/gpt.py:dataset=c4,variant=gpt2", GPT2),
 }
 

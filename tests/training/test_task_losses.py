@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from tests.training import test_eval_sums as cases
-from vit_jax.tasks import classification
 from vit_jax.tasks import seq2seq
 from vit_jax.tasks import text_classification
 from vit_jax.tasks import text_common

@@ -31,9 +31,7 @@ KERNEL_INITS = {
 
 def kernel_init(name: str, std: float):
   if name not in KERNEL_INITS:
-    raise errors.ConfigError(
-        f"Unknown kernel_init {name!r}; choose one of {sorted(KERNEL_INITS)}."
-    )
+    raise errors.ConfigError(f"Unknown kernel_init {name!r}; choose one of {sorted(KERNEL_INITS)}.")
   return KERNEL_INITS[name](std)
 
 
