@@ -31,12 +31,18 @@ def mlp_branch_outputs(hidden_dropout: bool):
   return np.asarray(dropped - x_BxLxD), np.asarray(plain - x_BxLxD)
 
 
-def test_mlp_branch_is_dropped_once():
-  """One dropout keeps 1-p of the outputs scaled by 1/(1-p): the second moment grows by
-  1/(1-p) (2 at p=0.5) and a fraction p is zero; dropping twice would give 4 and 0.75."""
+@pytest.mark.parametrize("hidden_dropout", [False, True])
+def test_mlp_branch_is_dropped_once(hidden_dropout):
+  """One dropout zeroes a fraction p of the branch outputs (dropping twice: 1 - (1-p)^2, 0.75
+  at p=0.5), with or without ViT's extra dropout after the MLP activation."""
+  dropped, _ = mlp_branch_outputs(hidden_dropout)
+  np.testing.assert_allclose(np.mean(dropped == 0), P, atol=0.02)
+
+
+def test_mlp_branch_variance_matches_one_dropout():
+  """Without hidden dropout the kept outputs are the plain branch scaled by 1/(1-p), so the
+  second moment grows by 1/(1-p) (2 at p=0.5; 4 if dropped twice)."""
   dropped, plain = mlp_branch_outputs(hidden_dropout=False)
-  zeros = np.mean(dropped == 0)
-  np.testing.assert_allclose(zeros, P, atol=0.02)
   kept = dropped != 0
   np.testing.assert_allclose(dropped[kept], plain[kept] / (1 - P), rtol=1e-4, atol=1e-5)
   ratio = np.mean(dropped**2) / np.mean(plain**2)
@@ -47,8 +53,21 @@ def test_hidden_dropout_is_an_option():
   """ViT's MLP also drops after the activation: outputs are no longer the plain branch scaled."""
   dropped, plain = mlp_branch_outputs(hidden_dropout=True)
   kept = dropped != 0
-  np.testing.assert_allclose(np.mean(dropped == 0), P, atol=0.02)  # still one output dropout
   assert not np.allclose(dropped[kept], plain[kept] / (1 - P), rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "config, hidden_dropout",
+    [
+        ({"name": "vit", "variant": "Ti/16"}, True),  # vision_transformer models_vit.py:91
+        ({"name": "bert_mlm", "variant": "tiny"}, False),  # bert modeling.py:866-879
+        ({"name": "bert_classifier", "variant": "tiny"}, False),
+        ({"name": "gpt", "variant": "gpt2"}, False),  # gpt-2 src/model.py:115-121, no dropout
+    ],
+)
+def test_each_family_drops_after_the_mlp_activation_as_its_reference(config, hidden_dropout):
+  model = build_model(config)
+  assert getattr(model, "bert", model).mlp_hidden_dropout is hidden_dropout
 
 
 def stds(params) -> dict:
