@@ -323,7 +323,7 @@ def test_recipe_matches_its_reference(name):
   mismatches = []
   for key, (want, source) in expected.items():
     if key == "epochs":
-      train = module.I21K_TRAIN if config.dataset == "imagenet21k" else module.IMAGENET_TRAIN
+      train = module.I21K_TRAIN if config.dataset == "imagenet21k" else module.IMAGENET_TRAIN_EXAMPLES
       got = round(epochs(config, train))
     else:
       got = flat(config, key)
