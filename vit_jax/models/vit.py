@@ -84,7 +84,7 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
     classifier: "token" (cls token), "gap" (mean of patch tokens), "map" (attention pooling),
       "unpooled" (all tokens, e.g. for dense prediction).
     posemb: "learn" or "sincos2d" or "none".
-    representation_size: width of an extra tanh "pre_logits" layer (original ViT), or None.
+    representation_size: width of an extra tanh "pre_logits" layer (original ViT); None or 0: none.
     posemb_init_std: std of a learned position table; None: 1/sqrt(width) (big_vision
       models/vit.py line 49; the original ViT's models_vit.py used 0.02).
   """
