@@ -323,7 +323,8 @@ def test_recipe_matches_its_reference(name):
   mismatches = []
   for key, (want, source) in expected.items():
     if key == "epochs":
-      train = module.I21K_TRAIN if config.dataset == "imagenet21k" else module.IMAGENET_TRAIN_EXAMPLES
+      i21k = config.dataset == "imagenet21k"
+      train = module.I21K_TRAIN if i21k else module.IMAGENET_TRAIN_EXAMPLES
       got = round(epochs(config, train))
     else:
       got = flat(config, key)

@@ -1,10 +1,10 @@
 """Dataset names -> readers of encoded images, one share per process.
 
-A source yields {'image': encoded bytes, 'label': int64} in a fixed order
-with known cardinality (and 'labels', int64 (n,), every class of a multi-label example, where
-the TFDS dataset has a `labels` Sequence(ClassLabel) feature, as ImageNet-21k's does), and for training the same examples with their files in
-a seeded order. Decoding is left to the pipeline, so skipping examples on
-resume costs no JPEG decode.
+A source yields {'image': encoded bytes, 'label': int64} in a fixed order with known
+cardinality (and 'labels', int64 (n,), every class of a multi-label example, where the TFDS
+dataset has a `labels` Sequence(ClassLabel) feature, as ImageNet-21k's does), and for training
+the same examples with their files in a seeded order. Decoding is left to the pipeline, so
+skipping examples on resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'sklearn_digits', 'synthetic_shapes', 'imagenet_v2/matched-frequency',
