@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.training import test_eval_sums as cases
+from vit_jax.tasks import classification
 from vit_jax.tasks import seq2seq
 from vit_jax.tasks import text_classification
 from vit_jax.tasks import text_common
@@ -87,6 +88,8 @@ def test_unknown_loss_is_a_config_error():
 
   problems = checks.config_problems({"task": "image_classification", "loss": "focal"})
   assert any("--config.loss='focal'" in p for p in problems), problems
+  # The schema's names are the losses the task has (the schema imports no task or TF).
+  assert set(checks.CHOICES["loss"]) == set(classification.LOSSES)
 
 
 def token_batch():

@@ -13,14 +13,12 @@ from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import defaults
 from vit_jax.evaluate import registry as evaluators
-from vit_jax.tasks import classification
 from vit_jax.training import optimizer
 
 CHOICES = {
     **defaults.CHOICES,
     "optimizer.name": optimizer.OPTIMIZERS,
     "optimizer.schedule": optimizer.SCHEDULES,
-    "loss": tuple(classification.LOSSES),
 }
 
 _MISSING = object()

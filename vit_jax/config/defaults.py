@@ -30,6 +30,7 @@ CHOICES = {
     "bad_images": ("skip", "error"),
     "stream.windows": ("random", "sequential"),  # stream: datasets (data/text/stream.py)
     "eval_view": ("crop", "resize"),  # image eval (data/image/pipeline.py eval_crop_fraction)
+    "loss": ("softmax_xent", "sigmoid_xent"),  # image classification (tasks/classification.py)
 }
 # key -> (lowest allowed value, whether None is allowed)
 AT_LEAST = {
