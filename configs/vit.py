@@ -27,14 +27,41 @@ CIFAR-10 from scratch (ViT-S/4, 32 px; not run here, needs a GPU):
   -> expected ~90% test accuracy, similar to published small-ViT CIFAR-10 results without
      extra data; treat as an estimate, not a measured figure.
 
-ImageNet-1k from scratch, big_vision's ViT-S/16 recipe (batch 1024, Adam lr 1e-3, decoupled
-weight decay 1e-4, 10k warmup, cosine, RandAugment(2, 10), mixup 0.2, GAP head, sin-cos posemb):
+ImageNet-1k from scratch, ViT-S/16: big_vision's plain baseline (configs/vit_s16_i1k.py; Beyer
+et al. 2022): batch 1024, Adam lr 1e-3, decoupled weight decay 1e-4, 10k warmup, cosine,
+RandAugment(2, 10), mixup 0.2, GAP, tanh pre-logits layer, sin-cos posemb, 90 epochs:
   python -m vit_jax.main --config=configs/vit.py:dataset=imagenet2012,variant=S/16 --workdir=W
-  -> big_vision reports 76.5% top-1 after 90 epochs (about 7 h on a TPU v3-8); not reproduced here.
+  -> "This should take 6-7h to finish 90ep on a TPU-v3-8 and reach 76.5%" (vit_s16_i1k.py);
+     300 epochs (--config.total_steps=371_588) "reach 80% in less than one day" (Beyer et al.
+     2022, abstract). Not reproduced here.
 
-Fine-tuning at 384 px from a checkpoint (ours or an original ViT .npz):
+ImageNet-1k from scratch, any other variant (e.g. B/16, L/16): big_vision's AugReg recipe
+(configs/vit_i1k.py; Steiner et al. 2021, "How to train your ViT?"): batch 4096, 300 epochs,
+sigmoid cross-entropy with head bias -6.9, cls token, pre-logits, learned posemb, and the
+augmentation vit_i1k.py picks per size (B/16, L/16: RandAugment(2, 15) + mixup 0.5):
+  python -m vit_jax.main --config=configs/vit.py:dataset=imagenet2012,variant=B/16 --workdir=W
+  -> not reproduced here. vit_i1k.py quotes no figure or run time; its docstring notes the
+     recipe leaves out the dropout and stochastic depth "shown to help with B/32, B/16, L/16
+     models in the paper (Figure 4)".
+
+ImageNet-21k pretraining, big_vision's AugReg recipe (configs/vit_i21k.py): batch 4096, 300
+epochs, sigmoid cross-entropy with head bias -10, GAP, learned posemb, Adam as above, and the
+augmentation vit_i21k.py picks per size. Needs a TFDS builder named imagenet21k (not in public
+TFDS; see experiments/sweeps/vit_i21k_paper.py); examples whose `labels` feature lists several
+classes train on all of them (multi-hot targets), as big_vision's i21k input does:
+  python -m vit_jax.main --config=configs/vit.py:dataset=imagenet21k,variant=B/16 --workdir=W
+  -> after fine-tuning at 384 px, ImageNet-1k top-1 85.49% for B/16 (an AugReg i21k 300-epoch
+     checkpoint, vision_transformer README's recommended table); not reproduced here.
+
+Fine-tuning at 384 px from a checkpoint (ours or an original ViT .npz), the ViT paper's recipe
+(vision_transformer configs/common.py): SGD momentum 0.9, lr 0.03, batch 512, cosine with 500
+warmup steps, clipping at 1, no weight decay; 20k steps on ImageNet, 10k on CIFAR, 500 on Pets
+and Flowers (ViT paper, Table 4), 2,500 elsewhere (VTAB's); eval resizes the whole image to 384:
   python -m vit_jax.main --config=configs/vit.py:dataset=imagenet2012,variant=B/16,finetune \
       --config.init_from=ViT-B_16.npz --workdir=W
+  -> vision_transformer's README ("replicated" table) lists ViT-B/16 from ImageNet-21k at 384 px
+     reaching 84.53% on ImageNet in 6.5 h on A100 GPUs (dropout 0.0; 84.12% with dropout 0.1,
+     19.3 h on V100s); not reproduced here.
 """
 
 import ml_collections
@@ -43,12 +70,49 @@ from ml_collections.config_dict import placeholder
 from vit_jax.config import args
 from vit_jax.config import defaults
 from vit_jax.evaluate import registry as evaluators
+from vit_jax.models import vit as vit_model
 
 # ImageNet-1k's TFDS train split has 1,281,167 images; the recipe trains on train[:99%], which
 # TFDS rounds to 1,268,355 (the rest is minival), so epochs are counted over those, as big_vision
 # counts total_epochs over its split (vit_s16_i1k.py:38,45).
 IMAGENET_TRAIN_SPLIT = "train[:99%]"
 IMAGENET_TRAIN_EXAMPLES = 1_268_355
+
+# big_vision configs/vit_i1k.py (lines 42-60, 77-84): the AugReg augmentation per variant, as
+# (RandAugment layers, magnitude, mixup alpha); variants it does not list get "medium2".
+AUGREG_I1K_AUGMENT = {
+    "Ti/16": (2, 0, 0.0),  # light1
+    "S/32": (2, 15, 0.2),  # medium1
+    "S/16": (2, 15, 0.5),  # medium2
+    "B/32": (2, 15, 0.5),  # medium2
+    "B/16": (2, 15, 0.5),  # medium2
+    "L/16": (2, 15, 0.5),  # medium2
+}
+# big_vision configs/vit_i21k.py (lines 30-48, 65-72): the same per variant for ImageNet-21k.
+AUGREG_I21K_AUGMENT = {
+    "Ti/16": (0, 10, 0.0),  # none
+    "S/32": (0, 10, 0.0),  # none
+    "S/16": (2, 0, 0.0),  # light1
+    "B/32": (2, 10, 0.2),  # light2
+    "B/16": (2, 10, 0.2),  # light2
+    "L/16": (2, 15, 0.5),  # medium2
+}
+I21K_CLASSES = 21_843  # vit_i21k.py line 58
+# ~12.4M training images ("12.4M examples for training", vision_transformer issue #2); set it to
+# your copy's count: it only sets the step budget.
+I21K_TRAIN = 12_400_000
+
+# vision_transformer configs/common.py DATASET_PRESETS (lines 85-107) and the ViT paper's Table 4.
+FINETUNE_STEPS = {
+    "imagenet2012": 20_000,
+    "cifar10": 10_000,
+    "cifar100": 10_000,
+    "oxford_iiit_pet": 500,
+    "oxford_flowers102": 500,
+}
+FINETUNE_DEFAULT_STEPS = 2_500  # VTAB's fine-tuning budget (Zhai et al. 2019)
+# vision_transformer configs/models.py: L/16 and H/14 fine-tune with dropout 0.1 (lines 142, 160).
+FINETUNE_DROPOUT = {"L": 0.1, "H": 0.1}
 
 DEFAULT_VARIANT = {
     "sklearn_digits": "Ti/4",
@@ -71,6 +135,10 @@ def get_config(arg=None):
   c.num_classes = placeholder(int)  # None: read from the dataset
   # Examples shuffled at a time (encoded bytes; files are also read in a new order each epoch).
   c.shuffle_buffer = 10_000
+  c.loss = "softmax_xent"  # or "sigmoid_xent": one binary cross-entropy per class
+  # Eval view: "crop" (the training view: an 87.5% central crop after Inception crops, else the
+  # whole image) or "resize" (the whole image squeezed to image_size x image_size).
+  c.eval_view = "crop"
   c.image_size = 224
   c.model = ml_collections.ConfigDict(
       dict(
@@ -84,6 +152,7 @@ def get_config(arg=None):
           classifier="token",
           posemb="learn",
           representation_size=placeholder(int),
+          posemb_init_std=placeholder(float),  # None: 1/sqrt(width), big_vision's
           dropout_rate=0.0,
           attention_dropout_rate=0.0,
           droppath_rate=0.0,
@@ -114,8 +183,12 @@ def get_config(arg=None):
     _shapes(c)
   elif c.dataset in ("cifar10", "cifar100"):
     _cifar(c)
+  elif c.dataset == "imagenet2012" and c.model.variant == "S/16":
+    _imagenet_s16(c)
   elif c.dataset == "imagenet2012":
-    _imagenet(c)
+    _imagenet_augreg(c)
+  elif c.dataset == "imagenet21k":
+    _imagenet21k(c)
   else:
     _finetune(c)  # other datasets are small: fine-tune rather than train from scratch
   if options["runlocal"]:
@@ -176,24 +249,19 @@ def _cifar(c):
 # A v5p slice per variant where `python -m vit_jax.compile` finds the ImageNet-1k step (batch
 # 1024, bf16, splash attention, no remat) fits (README.md, "Before you spend pod hours").
 I1K_TOPOLOGY = {"S/16": "v5p-8", "B/16": "v5p-8", "L/16": "v5p-32"}
+# The batch-4096 recipes (AugReg ImageNet-1k, ImageNet-21k): the slices where the ImageNet-21k
+# steps at batch 4096 compile and fit (README.md, "Before you spend pod hours").
+BATCH_4096_TOPOLOGY = {"S/16": "v5p-32", "B/16": "v5p-32", "L/16": "v5p-64"}
 
 
-def _imagenet(c):
+def _imagenet_common(c):
+  """What big_vision's ImageNet ViT configs share (vit_s16_i1k.py, vit_i1k.py, vit_i21k.py): data,
+  Adam with a bfloat16 first moment, decoupled weight decay 1e-4, 10k warmup, cosine, clip at 1."""
   c.train_split = IMAGENET_TRAIN_SPLIT  # the last 1% is a minival split, as in big_vision
   c.eval_split = "validation"
   c.num_classes = 1000  # ImageNet-1k; also lets the step compile without the data
-  c.target_topology = I1K_TOPOLOGY.get(c.model.variant)
   c.image_size = 224
-  c.model.update(classifier="gap", posemb="sincos2d")
-  c.augment.update(
-      inception_crop=True,
-      flip=True,
-      randaugment_layers=2,
-      randaugment_magnitude=10,
-      mixup_alpha=0.2,
-  )
-  c.batch_size = 1024
-  c.total_steps = 90 * IMAGENET_TRAIN_EXAMPLES // c.batch_size  # 90 epochs of train[:99%]
+  c.augment.update(inception_crop=True, flip=True)
   # big_vision/configs/vit_s16_i1k.py:49. Host memory: 250k JPEGs at ~110 KB each, ~27 GB.
   c.shuffle_buffer = 250_000
   c.optimizer.update(
@@ -202,6 +270,7 @@ def _imagenet(c):
       b2=0.999,
       weight_decay=1e-4,
       decoupled_weight_decay=True,
+      grad_clip_norm=1.0,
       warmup_steps=10_000,
       schedule="cosine",
       mu_dtype="bfloat16",  # big_vision vit_s16_i1k.py:80, vit_i1k.py:130, vit_i21k.py:106
@@ -216,16 +285,63 @@ def _imagenet(c):
   c.keep_checkpoints = 3
 
 
+def _imagenet_s16(c):
+  """big_vision configs/vit_s16_i1k.py: the plain ViT-S/16 baseline, 90 epochs."""
+  _imagenet_common(c)
+  # rep_size=True in big_vision: a pre-logits layer as wide as the model.
+  width = vit_model.PRESETS["S"].width
+  c.model.update(classifier="gap", posemb="sincos2d", representation_size=width)
+  c.augment.update(randaugment_layers=2, randaugment_magnitude=10, mixup_alpha=0.2)
+  c.batch_size = 1024
+  c.target_topology = I1K_TOPOLOGY.get(c.model.variant)
+  c.total_steps = 90 * IMAGENET_TRAIN_EXAMPLES // c.batch_size  # 90 epochs of train[:99%]
+
+
+def _imagenet_augreg(c):
+  """big_vision configs/vit_i1k.py: AugReg, 300 epochs, sigmoid loss."""
+  _imagenet_common(c)
+  preset, _ = vit_model.parse_variant(c.model.variant)
+  c.loss = "sigmoid_xent"
+  c.model.update(
+      classifier="token", posemb="learn", representation_size=preset.width, head_bias_init=-6.9
+  )
+  layers, magnitude, mixup = AUGREG_I1K_AUGMENT.get(c.model.variant, (2, 15, 0.5))
+  c.augment.update(randaugment_layers=layers, randaugment_magnitude=magnitude, mixup_alpha=mixup)
+  c.batch_size = 4096
+  c.target_topology = BATCH_4096_TOPOLOGY.get(c.model.variant)
+  c.total_steps = 300 * IMAGENET_TRAIN_EXAMPLES // c.batch_size  # 300 epochs of train[:99%]
+
+
+def _imagenet21k(c):
+  """big_vision configs/vit_i21k.py: AugReg ImageNet-21k pretraining, 300 epochs, sigmoid loss.
+  The first 51,200 images are held out (25,600 test, 25,600 validation)."""
+  _imagenet_common(c)
+  c.train_split, c.eval_split = "full[51200:]", "full[:25600]"
+  c.num_classes = I21K_CLASSES
+  c.loss = "sigmoid_xent"
+  c.model.update(classifier="gap", posemb="learn", head_bias_init=-10.0)
+  layers, magnitude, mixup = AUGREG_I21K_AUGMENT.get(c.model.variant, (2, 15, 0.5))
+  c.augment.update(randaugment_layers=layers, randaugment_magnitude=magnitude, mixup_alpha=mixup)
+  c.batch_size = 4096
+  c.target_topology = BATCH_4096_TOPOLOGY.get(c.model.variant)
+  c.total_steps = 300 * I21K_TRAIN // c.batch_size
+  c.eval_every = 10_000
+  c.checkpoint_every = 5_000
+
+
 def _finetune(c):
-  """ViT paper fine-tuning: SGD momentum 0.9, no weight decay, clip 1, cosine, higher resolution."""
+  """ViT paper fine-tuning (vision_transformer configs/common.py): SGD momentum 0.9, no weight
+  decay, clip 1, cosine, 384 px, eval on the whole image resized (input_pipeline.py)."""
   c.eval_split = "validation" if c.dataset == "imagenet2012" else "test"
   c.image_size = 384
+  c.eval_view = "resize"
   c.augment.update(inception_crop=True, flip=True)
+  c.model.dropout_rate = FINETUNE_DROPOUT.get(c.model.variant.split("/")[0], 0.0)
   c.batch_size = 512
-  c.total_steps = 20_000 if c.dataset == "imagenet2012" else 2_500
+  c.total_steps = FINETUNE_STEPS.get(c.dataset, FINETUNE_DEFAULT_STEPS)
   c.optimizer.update(
       name="sgd",
-      lr=0.01,
+      lr=0.03,
       momentum=0.9,
       weight_decay=0.0,
       grad_clip_norm=1.0,

@@ -11,15 +11,16 @@ checkpoints, in google-research/vision_transformer issue #2). Print the commands
 
 Data: ImageNet-21k is not in public TFDS (big_vision's vit_i21k.py says so too). Register a TFDS
 builder named `imagenet21k` with a `full` split (big_vision's layout: the first 25,600 images
-held out for testing, training on full[51200:]), or point DATASET at `folder:/path` with train/
-and test/ class folders and set the two splits below accordingly.
+held out for testing, training on full[51200:]). Where its examples carry a `labels` feature (a
+list of class ids), the sigmoid loss trains on those multi-hot targets, as big_vision does on
+its internal copy; a single `label` trains one-hot.
 
-Recipe, big_vision's AugReg pretraining (vit_i21k.py): batch 4096, Adam lr 1e-3, decoupled
-weight decay 1e-4, 10k warmup steps, cosine, gradient clipping at 1, global average pooling,
-learned position embeddings, head bias -10, and the augmentation that config picks per size
-(S/16 "light1": RandAugment(2, 0); B/16 "light2": RandAugment(2, 10) + mixup 0.2; L/16
-"medium2": RandAugment(2, 15) + mixup 0.5). One difference: AugReg trains with a sigmoid
-cross-entropy, our trainer with softmax cross-entropy.
+Recipe: configs/vit.py:dataset=imagenet21k,variant=V, big_vision's AugReg pretraining
+(vit_i21k.py): batch 4096, Adam lr 1e-3, decoupled weight decay 1e-4, 10k warmup steps, cosine,
+gradient clipping at 1, sigmoid cross-entropy with head bias -10, global average pooling, learned
+position embeddings, and the augmentation that config picks per size (S/16 "light1":
+RandAugment(2, 0); B/16 "light2": RandAugment(2, 10) + mixup 0.2; L/16 "medium2":
+RandAugment(2, 15) + mixup 0.5). Only the epochs vary here.
 
 Expected (published; not reproduced here). The sweep measures upstream error on the held-out
 ImageNet-21k images; the papers quote ImageNet-1k accuracy after fine-tuning at 384 px:
@@ -29,53 +30,40 @@ ImageNet-21k images; the papers quote ImageNet-1k accuracy after fine-tuning at 
   0.1): B/16 84.53% / 84.12%, L/16 84.47% / 85.05%.
 """
 
+import importlib.util
+import os
+
 import ml_collections
 
-DATASET, TRAIN_SPLIT, EVAL_SPLIT = "imagenet21k", "full[51200:]", "full[:25600]"
 EPOCHS = (30, 90, 300)
-# ~12.4M training images ("12.4M examples for training", vision_transformer issue #2); set it
-# to your copy's count, it only sets the step budgets.
-I21K_TRAIN = 12_400_000
-BATCH = 4096
-# Slices where `python -m vit_jax.compile` finds each run's step (batch 4096, bf16, splash
-# attention, no remat) fits: README.md, "Before you spend pod hours", has the measured rows.
-TOPOLOGY = {"S/16": "v5p-32", "B/16": "v5p-32", "L/16": "v5p-64"}
-AUGMENT = {  # big_vision vit_i21k.py: RANDAUG_DEF / MIXUP_DEF of each size's setting
-    "S/16": {"augment.randaugment_magnitude": 0, "augment.mixup_alpha": 0.0},
-    "B/16": {"augment.randaugment_magnitude": 10, "augment.mixup_alpha": 0.2},
-    "L/16": {"augment.randaugment_magnitude": 15, "augment.mixup_alpha": 0.5},
-}
+VARIANTS = ("S/16", "B/16", "L/16")
+CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "vit.py")
+
+
+def vit_config(arg: str):
+  """configs/vit.py's config, for its batch size and epoch constants (one home for each)."""
+  spec = importlib.util.spec_from_file_location("configs_vit", CONFIG)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module, module.get_config(arg)
 
 
 def get_sweep():
+  runs = []
+  for variant in VARIANTS:
+    arg = f"dataset=imagenet21k,variant={variant}"
+    module, config = vit_config(arg)
+    for epochs in EPOCHS:
+      steps = epochs * module.I21K_TRAIN // config.batch_size
+      # target_topology: the config's slice, which vit_jax.compile checks by default
+      # (README.md, "Before you spend pod hours").
+      runs.append(
+          {"config": f"configs/vit.py:{arg}", "model.variant": variant, "total_steps": steps}
+      )
   return ml_collections.ConfigDict(
       dict(
-          config="configs/vit.py:dataset=imagenet2012",
-          fixed={
-              "dataset": DATASET,
-              "train_split": TRAIN_SPLIT,
-              "eval_split": EVAL_SPLIT,
-              "num_classes": 21843,
-              "batch_size": BATCH,
-              "model.classifier": "gap",
-              "model.posemb": "learn",
-              "model.head_bias_init": -10.0,
-              "augment.randaugment_layers": 2,
-              "optimizer.lr": 1e-3,
-              "optimizer.weight_decay": 1e-4,
-              "optimizer.decoupled_weight_decay": True,
-              "optimizer.warmup_steps": 10_000,
-              "optimizer.grad_clip_norm": 1.0,
-              "eval_every": 10_000,
-              "checkpoint_every": 5_000,
-          },
-          # target_topology: the slice vit_jax.compile checks by default (README.md, "Before you
-          # spend pod hours").
-          runs=[
-              {"model.variant": v, "target_topology": TOPOLOGY[v], **aug}
-              for v, aug in AUGMENT.items()
-          ],
-          grid={"total_steps": [e * I21K_TRAIN // BATCH for e in EPOCHS]},
+          config="configs/vit.py:dataset=imagenet21k",
+          runs=runs,
           name="{model.variant}-{total_steps}steps",
           metric="error",
           fits=("compute",),

@@ -1,11 +1,15 @@
 """Per-example augmentations and batch mixing (RandAugment: test_randaugment.py)."""
 
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from vit_jax.analysis import images as analysis_images
 from vit_jax.data.image import augment
 from vit_jax.data.image import mix as image_mix
+from vit_jax.data.image import pipeline
 
 
 def _seed(*ints):
@@ -97,6 +101,31 @@ def test_resizes_and_crops():
   # Same-size resize and crop_fraction=1 leave a square image untouched.
   square = image[:48, :48]
   np.testing.assert_array_equal(augment.eval_crop(tf.io.encode_png(square), 48, 1.0), square)
+
+
+def test_eval_resize_keeps_the_whole_image():
+  """crop_fraction None (fine-tuning's eval, vision_transformer input_pipeline.py): the whole
+  non-square image squeezed to size x size, no border cut; the crop view cuts the long side."""
+  image = tf.constant(_image())
+  assert image.shape[0] != image.shape[1]
+  png = tf.io.encode_png(image)
+  whole = augment.eval_crop(png, 28, None)
+  np.testing.assert_array_equal(whole, augment.resize(image, (28, 28)))
+  assert not np.array_equal(whole, augment.eval_crop(png, 28, 1.0))
+
+
+def test_eval_view_picks_the_crop_the_trainer_and_predict_use():
+  """`eval_view` reaches the trainer's eval and predict/inspect (analysis.images.crop_fraction)
+  through one function: "resize" is the whole image, "crop" follows the Inception-crop rule."""
+  assert pipeline.eval_crop_fraction(True, "resize") is None
+  assert pipeline.eval_crop_fraction(True, "crop") == 0.875
+  assert pipeline.eval_crop_fraction(False) == 1.0
+  finetuned = types.SimpleNamespace(
+      workdir_config={"augment": {"inception_crop": True}, "eval_view": "resize"}
+  )
+  assert analysis_images.crop_fraction(finetuned) is None
+  imported = types.SimpleNamespace(workdir_config=None)
+  assert analysis_images.crop_fraction(imported) == 0.875
 
 
 def test_flip_is_either_identity_or_mirror_and_seeded():

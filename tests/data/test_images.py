@@ -301,5 +301,8 @@ def test_imagenet_epochs_count_the_examples_of_the_split_trained_on():
   spec = importlib.util.spec_from_file_location("vit_i1k_paper_sweep", path)
   sweep = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(sweep)
-  steps = sweep.get_sweep().grid["total_steps"]
-  assert steps == [e * trained_on // sweep.BATCH for e in sweep.EPOCHS] and sweep.BATCH == 1024
+  # Each size trains on its own recipe's batch (S/16 1024, B/16 and L/16 4096).
+  for run in sweep.get_sweep().runs:
+    variant_config = configs.load("vit", f"dataset=imagenet2012,variant={run['model.variant']}")
+    budgets = [e * trained_on // variant_config.batch_size for e in sweep.EPOCHS]
+    assert run["total_steps"] in budgets, run

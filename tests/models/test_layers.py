@@ -52,7 +52,10 @@ def test_mlp_dropout_acts_only_in_training():
   train_out = block.apply(
       params, x_BxLxD, deterministic=False, rngs={"dropout": jax.random.PRNGKey(2)}
   )
-  assert (np.asarray(train_out) == 0).mean() > 0.2  # the output dropout zeroes about half
+  # The hidden dropout (after the activation) changes the output; the output itself is not
+  # dropped here (the residual branch drops it once), so no output is zeroed.
+  assert not np.allclose(train_out, eval_out)
+  assert (np.asarray(train_out) == 0).mean() == 0
 
 
 def test_drop_path_drops_whole_samples_and_rescales_the_kept_ones():

@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -56,6 +57,12 @@ def mlm_case():
   return {"mlm_logits": mlm_logits, "nsp_logits": nsp_logits}, batch
 
 
+def image_classification(loss="softmax_xent"):
+  """The task without a dataset (num_classes given), with `loss` as its config's."""
+  config = ml_collections.ConfigDict({"loss": loss})
+  return classification.ImageClassification(config, num_classes=5)
+
+
 def classification_case():
   logits = np.array(confident([0, 3]))[:, :V]
   return logits, {"label": np.array([2, 3]), "mask": np.array([1.0, 0.0], np.float32)}
@@ -67,7 +74,14 @@ def text_classification_case():
 
 
 CASES = {
-    "image_classification": (classification.ImageClassification.eval_sums, classification_case),
+    "image_classification": (
+        lambda o, b: image_classification().eval_sums(o, b),
+        classification_case,
+    ),
+    "image_classification_sigmoid": (
+        lambda o, b: image_classification("sigmoid_xent").eval_sums(o, b),
+        classification_case,
+    ),
     "causal_lm": (lambda o, b: causal().eval_sums(o, b), token_case),
     "seq2seq": (seq2seq.Seq2Seq.eval_sums, token_case),
     "masked_lm": (lambda o, b: masked(False).eval_sums(o, b), mlm_case),
@@ -96,7 +110,7 @@ def test_padded_row_that_matches_counts_nowhere(name):
 
 def test_cases_are_what_they_claim():
   """The real rows are partly wrong and the padded rows right, so a leak changes the sums."""
-  sums = jax.device_get(classification.ImageClassification.eval_sums(*classification_case()))
+  sums = jax.device_get(image_classification().eval_sums(*classification_case()))
   assert (sums["correct"], sums["count"]) == (0.0, 1.0)
   sums = jax.device_get(seq2seq.Seq2Seq.eval_sums(*token_case()))
   assert (sums["correct"], sums["tokens"], sums["exact"], sums["rows"]) == (1.0, 3.0, 0.0, 1.0)

@@ -46,7 +46,7 @@ def test_image_classification_loss_is_mean_soft_cross_entropy():
   labels = RNG.dirichlet(np.ones(5), size=4).astype(np.float32)  # soft (mixed/smoothed) labels
   label = np.array([0, 1, 2, 3])
   batch = {"labels": labels, "label": label}
-  task = classification.ImageClassification
+  task = cases.image_classification()
   totals = task.totals(batch)
   assert float(totals["examples"]) == 4
   loss, metrics = task.loss(logits, batch, totals)
@@ -57,6 +57,39 @@ def test_image_classification_loss_is_mean_soft_cross_entropy():
   assert_adds_up(task, logits, batch, 1)
   summary = task.eval_summary({"loss": 6.0, "correct": 3.0, "correct_top5": 4.0, "count": 4.0})
   assert summary == {"accuracy": 0.75, "top5_accuracy": 1.0, "loss": 1.5, "examples": 4.0}
+
+
+def test_image_classification_sigmoid_loss_is_per_class_binary_cross_entropy():
+  """`loss=sigmoid_xent` (AugReg, big_vision utils.py sigmoid_xent): a binary cross-entropy per
+  class summed over classes, averaged over examples; with a bias of -6.9 on every logit (the
+  AugReg i1k head init) a one-hot target starts near 6.9 + 999 x 0.001 nats at 1000 classes."""
+  logits = RNG.normal(size=(4, 5)).astype(np.float32)
+  labels = RNG.dirichlet(np.ones(5), size=4).astype(np.float32)
+  label = np.array([0, 1, 2, 3])
+  batch = {"labels": labels, "label": label}
+  task = cases.image_classification("sigmoid_xent")
+  loss, _ = task.loss(logits, batch, task.totals(batch))
+  x = logits.astype(np.float64)
+  log_p, log_not_p = -np.log1p(np.exp(-x)), -np.log1p(np.exp(x))
+  expected = -(labels * log_p + (1 - labels) * log_not_p).sum(-1).mean()
+  np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+  softmax_loss, _ = cases.image_classification().loss(logits, batch, task.totals(batch))
+  assert abs(float(loss) - float(softmax_loss)) > 0.1
+  assert_adds_up(task, logits, batch, 1)
+  at_bias = np.full((1, 1000), -6.9, np.float32)
+  one_hot = np.eye(1000, dtype=np.float32)[:1]
+  start, _ = task.loss(at_bias, {"labels": one_hot, "label": np.array([0])}, {"examples": 1.0})
+  expected_start = np.log1p(np.exp(6.9)) + 999 * np.log1p(np.exp(-6.9))
+  np.testing.assert_allclose(float(start), expected_start, rtol=1e-5)
+
+
+def test_unknown_loss_is_a_config_error():
+  from vit_jax.config import checks  # pylint: disable=g-import-not-at-top
+
+  problems = checks.config_problems({"task": "image_classification", "loss": "focal"})
+  assert any("--config.loss='focal'" in p for p in problems), problems
+  # The schema's names are the losses the task has (the schema imports no task or TF).
+  assert set(checks.CHOICES["loss"]) == set(classification.LOSSES)
 
 
 def token_batch():

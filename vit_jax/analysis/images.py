@@ -18,11 +18,14 @@ from vit_jax.data.image import sources
 from vit_jax.interop import hf_format
 
 
-def crop_fraction(loaded) -> float:
+def crop_fraction(loaded) -> float | None:
   """The eval crop the model's trainer used (`pipeline.eval_crop_fraction`); an imported model,
   whose training config we do not have, gets the standard central 87.5% crop."""
-  augment_config = (loaded.workdir_config or {}).get("augment") or {}
-  return pipeline.eval_crop_fraction(augment_config.get("inception_crop", True))
+  config = loaded.workdir_config or {}
+  augment_config = config.get("augment") or {}
+  return pipeline.eval_crop_fraction(
+      augment_config.get("inception_crop", True), config.get("eval_view", "crop")
+  )
 
 
 _EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -51,7 +54,7 @@ def expand(paths) -> list:
   return files
 
 
-def load_images(paths, size: int, crop_fraction: float):
+def load_images(paths, size: int, crop_fraction: float | None):
   """(crops_BxSxSx3 uint8 for display, images_BxSxSx3 float32 in [-1, 1] for the model)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 

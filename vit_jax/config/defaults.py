@@ -29,6 +29,8 @@ CHOICES = {
     "progress": ("auto", "bar", "lines"),
     "bad_images": ("skip", "error"),
     "stream.windows": ("random", "sequential"),  # stream: datasets (data/text/stream.py)
+    "eval_view": ("crop", "resize"),  # image eval (data/image/pipeline.py eval_crop_fraction)
+    "loss": ("softmax_xent", "sigmoid_xent"),  # image classification (tasks/classification.py)
 }
 # key -> (lowest allowed value, whether None is allowed)
 AT_LEAST = {
@@ -50,6 +52,7 @@ AT_LEAST = {
     "optimizer.weight_decay": (0, False),
     "optimizer.grad_clip_norm": (0, False),
     "optimizer.end_lr_ratio": (0, False),
+    "optimizer.eps": (0, False),
     "tokenizer.vocab_size": (1, True),
     "tokenizer.max_train_texts": (1, False),
 }
@@ -69,6 +72,7 @@ def training_defaults() -> ml_collections.ConfigDict:
           lr=1e-3,
           b1=0.9,
           b2=0.999,
+          eps=1e-8,  # Adam's epsilon (optax's default)
           momentum=0.9,  # sgd only
           weight_decay=1e-4,
           # True: decay scaled by the schedule only, not by the peak lr (big_vision's "decoupled").

@@ -127,6 +127,7 @@ class MultiHeadAttention(nn.Module):
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
   kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
+  out_kernel_init: Optional[nn.initializers.Initializer] = None  # None: kernel_init
 
   @nn.compact
   def __call__(
@@ -272,7 +273,7 @@ class MultiHeadAttention(nn.Module):
         use_bias=self.use_bias,
         dtype=self.dtype,
         param_dtype=self.param_dtype,
-        kernel_init=self.kernel_init,
+        kernel_init=self.out_kernel_init or self.kernel_init,
         name="out",
     )(out_BxTxHxK)
     if return_weights:

@@ -34,7 +34,8 @@ PRESETS = {
     "base": BertShape(768, 12, 12, 3072),
     "large": BertShape(1024, 24, 16, 4096),
 }
-INIT = nn.initializers.normal(stddev=0.02)
+# BERT's modeling.py create_initializer (line 375): truncated normal, initializer_range 0.02.
+INIT = nn.initializers.truncated_normal(stddev=0.02)
 
 
 def preset(name: str) -> BertShape:
@@ -46,8 +47,8 @@ def preset(name: str) -> BertShape:
 class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
   """Embeddings -> post-LN encoder -> (sequence output, tanh-pooled first token).
 
-  Block options: see transformer.BlockOptions; BERT's dropout and LayerNorm epsilon are the
-  defaults here.
+  Block options: see transformer.BlockOptions; BERT's dropout, LayerNorm epsilon and
+  initialization (truncated normal 0.02) are the defaults here.
   """
 
   vocab_size: int = 30522
@@ -61,6 +62,8 @@ class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
   dropout_rate: float = 0.1
   attention_dropout_rate: float = 0.1
   norm_eps: float = 1e-12
+  kernel_init: str = "truncated_normal"
+  mlp_hidden_dropout: bool = False  # modeling.py drops the layer output only (line 879)
 
   def shape(self) -> BertShape:
     base = preset(self.variant)
@@ -105,7 +108,7 @@ class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
 
     mask = masks.MaskSpec().with_padding(input_mask_BxL).with_segments(segment_ids_BxL)
     cfg = transformer.BlockConfig.from_model_config(
-        self, num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, pre_ln=False
+        self, num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, depth=shape.depth, pre_ln=False
     )
     x_BxLxD = transformer.Encoder(cfg, num_layers=shape.depth, block_name="layer", name="encoder")(
         x_BxLxD, mask, deterministic=not train

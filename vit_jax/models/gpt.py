@@ -35,14 +35,18 @@ PRESETS = {
     "gpt2-large": GptShape(1280, 36, 20),
     "gpt2-xl": GptShape(1600, 48, 25),
 }
-INIT = nn.initializers.normal(stddev=0.02)
+# GPT-2's src/model.py: token embeddings N(0, 0.02) (line 155), positions N(0, 0.01) (line 153).
+TOKEN_INIT = nn.initializers.normal(stddev=0.02)
+POSITION_INIT = nn.initializers.normal(stddev=0.01)
 
 
 class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
   """Decoder-only language model. Returns logits (B, T, vocab_size) in fp32.
 
-  Block options: see transformer.BlockOptions; GPT-2's activation ("gelu_new") and LayerNorm
-  epsilon are the defaults here.
+  Block options: see transformer.BlockOptions; GPT-2's activation ("gelu_new"), LayerNorm
+  epsilon and initialization (weights N(0, 0.02), src/model.py conv1d; residual output
+  projections scaled by 1/sqrt(2 x depth), paper section 2.3) are the defaults here, with dropout
+  on the branch outputs only (no dropout after the MLP activation).
   """
 
   vocab_size: int = 50257
@@ -56,6 +60,9 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
   decode: bool = False
   activation: str = "gelu_tanh"  # GPT-2's "gelu_new"
   norm_eps: float = 1e-5
+  kernel_init: str = "normal"
+  scale_residual_init: bool = True
+  mlp_hidden_dropout: bool = False
 
   def shape(self) -> GptShape:
     if self.variant not in PRESETS:
@@ -94,7 +101,7 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     wte = nn.Embed(
         self.vocab_size,
         shape.width,
-        embedding_init=INIT,
+        embedding_init=TOKEN_INIT,
         dtype=jnp.dtype(self.dtype),
         param_dtype=param_dtype,
         name="wte",
@@ -110,7 +117,11 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
       positions_BxT = position.arange_positions(batch, length)
     if self.posemb == "learn":
       wpe = nn.Embed(
-          self.max_len, shape.width, embedding_init=INIT, param_dtype=param_dtype, name="wpe"
+          self.max_len,
+          shape.width,
+          embedding_init=POSITION_INIT,
+          param_dtype=param_dtype,
+          name="wpe",
       )
       x_BxTxD = x_BxTxD + wpe(positions_BxT)
     x_BxTxD = nn.Dropout(self.dropout_rate)(x_BxTxD, deterministic=not train)
@@ -122,6 +133,7 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
         self,
         num_heads=shape.num_heads,
         mlp_dim=self.mlp_ratio * shape.width,
+        depth=shape.depth,
         rope=self.posemb == "rope",
     )
     h_BxTxD = transformer.Encoder(

@@ -21,29 +21,48 @@ def activation(name: str):
   return ACTIVATIONS[name]
 
 
+# Weight-matrix initializers by name; the normal ones take a standard deviation.
+KERNEL_INITS = {
+    "xavier_uniform": lambda std: nn.initializers.xavier_uniform(),  # ViT, original Transformer
+    "normal": lambda std: nn.initializers.normal(stddev=std),  # GPT-2 src/model.py conv1d
+    "truncated_normal": lambda std: nn.initializers.truncated_normal(stddev=std),  # BERT
+}
+
+
+def kernel_init(name: str, std: float):
+  if name not in KERNEL_INITS:
+    raise errors.ConfigError(f"Unknown kernel_init {name!r}; choose one of {sorted(KERNEL_INITS)}.")
+  return KERNEL_INITS[name](std)
+
+
 class MlpBlock(nn.Module):
-  """Dense -> activation -> dropout -> Dense -> dropout (names Dense_0/Dense_1 as in ViT)."""
+  """Dense -> activation -> [dropout] -> Dense (names Dense_0/Dense_1 as in ViT).
+
+  The output is not dropped here: the residual branch that holds the block drops it once, as
+  ViT, big_vision and BERT do. `dropout_rate` is the rate after the activation (ViT's
+  models_vit.py MlpBlock has it there; BERT's modeling.py and GPT-2 do not: build with 0).
+  """
 
   mlp_dim: int
   out_dim: int | None = None
   activation: str = "gelu"
   dropout_rate: float = 0.0
+  kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
+  out_kernel_init: nn.initializers.Initializer | None = None  # None: kernel_init
+  bias_init: nn.initializers.Initializer = nn.initializers.normal(stddev=1e-6)  # ViT's
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, x_BxLxD, deterministic: bool = True):
     dense = functools.partial(
-        nn.Dense,
-        dtype=self.dtype,
-        param_dtype=self.param_dtype,
-        kernel_init=nn.initializers.xavier_uniform(),
-        bias_init=nn.initializers.normal(stddev=1e-6),
+        nn.Dense, dtype=self.dtype, param_dtype=self.param_dtype, bias_init=self.bias_init
     )
-    h_BxLxF = activation(self.activation)(dense(self.mlp_dim, name="Dense_0")(x_BxLxD))
+    h_BxLxF = dense(self.mlp_dim, kernel_init=self.kernel_init, name="Dense_0")(x_BxLxD)
+    h_BxLxF = activation(self.activation)(h_BxLxF)
     h_BxLxF = nn.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
-    out_BxLxD = dense(self.out_dim or x_BxLxD.shape[-1], name="Dense_1")(h_BxLxF)
-    return nn.Dropout(self.dropout_rate)(out_BxLxD, deterministic=deterministic)
+    out_init = self.out_kernel_init or self.kernel_init
+    return dense(self.out_dim or x_BxLxD.shape[-1], kernel_init=out_init, name="Dense_1")(h_BxLxF)
 
 
 class DropPath(nn.Module):

@@ -100,12 +100,10 @@ class FNetBlock(nn.Module):
     x_BxNxD = nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="mixing_norm")(
         x_BxNxD + fourier_mixing(x_BxNxD)
     )
-    mlp = layers.MlpBlock(
-        self.mlp_dim, dropout_rate=self.dropout_rate, dtype=self.dtype, name="mlp"
-    )
-    return nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="output_norm")(
-        x_BxNxD + mlp(x_BxNxD, deterministic=deterministic)
-    )
+    # FNet's feed-forward drops its output only, not after the activation.
+    y_BxNxD = layers.MlpBlock(self.mlp_dim, dtype=self.dtype, name="mlp")(x_BxNxD)
+    y_BxNxD = nn.Dropout(self.dropout_rate)(y_BxNxD, deterministic=deterministic)
+    return nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="output_norm")(x_BxNxD + y_BxNxD)
 
 
 class FNet(nn.Module):

@@ -84,6 +84,7 @@ class AddPositionEmbedding(nn.Module):
   kind: str = "learn"
   grid: tuple = ()
   prefix_tokens: int = 0
+  init_std: float = 0.02  # of a learned table
   param_dtype: jnp.dtype = jnp.float32
 
   @nn.compact
@@ -93,7 +94,7 @@ class AddPositionEmbedding(nn.Module):
       return x_BxLxD
     if self.kind == "learn":
       table = self.param(
-          "pos_embedding", nn.initializers.normal(stddev=0.02), (1, length, dim), self.param_dtype
+          "pos_embedding", nn.initializers.normal(self.init_std), (1, length, dim), self.param_dtype
       )
       if table.shape[1] != length:
         raise ValueError(

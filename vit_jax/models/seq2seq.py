@@ -42,7 +42,11 @@ class EncoderDecoder(transformer.BlockOptions, nn.Module, kw_only=True):
           f"Unknown seq2seq position embedding {self.posemb!r}; " "choose 'sincos1d' or 'learn'."
       )
     cfg = transformer.BlockConfig.from_model_config(
-        self, num_heads=self.num_heads, mlp_dim=self.mlp_dim, pre_ln=self.pre_ln
+        self,
+        num_heads=self.num_heads,
+        mlp_dim=self.mlp_dim,
+        depth=self.num_layers,
+        pre_ln=self.pre_ln,
     )
     self.token_embed = nn.Embed(
         self.vocab_size,

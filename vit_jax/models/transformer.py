@@ -32,6 +32,14 @@ class BlockOptions:
   attention_dropout_rate: float = 0.0
   droppath_rate: float = 0.0  # stochastic depth of the last block; earlier blocks scale linearly
   activation: str = "gelu"  # see layers.ACTIVATIONS
+  # Dropout after the MLP activation as well as on each branch's output (ViT's models_vit.py
+  # MlpBlock); BERT's modeling.py and GPT-2 drop the branch output only.
+  mlp_hidden_dropout: bool = True
+  kernel_init: str = "xavier_uniform"  # of the blocks' weight matrices: see layers.KERNEL_INITS
+  init_std: float = 0.02  # standard deviation of the "normal" and "truncated_normal" inits
+  # GPT-2 (paper section 2.3): the residual branches' output projections start at
+  # init_std / sqrt(2 x depth), so the residual stream's variance does not grow with depth.
+  scale_residual_init: bool = False
   norm_eps: float = 1e-6
   attention_impl: str = "auto"  # see attention.IMPLEMENTATIONS (auto: by platform)
   remat: str = "none"  # recompute activations in the backward pass: see REMAT_POLICIES
@@ -46,6 +54,7 @@ class BlockConfig(BlockOptions):
 
   num_heads: int
   mlp_dim: int
+  depth: int = 1  # blocks in the stack (read by scale_residual_init)
   pre_ln: bool = True
   rope: bool = False
 
@@ -59,13 +68,28 @@ class BlockConfig(BlockOptions):
     """The compute and parameter dtypes every layer of a block takes."""
     return dict(dtype=jnp.dtype(self.dtype), param_dtype=jnp.dtype(self.param_dtype))
 
+  def kernel_inits(self) -> tuple:
+    """(initializer of the input projections, of the output projections into the residual)."""
+    kernel = layers.kernel_init(self.kernel_init, self.init_std)
+    if not self.scale_residual_init:
+      return kernel, kernel
+    if self.kernel_init == "xavier_uniform":
+      raise errors.ConfigError(
+          "scale_residual_init scales a normal init's std; set kernel_init to 'normal' or "
+          "'truncated_normal', or scale_residual_init=False."
+      )
+    return kernel, layers.kernel_init(self.kernel_init, self.init_std / (2 * self.depth) ** 0.5)
+
   def attention(self, name: str, decode: bool = False, rope: Optional[bool] = None):
+    kernel, out_kernel = self.kernel_inits()
     return attention.MultiHeadAttention(
         num_heads=self.num_heads,
         dropout_rate=self.attention_dropout_rate,
         implementation=self.attention_impl,
         rope=self.rope if rope is None else rope,
         decode=decode,
+        kernel_init=kernel,
+        out_kernel_init=out_kernel,
         name=name,
         **self.dtypes(),
     )
@@ -74,10 +98,16 @@ class BlockConfig(BlockOptions):
     return nn.LayerNorm(epsilon=self.norm_eps, name=name, **self.dtypes())
 
   def mlp(self, name: str):
+    kernel, out_kernel = self.kernel_inits()
+    # ViT's MLP biases start at N(0, 1e-6) (models_vit.py); BERT's and GPT-2's at zero.
+    xavier = self.kernel_init == "xavier_uniform"
     return layers.MlpBlock(
         mlp_dim=self.mlp_dim,
         activation=self.activation,
-        dropout_rate=self.dropout_rate,
+        dropout_rate=self.dropout_rate if self.mlp_hidden_dropout else 0.0,
+        kernel_init=kernel,
+        out_kernel_init=out_kernel,
+        bias_init=nn.initializers.normal(1e-6) if xavier else nn.initializers.zeros,
         name=name,
         **self.dtypes(),
     )
@@ -117,7 +147,9 @@ class _Block(nn.Module):
   return_attention: bool = False  # sow self-attention weights in "intermediates"
 
   def residual(self, x, branch, norm_name):
-    """x + branch(x) with pre-LN (normalize the branch input) or post-LN (normalize the sum)."""
+    """x + branch(x) with pre-LN (normalize the branch input) or post-LN (normalize the sum).
+
+    The branch output is dropped here, once (the MLP block does not drop its own output)."""
     y = branch(self.cfg.norm(norm_name)(x) if self.cfg.pre_ln else x)
     y = nn.Dropout(self.cfg.dropout_rate)(y, deterministic=self.deterministic)
     y = layers.DropPath(self.droppath_rate)(y, deterministic=self.deterministic)
@@ -252,6 +284,7 @@ class Encoder(nn.Module):
   cfg: BlockConfig
   num_layers: int
   posemb: str = "none"  # see position.AddPositionEmbedding
+  posemb_init_std: float = 0.02  # of a learned table
   posemb_grid: tuple = ()
   prefix_tokens: int = 0
   decode: bool = False
@@ -271,6 +304,7 @@ class Encoder(nn.Module):
           kind=self.posemb,
           grid=self.posemb_grid,
           prefix_tokens=self.prefix_tokens,
+          init_std=self.posemb_init_std,
           param_dtype=jnp.dtype(self.cfg.param_dtype),
           name="posembed_input",
       )(x_BxLxD)

@@ -84,7 +84,9 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
     classifier: "token" (cls token), "gap" (mean of patch tokens), "map" (attention pooling),
       "unpooled" (all tokens, e.g. for dense prediction).
     posemb: "learn" or "sincos2d" or "none".
-    representation_size: width of an extra tanh "pre_logits" layer (original ViT), or None.
+    representation_size: width of an extra tanh "pre_logits" layer (original ViT); None or 0: none.
+    posemb_init_std: std of a learned position table; None: 1/sqrt(width) (big_vision
+      models/vit.py line 49; the original ViT's models_vit.py used 0.02).
   """
 
   num_classes: Optional[int] = 1000
@@ -97,6 +99,7 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
   posemb: str = "learn"
   representation_size: Optional[int] = None
   head_bias_init: float = 0.0
+  posemb_init_std: Optional[float] = None
 
   def shape(self):
     preset, patch = parse_variant(self.variant)
@@ -118,7 +121,7 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
       )
     shape, patch = self.shape()
     cfg = transformer.BlockConfig.from_model_config(
-        self, num_heads=shape.num_heads, mlp_dim=shape.mlp_dim
+        self, num_heads=shape.num_heads, mlp_dim=shape.mlp_dim, depth=shape.depth
     )
     dtype, param_dtype = jnp.dtype(self.dtype), jnp.dtype(self.param_dtype)
     x_BxNxD, (rows, cols) = layers.patch_embedding(
@@ -136,6 +139,7 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
         cfg,
         num_layers=shape.depth,
         posemb=self.posemb,
+        posemb_init_std=self.posemb_init_std or shape.width**-0.5,
         posemb_grid=(rows, cols),
         prefix_tokens=prefix,
         name="Transformer",

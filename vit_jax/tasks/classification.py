@@ -1,4 +1,5 @@
-"""Image classification: TFDS/folder images in; cross-entropy, top-1 and top-5 accuracy out."""
+"""Image classification: TFDS/folder images in; softmax or sigmoid cross-entropy, top-1 and top-5
+accuracy out."""
 
 import jax
 import jax.numpy as jnp
@@ -6,6 +7,20 @@ import optax
 
 from vit_jax.data.image import pipeline
 from vit_jax.tasks import base
+
+
+def softmax_xent(logits_BxC, labels_BxC):
+  """Cross-entropy of one softmax over the classes: labels sum to 1 (soft labels allowed)."""
+  return optax.softmax_cross_entropy(logits_BxC, labels_BxC)
+
+
+def sigmoid_xent(logits_BxC, labels_BxC):
+  """An independent binary cross-entropy per class, summed over classes (big_vision's
+  sigmoid_xent, utils.py): multi-label targets, and the AugReg recipes' loss."""
+  return jnp.sum(optax.sigmoid_binary_cross_entropy(logits_BxC, labels_BxC), axis=-1)
+
+
+LOSSES = {"softmax_xent": softmax_xent, "sigmoid_xent": sigmoid_xent}
 
 
 class ImageClassification(base.Task):
@@ -20,6 +35,7 @@ class ImageClassification(base.Task):
       )
       num_classes = config.num_classes or info.num_classes
     self.num_classes = num_classes
+    self.loss_fn = LOSSES[config.get("loss", "softmax_xent")]
 
   def model_overrides(self) -> dict:
     return {"num_classes": self.num_classes}
@@ -67,7 +83,9 @@ class ImageClassification(base.Task):
     return pipeline.eval_iterator(
         dataset or c.dataset,
         split or c.eval_split,
-        crop_fraction=pipeline.eval_crop_fraction(c.augment.inception_crop),
+        crop_fraction=pipeline.eval_crop_fraction(
+            c.augment.inception_crop, c.get("eval_view", "crop")
+        ),
         **self._pipeline_settings(process_index, process_count),
     )
 
@@ -95,22 +113,20 @@ class ImageClassification(base.Task):
     """Full-batch normalizer of the loss: the number of examples."""
     return {"examples": jnp.asarray(batch["label"].shape[0], jnp.float32)}
 
-  @staticmethod
-  def loss(logits_BxC, batch, totals):
-    """Soft-label cross-entropy (labels may be smoothed or mixed) and accuracy, per example."""
-    loss_B = optax.softmax_cross_entropy(logits_BxC, batch["labels"])
+  def loss(self, logits_BxC, batch, totals):
+    """`config.loss` on soft labels (smoothed or mixed) and accuracy, per example."""
+    loss_B = self.loss_fn(logits_BxC, batch["labels"])
     correct_B = jnp.argmax(logits_BxC, -1) == batch["label"]
     return (
         jnp.sum(loss_B) / totals["examples"],
         {"train_accuracy": jnp.sum(correct_B) / totals["examples"]},
     )
 
-  @staticmethod
-  def eval_sums(logits_BxC, batch):
+  def eval_sums(self, logits_BxC, batch):
     """Masked sums over the batch; padded rows (mask 0) count nowhere."""
     mask_B = batch["mask"].astype(jnp.float32)
     labels_BxC = jax.nn.one_hot(batch["label"], logits_BxC.shape[-1])
-    loss_B = optax.softmax_cross_entropy(logits_BxC, labels_BxC)
+    loss_B = self.loss_fn(logits_BxC, labels_BxC)
     correct_B = (jnp.argmax(logits_BxC, -1) == batch["label"]).astype(jnp.float32)
     _, top5_BxK = jax.lax.top_k(logits_BxC, min(5, logits_BxC.shape[-1]))
     top5_B = jnp.any(top5_BxK == batch["label"][:, None], axis=-1).astype(jnp.float32)

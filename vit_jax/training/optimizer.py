@@ -46,7 +46,11 @@ def build_optimizer(opt_cfg, total_steps: int):
     parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip_norm))
   if opt_cfg.name == "adamw":
     # mu_dtype: e.g. bfloat16 halves the first moment's memory; the second stays fp32.
-    parts.append(optax.scale_by_adam(b1=opt_cfg.b1, b2=opt_cfg.b2, mu_dtype=opt_cfg.mu_dtype))
+    parts.append(
+        optax.scale_by_adam(
+            b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.get("eps", 1e-8), mu_dtype=opt_cfg.mu_dtype
+        )
+    )
   elif opt_cfg.name == "sgd":
     if opt_cfg.momentum:
       parts.append(optax.trace(decay=opt_cfg.momentum, accumulator_dtype=opt_cfg.mu_dtype))

@@ -120,10 +120,16 @@ def normalize(image_HxWx3: tf.Tensor) -> tf.Tensor:
   return tf.cast(image_HxWx3, tf.float32) / 127.5 - 1.0
 
 
-def eval_crop(image_bytes: tf.Tensor, size: int, crop_fraction: float) -> tf.Tensor:
+def eval_crop(image_bytes: tf.Tensor, size: int, crop_fraction: float | None) -> tf.Tensor:
   """Standard eval view: resize the short side to size/crop_fraction (`resize_small`), then
-  take the central size x size crop. uint8 (size, size, 3)."""
+  take the central size x size crop. uint8 (size, size, 3). crop_fraction None: the whole
+  image resized to size x size, aspect ratio not kept (vision_transformer's fine-tuning eval,
+  input_pipeline.py: `tf.image.resize(im, [crop_size, crop_size])`, bilinear)."""
   image_HxWx3 = decode(image_bytes)
+  if crop_fraction is None:
+    image_SxSx3 = resize(image_HxWx3, (size, size))
+    image_SxSx3.set_shape([size, size, 3])
+    return image_SxSx3
   image_HxWx3 = resize_small(image_HxWx3, int(round(size / crop_fraction)))
   image_SxSx3 = central_crop(image_HxWx3, size)
   image_SxSx3.set_shape([size, size, 3])

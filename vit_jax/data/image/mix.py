@@ -10,8 +10,19 @@ import tensorflow as tf
 
 def smooth_one_hot(label_b: tf.Tensor, num_classes: int, smoothing: float) -> tf.Tensor:
   """Hard labels -> float32 (b, num_classes) rows summing to 1."""
-  one_hot_bxC = tf.one_hot(label_b, num_classes, dtype=tf.float32)
-  return one_hot_bxC * (1.0 - smoothing) + smoothing / num_classes
+  return smooth(tf.one_hot(label_b, num_classes, dtype=tf.float32), smoothing)
+
+
+def smooth(targets_bxC: tf.Tensor, smoothing: float) -> tf.Tensor:
+  """Label smoothing of one-hot or multi-hot float32 (b, num_classes) targets."""
+  return targets_bxC * (1.0 - smoothing) + smoothing / targets_bxC.shape[-1]
+
+
+def multi_hot(label: tf.Tensor, labels_n: tf.Tensor, num_classes: int) -> tf.Tensor:
+  """float32 (num_classes,): 1 at `label` and at every class in `labels_n` (big_vision's onehot
+  of a multi-label example), 0 elsewhere."""
+  classes = tf.concat([tf.reshape(label, [1]), tf.reshape(labels_n, [-1])], axis=0)
+  return tf.reduce_max(tf.one_hot(tf.cast(classes, tf.int32), num_classes, dtype=tf.float32), 0)
 
 
 def _sample_beta(seed_2, alpha: float) -> tf.Tensor:

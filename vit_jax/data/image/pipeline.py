@@ -5,7 +5,8 @@
     batch = next(it)  # this process's rows only
 
 Train batches: image float32 (b, S, S, 3) in [-1, 1]; labels float32
-(b, num_classes) (one-hot after smoothing / mixup / cutmix); label int32 (b,).
+(b, num_classes) (one-hot, or multi-hot for a multi-label source, after smoothing / mixup /
+cutmix); label int32 (b,), the example's (first) class. Eval labels are one-hot of `label`.
 Eval batches add mask float32 (b,): 1 for real examples, 0 for padding.
 b = global_batch_size // process_count.
 
@@ -146,16 +147,24 @@ def train_iterator(
     if augment.randaugment:
       num_layers, magnitude = augment.randaugment
       image_SxSx3 = image_augment.randaugment(image_SxSx3, num_layers, magnitude, randaug_seed_2)
-    return {
+    preprocessed = {
         "image": image_augment.normalize(image_SxSx3),
         "label": tf.cast(example["label"], tf.int32),
         "index": index,
     }
+    if source.multi_label:  # after the shuffle buffer, which keeps the short class lists
+      preprocessed["targets"] = image_mix.multi_hot(
+          example["label"], example["labels"], source.num_classes
+      )
+    return preprocessed
 
   def mix(batch):
-    labels_bxC = image_mix.smooth_one_hot(
-        batch["label"], source.num_classes, augment.label_smoothing
-    )
+    if source.multi_label:
+      labels_bxC = image_mix.smooth(batch["targets"], augment.label_smoothing)
+    else:
+      labels_bxC = image_mix.smooth_one_hot(
+          batch["label"], source.num_classes, augment.label_smoothing
+      )
     # Batches start at multiples of batch_size in the global numbering.
     batch_seed_2 = image_augment.fold_in(base_seed_2, _BATCH_SEEDS, batch["index"][0] // batch_size)
     images_bxSxSx3, labels_bxC = image_mix.mix_batch(
@@ -195,9 +204,12 @@ class EvalIterator:
     return self.num_batches
 
 
-def eval_crop_fraction(inception_crop: bool) -> float:
-  """The eval view that matches training's: a central 87.5% crop after Inception crops, else the
-  whole image (training then resizes the whole image; a crop would zoom eval by 14%)."""
+def eval_crop_fraction(inception_crop: bool, eval_view: str = "crop") -> float | None:
+  """`eval_view` "crop": the view that matches training's, a central 87.5% crop after Inception
+  crops, else the whole image (training then resizes the whole image; a crop would zoom eval by
+  14%). "resize": None, the whole image squeezed to the square (`augment.eval_crop`)."""
+  if eval_view == "resize":
+    return None
   return 0.875 if inception_crop else 1.0
 
 
@@ -208,13 +220,14 @@ def eval_iterator(
     global_batch_size: int,
     image_size: int,
     data_dir: str | None = None,
-    crop_fraction: float = 0.875,
+    crop_fraction: float | None = 0.875,
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
 ) -> EvalIterator:
   """Every example of `split` exactly once, as central crops of the image
-  resized to image_size / crop_fraction (crop_fraction=1: no border cut)."""
+  resized to image_size / crop_fraction (crop_fraction=1: no border cut; None: the whole image
+  resized to image_size x image_size)."""
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
   source = sources.open_source(dataset, data_dir=data_dir, download=download)

@@ -1,9 +1,10 @@
 """Dataset names -> readers of encoded images, one share per process.
 
-A source yields {'image': encoded bytes, 'label': int64} in a fixed order
-with known cardinality, and for training the same examples with their files in
-a seeded order. Decoding is left to the pipeline, so skipping examples on
-resume costs no JPEG decode.
+A source yields {'image': encoded bytes, 'label': int64} in a fixed order with known
+cardinality (and 'labels', int64 (n,), every class of a multi-label example, where the TFDS
+dataset has a `labels` Sequence(ClassLabel) feature, as ImageNet-21k's does), and for training
+the same examples with their files in a seeded order. Decoding is left to the pipeline, so
+skipping examples on resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'sklearn_digits', 'synthetic_shapes', 'imagenet_v2/matched-frequency',
@@ -59,6 +60,8 @@ class ImageSource:
   # split -> the class names present in it, where splits can disagree (folders); None for TFDS,
   # whose splits share one label list.
   classes_in: Callable[[str], tuple[str, ...]] | None = None
+  # Whether examples also carry 'labels': all their classes (multi-hot training targets).
+  multi_label: bool = False
 
 
 def open_source(
@@ -107,6 +110,16 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
         f"'image' Image and a 'label' ClassLabel feature, got {features}."
     )
   train_split, eval_split = DEFAULT_SPLITS.get(base_name, _OTHER_TFDS_SPLITS)
+  labels_feature = feature_of.get("labels")
+  multi_label = isinstance(labels_feature, tfds.features.Sequence) and isinstance(
+      labels_feature.feature, tfds.features.ClassLabel
+  )
+
+  def keep(ex):
+    kept = {"image": ex["image"], "label": ex["label"]}
+    if multi_label:
+      kept["labels"] = ex["labels"]
+    return kept
 
   def read(split: str, process_index: int, process_count: int) -> tf.data.Dataset:
     share = tfds.split_for_jax_process(
@@ -120,7 +133,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
         # small split half-read, and TF then warns on every eval.
         read_config=tfds.ReadConfig(skip_prefetch=True, try_autocache=False),
     )
-    return ds.map(lambda ex: {"image": ex["image"], "label": ex["label"]})
+    return ds.map(keep)
 
   def read_files_shuffled(split: str, process_index: int, process_count: int):
     share = tfds.split_for_jax_process(
@@ -136,7 +149,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
 
     def parse(record):
       ex = features.deserialize_example(record, decoders={"image": tfds.decode.SkipDecoding()})
-      return {"image": ex["image"], "label": ex["label"]}
+      return keep(ex)
 
     def read_in_order(seed_2):
       order = tf.random.experimental.stateless_shuffle(tf.range(len(instructions)), seed_2)
@@ -162,6 +175,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       eval_split=eval_split,
       read=read,
       read_files_shuffled=read_files_shuffled,
+      multi_label=multi_label,
   )
 
 
