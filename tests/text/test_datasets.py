@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from vit_jax import errors
 from vit_jax.data import tokenizers
 from vit_jax.data.text import batches
 from vit_jax.data.text import datasets
@@ -86,7 +87,7 @@ def test_sst2_and_shakespeare_load(mocked):
 
 def test_unprepared_tfds_dataset_says_how_to_prepare(tmp_path):
   with pytest.raises(
-      datasets.DatasetNotPreparedError, match=r"tfds build lm1b --data_dir=.*" + tmp_path.name
+      errors.DatasetNotPreparedError, match=r"tfds build lm1b --data_dir=.*" + tmp_path.name
   ):
     datasets.load_source("lm1b", data_dir=str(tmp_path))
 

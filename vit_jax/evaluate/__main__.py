@@ -31,6 +31,7 @@ from ml_collections import config_flags
 from vit_jax import errors
 from vit_jax import runtime
 from vit_jax.config import args as config_args
+from vit_jax.data import tfds_builders
 from vit_jax.training import xla_flags
 
 xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
@@ -171,7 +172,8 @@ def main(argv):
       raise errors.ConfigError(
           f"--output {FLAGS.output} exists; choose a new file (nothing was written)."
       )
-    metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals)
+    with tfds_builders.reuse():  # the evaluators' checks and their reads share each dataset
+      metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals)
     for note in notes:
       print(f"checkpoint: {note}")
     print(table(metrics), flush=True)

@@ -35,7 +35,6 @@ from vit_jax import errors
 from vit_jax.data.text import corpus
 from vit_jax.data.text import seq2seq_toy
 from vit_jax.data.text import sources as text_sources
-from vit_jax.errors import DatasetNotPreparedError
 
 KINDS = ("documents", "labeled", "pairs")
 TOY_SIZES = {"train": 50_000, "validation": 1_000, "test": 1_000}
@@ -221,20 +220,19 @@ def _tfds_source(
     process_count: int,
     seed: int,
 ) -> text_sources.Source:
-  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  # pylint: disable=import-outside-toplevel  (only TFDS datasets load TFDS)
+  import tensorflow_datasets as tfds
+
+  from vit_jax.data import tfds_builders
 
   tfds_split = dict(spec.splits).get(split, split)
-  builder = tfds.builder(spec.tfds_name, data_dir=data_dir)
+  builder = tfds_builders.open_builder(spec.tfds_name, data_dir=data_dir)  # prepared, or says how
   convert = functools.partial(_convert, spec, kind)
 
   def read(process_split, shuffle_seed=None) -> Iterator[Any]:
     read_config = tfds.ReadConfig(shuffle_seed=shuffle_seed)
-    ds = _as_dataset(
-        builder,
-        spec,
-        process_split,
-        shuffle_files=shuffle_seed is not None,
-        read_config=read_config,
+    ds = builder.as_dataset(
+        split=process_split, shuffle_files=shuffle_seed is not None, read_config=read_config
     )
     return (convert(example) for example in tfds.as_numpy(ds))
 
@@ -248,7 +246,6 @@ def _tfds_source(
   process_split = tfds.split_for_jax_process(
       tfds_split, process_index=process_index, process_count=process_count
   )
-  _as_dataset(builder, spec, process_split)  # Fails early if not prepared.
   if spec.in_memory:
     return text_sources.InMemorySource(read(process_split), seed)
 
@@ -259,20 +256,6 @@ def _tfds_source(
     )
 
   return text_sources.StreamingSource(epoch, lambda: read(process_split))
-
-
-def _as_dataset(builder, spec: TfdsText, split, **kwargs):
-  try:
-    return builder.as_dataset(split=split, **kwargs)
-  except AssertionError as e:
-    if "could not find data" not in str(e):
-      raise
-    raise DatasetNotPreparedError(
-        f"TFDS dataset {spec.tfds_name!r} is not prepared in "
-        f"{builder.data_dir_root}. Prepare it once on a machine with "
-        f"internet: `tfds build {spec.tfds_name} "
-        f"--data_dir={builder.data_dir_root}` (then pass that data_dir)."
-    ) from None
 
 
 def _convert(spec: TfdsText, kind: str, example: dict) -> Any:
