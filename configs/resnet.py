@@ -12,8 +12,7 @@ Small custom nets: --config.model.block_counts="(1,1,1)" --config.model.width=16
 Embedded default: a 3-stage net of one unit each (0.13 M parameters, 10.2 M forward FLOPs per
 image, as many as configs/vit.py's digits ViT's 10.6 M) on configs/vit.py's digits recipe:
   python -m vit_jax.main --config=configs/resnet.py --workdir=workdirs/resnet_digits
-  -> not yet measured with the current digits recipe (big_vision's RandAugment, whole-image
-     eval); it took about 10 CPU-minutes on 2 CPU cores.
+  -> not measured.
 
 CIFAR-10 from scratch (ResNet-26x1 with the 3x3 "small" root, 32 px; not run here, needs a GPU):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10 --workdir=W
@@ -28,7 +27,7 @@ recipe (AdamW, RandAugment, mixup, 90 epochs; BiT-S itself used SGD with step de
      76.1% top-1.
 
 Fine-tuning at 384 px from one of our ResNet-50x1 workdirs (BiT's released .npz files are not
-read yet):
+read):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10,finetune \
       --config.init_from=workdirs/resnet_imagenet --workdir=W
 """

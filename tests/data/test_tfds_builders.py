@@ -7,8 +7,8 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests.training import configs
+from vit_jax import data
 from vit_jax import errors
-from vit_jax.data import tfds_builders
 from vit_jax.data.image import checks as image_checks
 from vit_jax.data.text import checks as text_checks
 from vit_jax.training import train
@@ -46,7 +46,7 @@ def test_outside_a_run_each_check_opens_afresh(digits_dir, constructed):
   assert constructed == {"sklearn_digits": 1}
   image_checks.check_config(config)
   assert constructed == {"sklearn_digits": 2}
-  with tfds_builders.reuse():
+  with data.opened_once():
     image_checks.check_config(config)
     image_checks.check_split(config, "sklearn_digits", "test", key="evals.eval.split")
   assert constructed == {"sklearn_digits": 3}

@@ -1,33 +1,17 @@
 """TFDS builders for every data family (image and text): opened, checked prepared, split-checked.
 
-    with tfds_builders.reuse():      # the trainer: checks, task and evaluators share builders
-      builder = tfds_builders.open_builder("cifar10", data_dir=None)
+    builder = tfds_builders.open_builder("cifar10", data_dir=None)
 
-`open_builder` is the one place a TFDS builder is constructed. Inside `reuse()` each
-(name, data_dir) is constructed once, so the config checks, the input pipeline and the
-evaluators of one run read the same builder instead of opening the dataset again to validate it.
-Outside it every call constructs afresh (a builder holds no data, only its metadata).
+`open_builder` is the one place a TFDS builder is constructed. Inside `data.opened_once()` (a
+training run) each (name, data_dir) is constructed once, so the config checks, the input pipeline
+and the evaluators read the same builder instead of opening the dataset again to validate it.
+Outside it every call constructs afresh (a builder holds its metadata, not the data).
 """
 
-import contextlib
 import os
 
+from vit_jax import data
 from vit_jax import errors
-
-# (name, data_dir) -> builder, while a `reuse()` block is open; None outside one.
-_open_builders: dict[tuple[str, str | None], object] | None = None
-
-
-@contextlib.contextmanager
-def reuse():
-  """Within the block, `open_builder` constructs each (name, data_dir) once."""
-  global _open_builders
-  outer = _open_builders
-  _open_builders = {} if outer is None else outer  # nested blocks share the outer one's
-  try:
-    yield
-  finally:
-    _open_builders = outer
 
 
 def open_builder(name: str, *, data_dir: str | None, prepare: bool = False):
@@ -36,12 +20,7 @@ def open_builder(name: str, *, data_dir: str | None, prepare: bool = False):
   DatasetNotPreparedError says how to prepare it."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top  (text runs skip TFDS)
 
-  key = (name, data_dir)
-  builder = None if _open_builders is None else _open_builders.get(key)
-  if builder is None:
-    builder = tfds.builder(name, data_dir=data_dir)
-    if _open_builders is not None:
-      _open_builders[key] = builder
+  builder = data.opened(("tfds", name, data_dir), lambda: tfds.builder(name, data_dir=data_dir))
   ensure_prepared(builder, prepare=prepare)
   return builder
 

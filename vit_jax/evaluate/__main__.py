@@ -28,10 +28,10 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import runtime
 from vit_jax.config import args as config_args
-from vit_jax.data import tfds_builders
 from vit_jax.training import xla_flags
 
 xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
@@ -172,7 +172,7 @@ def main(argv):
       raise errors.ConfigError(
           f"--output {FLAGS.output} exists; choose a new file (nothing was written)."
       )
-    with tfds_builders.reuse():  # the evaluators' checks and their reads share each dataset
+    with data.opened_once():  # the evaluators' checks and their reads share each dataset
       metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals)
     for note in notes:
       print(f"checkpoint: {note}")

@@ -16,11 +16,11 @@ import jax
 import numpy as np
 
 from vit_jax import checkpoint
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
-from vit_jax.data import tfds_builders
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import counting
 from vit_jax.training import build
@@ -43,7 +43,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
   same command once the cause is fixed resumes exactly.
   """
   try:
-    with tfds_builders.reuse():  # the checks, the input and the evaluators share each dataset
+    with data.opened_once():  # the checks, the input and the evaluators share each dataset
       return _train_and_evaluate(config, workdir)
   except errors.UserError:
     raise

@@ -2,7 +2,6 @@
 
 from vit_jax import data
 from vit_jax import errors
-from vit_jax.data.image import folder
 from vit_jax.data.image import sources
 
 
@@ -16,6 +15,8 @@ def check_config(config) -> dict:
     _check_classes_agree(config, source)
   if not config.dataset.startswith(sources.FOLDER_PREFIX):
     return {}
+  from vit_jax.data.image import folder  # pylint: disable=g-import-not-at-top  (folders only)
+
   bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX) :])
   if bad and config.get("bad_images") == "error":
     raise errors.DataError(

@@ -21,7 +21,6 @@ import tensorflow_datasets as tfds
 from vit_jax import errors
 from vit_jax.data import tfds_builders
 from vit_jax.data.image import digits
-from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import shapes
 
 FOLDER_PREFIX = "folder:"
@@ -73,6 +72,9 @@ def open_source(
 
 
 def _folder_source(root: str) -> ImageSource:
+  # pylint: disable-next=g-import-not-at-top  (TFDS runs skip the folder scanner)
+  from vit_jax.data.image import folder as image_folder
+
   folder = image_folder.ImageFolder.scan(root)
   eval_split = next((s for s in _FOLDER_EVAL_SPLITS if s in folder.examples), None)
   return ImageSource(
@@ -87,7 +89,7 @@ def _folder_source(root: str) -> ImageSource:
   )
 
 
-def _check_folder_split(folder: image_folder.ImageFolder, key: str, split: str) -> None:
+def _check_folder_split(folder, key: str, split: str) -> None:
   name = FOLDER_PREFIX + folder.root
   if split not in folder.examples:
     raise errors.DataError(
