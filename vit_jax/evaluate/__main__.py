@@ -66,6 +66,7 @@ def run_config(checkpoint_path: str, config, ckpt):
 
   from vit_jax import tasks
   from vit_jax import workdir as workdir_lib
+  from vit_jax.interop import assets
 
   workdir = workdir_of(checkpoint_path)
   if config is None:
@@ -88,7 +89,7 @@ def run_config(checkpoint_path: str, config, ckpt):
     config.model = ml_collections.ConfigDict(ckpt.model)
     if "num_classes" in ckpt.model and "num_classes" in config:
       config.num_classes = ckpt.model["num_classes"]
-    hf_tokenizer = os.path.join(checkpoint_path, "tokenizer.json")
+    hf_tokenizer = os.path.join(checkpoint_path, assets.HF_TOKENIZER)
     if config.get("tokenizer") is not None and os.path.isfile(hf_tokenizer):
       config.tokenizer.path = hf_tokenizer
   if FLAGS.batch_size:
