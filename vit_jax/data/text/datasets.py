@@ -7,7 +7,7 @@ Names:
   files:/path/*.txt         local files, one document per file
   paragraphs:/path/*.txt    local files, documents split at blank lines
   c4, lm1b, wikipedia, tiny_shakespeare          documents (TFDS)
-  imdb_reviews, glue/sst2                        labeled texts (TFDS)
+  imdb_reviews, glue/sst2, ag_news_subset        labeled texts (TFDS)
   wmt14_translate/de-en                          translation pairs (TFDS)
   toy_reverse, toy_number_words                  offline seq2seq pairs
 
@@ -78,6 +78,15 @@ TFDS_DATASETS = {
         in_memory=True,
     ),
     "glue/sst2": TfdsText("labeled", "glue/sst2", ("sentence",), "label", in_memory=True),
+    # 4 topics; 120,000 train and 7,600 test headlines, each with its description.
+    "ag_news_subset": TfdsText(
+        "labeled",
+        "ag_news_subset",
+        ("title", "description"),
+        "label",
+        splits=(("train", "train"), ("validation", "test")),
+        in_memory=True,
+    ),
     "wmt14_translate/de-en": TfdsText("pairs", "wmt14_translate/de-en", ("de", "en")),
 }
 TOY_DATASETS = {f"toy_{task}": task for task in seq2seq_toy.TASKS}
