@@ -1,7 +1,8 @@
 """BERT sequence classification, usually fine-tuned from a masked-LM run of configs/bert.py.
 
 Arguments after the colon (`k=v`, comma separated):
-  dataset   glue/sst2 (default) or imdb_reviews (TFDS; prepare them with `tfds build`).
+  dataset   glue/sst2 (default), imdb_reviews or ag_news_subset (4 news topics) (TFDS; prepare
+            them with `tfds build`).
   variant   BERT preset; must match the checkpoint in init_from.
   runlocal  a few steps only.
 
@@ -19,8 +20,8 @@ from ml_collections.config_dict import placeholder
 from vit_jax.config import args
 from vit_jax.config import defaults
 
-NUM_CLASSES = {"glue/sst2": 2, "imdb_reviews": 2}
-EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test"}
+NUM_CLASSES = {"glue/sst2": 2, "imdb_reviews": 2, "ag_news_subset": 4}
+EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test", "ag_news_subset": "test"}
 
 
 def get_config(arg=None):

@@ -14,8 +14,7 @@ Small custom nets: --config.model.block_counts="(1,1,1)" --config.model.width=16
 Embedded default: a 3-stage net of one unit each (0.13 M parameters, 10.2 M forward FLOPs per
 image, as many as configs/vit.py's digits ViT's 10.6 M) on configs/vit.py's digits recipe:
   python -m vit_jax.main --config=configs/resnet.py --workdir=workdirs/resnet_digits
-  -> not yet measured with the current digits recipe (big_vision's RandAugment, whole-image
-     eval); it took about 10 CPU-minutes on 2 CPU cores.
+  -> not measured.
 
 CIFAR-10 from scratch (ResNet-26x1 with the 3x3 "small" root, 32 px; not run here, needs a GPU):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10 --workdir=W
@@ -35,7 +34,7 @@ decay 1e-4 x 4096/256, 1k warmup steps, cosine, clipping at 1, Inception crop an
      layout), whose units end in a weight-standardized conv, so they start as initialized.
 
 Fine-tuning at 384 px from one of our ResNet-50x1 workdirs (BiT's released .npz files are not
-read yet):
+read):
   python -m vit_jax.main --config=configs/resnet.py:dataset=cifar10,finetune \
       --config.init_from=workdirs/resnet_imagenet --workdir=W
 """

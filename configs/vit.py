@@ -17,9 +17,8 @@ Synthetic shapes (offline: 50k train / 10k test 32 px images, drawn on first use
 see vit_jax/data/image/shapes.py), ViT with 8x8 patches, 128 wide, 6 blocks, 800 steps:
   python -m vit_jax.main --config=configs/vit.py:dataset=synthetic_shapes --workdir=workdirs/shapes
   -> test accuracy 41.44% (10,000 images; 33.08% at step 400), still rising: 20 min 8 s wall on
-     2 CPU cores that other jobs held at load 8-12 (100-126 examples/s), measured once with the
-     eval on a central 87.5% crop; the eval sees the whole image, so expect a slightly different
-     figure.
+     2 CPU cores that other jobs held at load 8-12 (100-126 examples/s), with the test images
+     center-cropped to 87.5%; this config evaluates the whole image.
   Fewer training examples for a data-size axis: --config.train_split='train[:10%]' (5,000).
 
 CIFAR-10 from scratch (ViT-S/4, 32 px; not run here, needs a GPU):

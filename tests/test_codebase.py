@@ -7,7 +7,9 @@ import re
 import subprocess
 import sys
 
+from vit_jax import tasks
 from vit_jax import workdir
+from vit_jax.evaluate import registry as evaluator_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "vit_jax"
@@ -198,6 +200,14 @@ def test_workdir_file_names_are_spelled_only_in_the_workdir_module():
       ):
         spelled.append(f"{relative}:{node.lineno}: {node.value!r}")
   assert not spelled, f"use the names in vit_jax/workdir.py instead: {spelled}"
+
+
+def test_evaluator_kinds_name_tasks_of_the_task_registry():
+  named = {task for kind in evaluator_registry.KINDS.values() for task in kind.tasks}
+  assert named <= set(tasks.TASKS), f"not in vit_jax/tasks: {sorted(named - set(tasks.TASKS))}"
+  kinds = evaluator_registry.KINDS.values()
+  unreported = [t for t in tasks.TASKS if not any(k.task_metrics and t in k.tasks for k in kinds)]
+  assert not unreported, f"no evaluator kind reports the metrics of {unreported}"
 
 
 # Runs vit_jax.main as `python -m` does and writes the vit_jax modules it imported. sys.modules,

@@ -12,7 +12,7 @@ from configs import vit as vit_config
 from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
-from vit_jax.data.image import sources
+from vit_jax.data import tfds_builders
 
 
 def config_with(module, arg="", **overrides):
@@ -186,7 +186,9 @@ def test_lm1b_eval_split_names_its_tfds_split(tmp_path):
   with pytest.raises(
       errors.DataError, match=r"'validation' \(TFDS split 'test'\).*validation \(= test\)"
   ):
-    sources.check_tfds_split(builder, "eval_split", "validation", "lm1b", (("validation", "test"),))
+    tfds_builders.check_split(
+        builder, "eval_split", "validation", "lm1b", (("validation", "test"),)
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
+from tests.training import configs as configs_lib
+from vit_jax import errors
 from vit_jax.data import tokenizers
 from vit_jax.data.text import batches
 from vit_jax.data.text import datasets
@@ -62,6 +64,17 @@ def test_imdb_classification(mocked, mock_tokenizer):
   assert clm["inputs"].shape == (B, L)
 
 
+def test_ag_news_has_four_topics_and_two_texts(mocked, mock_tokenizer):
+  config = configs_lib.load("bert_classifier", "dataset=ag_news_subset")
+  assert config.num_classes == 4 and config.eval_split == "test"
+  examples = list(datasets.load_source("ag_news_subset", kind="labeled").single_pass())
+  assert len(examples) == 12 and all(len(texts) == 2 for texts, _ in examples)  # title, text
+  # the config's class count is the dataset's (TFDS reads it from the builder's code)
+  assert config.num_classes == tfds.builder("ag_news_subset").info.features["label"].num_classes
+  batch = next(batches.cls_batches("ag_news_subset", mock_tokenizer, batch_size=B, seq_len=L))
+  assert batch["tokens"].shape == (B, L) and batch["label"].shape == (B,)
+
+
 def test_wmt14_translation(mocked, mock_tokenizer):
   batch = next(
       seq2seq_batches.seq2seq_batches(
@@ -86,7 +99,7 @@ def test_sst2_and_shakespeare_load(mocked):
 
 def test_unprepared_tfds_dataset_says_how_to_prepare(tmp_path):
   with pytest.raises(
-      datasets.DatasetNotPreparedError, match=r"tfds build lm1b --data_dir=.*" + tmp_path.name
+      errors.DatasetNotPreparedError, match=r"tfds build lm1b --data_dir=.*" + tmp_path.name
   ):
     datasets.load_source("lm1b", data_dir=str(tmp_path))
 

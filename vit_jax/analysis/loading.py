@@ -10,6 +10,7 @@ from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
+from vit_jax.interop import assets as interop_assets
 from vit_jax.interop import models as interop_models
 
 TEXT_MODELS = ("gpt",) + interop_models.BERT_NAMES
@@ -139,7 +140,7 @@ def tokenizer(loaded: Loaded):
 
   if loaded.workdir_config:
     return tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(loaded.path))
-  hf_file = os.path.join(loaded.path, "tokenizer.json")
+  hf_file = os.path.join(loaded.path, interop_assets.HF_TOKENIZER)
   if os.path.isdir(loaded.path) and os.path.isfile(hf_file):
     return tokenizers.load_pretrained(hf_file)
   raise errors.MissingFileError(

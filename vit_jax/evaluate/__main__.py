@@ -28,6 +28,7 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import runtime
 from vit_jax.config import args as config_args
@@ -65,6 +66,7 @@ def run_config(checkpoint_path: str, config, ckpt):
 
   from vit_jax import tasks
   from vit_jax import workdir as workdir_lib
+  from vit_jax.interop import assets
 
   workdir = workdir_of(checkpoint_path)
   if config is None:
@@ -87,7 +89,7 @@ def run_config(checkpoint_path: str, config, ckpt):
     config.model = ml_collections.ConfigDict(ckpt.model)
     if "num_classes" in ckpt.model and "num_classes" in config:
       config.num_classes = ckpt.model["num_classes"]
-    hf_tokenizer = os.path.join(checkpoint_path, "tokenizer.json")
+    hf_tokenizer = os.path.join(checkpoint_path, assets.HF_TOKENIZER)
     if config.get("tokenizer") is not None and os.path.isfile(hf_tokenizer):
       config.tokenizer.path = hf_tokenizer
   if FLAGS.batch_size:
@@ -171,7 +173,8 @@ def main(argv):
       raise errors.ConfigError(
           f"--output {FLAGS.output} exists; choose a new file (nothing was written)."
       )
-    metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals)
+    with data.opened_once():  # the evaluators' checks and their reads share each dataset
+      metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals)
     for note in notes:
       print(f"checkpoint: {note}")
     print(table(metrics), flush=True)

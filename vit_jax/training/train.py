@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from vit_jax import checkpoint
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
@@ -42,7 +43,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
   same command once the cause is fixed resumes exactly.
   """
   try:
-    return _train_and_evaluate(config, workdir)
+    with data.opened_once():  # the checks, the input and the evaluators share each dataset
+      return _train_and_evaluate(config, workdir)
   except errors.UserError:
     raise
   except Exception as e:  # pylint: disable=broad-except

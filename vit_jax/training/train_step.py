@@ -9,8 +9,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vit_jax.training import internals
-
 
 def make_train_step(
     task,
@@ -33,6 +31,8 @@ def make_train_step(
   NaN, to exercise the non-finite guard. `guard_nonfinite=False` applies every update as it is;
   it exists to measure what the guard costs (`benchmarks/guard_cost.py`), the trainer keeps it on.
   """
+  if log_internals:  # pylint: disable-next=g-import-not-at-top  (only runs that log them)
+    from vit_jax.training import internals
 
   def grads_of(params, micro_batch, totals, rng):
     def loss_fn(p):

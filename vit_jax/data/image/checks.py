@@ -1,10 +1,7 @@
 """Checks of an image data config before training: the dataset opens, both splits read."""
 
-import tensorflow_datasets as tfds
-
 from vit_jax import data
 from vit_jax import errors
-from vit_jax.data.image import folder
 from vit_jax.data.image import sources
 
 
@@ -13,11 +10,13 @@ def check_config(config) -> dict:
   log (the count of undecodable folder images skipped)."""
   source = sources.open_source(config.dataset, data_dir=config.data_dir, download=config.download)
   for key in data.SPLIT_KEYS:
-    _check_split(source, config.dataset, config.data_dir, key, config[key] or getattr(source, key))
+    _check_split(source, config.dataset, key, config[key] or getattr(source, key))
   if source.classes_in is not None and not config.get("allow_class_mismatch"):
     _check_classes_agree(config, source)
   if not config.dataset.startswith(sources.FOLDER_PREFIX):
     return {}
+  from vit_jax.data.image import folder  # pylint: disable=g-import-not-at-top  (folders only)
+
   bad = folder.undecodable_images(source.name[len(sources.FOLDER_PREFIX) :])
   if bad and config.get("bad_images") == "error":
     raise errors.DataError(
@@ -32,15 +31,14 @@ def check_split(config, dataset: str, split: str | None, *, key: str) -> int:
   with the run's data_dir; returns the dataset's class count. `key` is the config key that names
   the split (`--config.<key>`), for the error message."""
   source = sources.open_source(dataset, data_dir=config.data_dir, download=config.download)
-  _check_split(source, dataset, config.data_dir, key, split or source.eval_split)
+  _check_split(source, dataset, key, split or source.eval_split)
   return source.num_classes
 
 
-def _check_split(source, dataset: str, data_dir: str | None, key: str, split: str | None):
+def _check_split(source, dataset: str, key: str, split: str | None):
   if split is None:
     raise errors.ConfigError(f"--config.{key} is unset and {dataset!r} has no default one; set it.")
-  if not dataset.startswith(sources.FOLDER_PREFIX):  # names the splits there are, with sizes
-    sources.check_tfds_split(tfds.builder(dataset, data_dir=data_dir), key, split, dataset)
+  source.check_split(key, split)  # names the splits there are, with sizes
   try:  # and reading it: a folder's splits, or a TFDS split under mock_data
     ds = source.read(split, 0, 1)
   except errors.UserError:

@@ -38,8 +38,7 @@ from vit_jax.data.image import augment as image_augment
 from vit_jax.data.image import mix as image_mix
 from vit_jax.data.image import sources
 
-DatasetNotPreparedError = sources.DatasetNotPreparedError
-ensure_prepared = sources.ensure_prepared
+DatasetNotPreparedError = errors.DatasetNotPreparedError
 DEFAULT_SPLITS = sources.DEFAULT_SPLITS
 
 # Tags that keep the seed streams of different purposes independent.

@@ -13,17 +13,16 @@ The two built here (sklearn_digits, synthetic_shapes) are prepared on first use.
 """
 
 import dataclasses
-import os
+import functools
 from typing import Callable
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from vit_jax import errors
+from vit_jax.data import tfds_builders
 from vit_jax.data.image import digits
-from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import shapes
-from vit_jax.errors import DatasetNotPreparedError
 
 FOLDER_PREFIX = "folder:"
 
@@ -57,6 +56,9 @@ class ImageSource:
   # to the same share with its files read in a seeded order; None: the source has no file
   # list (e.g. under tfds.testing.mock_data), so only the fixed order of `read` exists.
   read_files_shuffled: Callable[[str, int, int], Callable[[tf.Tensor], tf.data.Dataset] | None]
+  # (config key, split) -> None, or a DataError naming the splits there are: the source checks
+  # its own split names from what it already opened (TFDS's recorded counts, a folder's scan).
+  check_split: Callable[[str, str], None]
   # split -> the class names present in it, where splits can disagree (folders); None for TFDS,
   # whose splits share one label list.
   classes_in: Callable[[str], tuple[str, ...]] | None = None
@@ -73,6 +75,9 @@ def open_source(
 
 
 def _folder_source(root: str) -> ImageSource:
+  # pylint: disable-next=g-import-not-at-top  (TFDS runs skip the folder scanner)
+  from vit_jax.data.image import folder as image_folder
+
   folder = image_folder.ImageFolder.scan(root)
   eval_split = next((s for s in _FOLDER_EVAL_SPLITS if s in folder.examples), None)
   return ImageSource(
@@ -82,8 +87,20 @@ def _folder_source(root: str) -> ImageSource:
       eval_split=eval_split,
       read=folder.read,
       read_files_shuffled=folder.read_shuffled,
+      check_split=functools.partial(_check_folder_split, folder),
       classes_in=folder.classes_in,
   )
+
+
+def _check_folder_split(folder, key: str, split: str) -> None:
+  name = FOLDER_PREFIX + folder.root
+  if split not in folder.examples:
+    raise errors.DataError(
+        f"--config.{key}={split!r} is not a split of {name!r}; available: "
+        f"{', '.join(sorted(folder.examples))} (its subfolders)."
+    )
+  if folder.num_examples(split) == 0:
+    raise errors.DataError(f"--config.{key}={split!r} of {name!r} has no images.")
 
 
 def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
@@ -97,8 +114,10 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
           f"other TFDS image classification dataset, or "
           f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png)."
       ) from e
-  builder = tfds.builder(dataset, data_dir=data_dir)
-  ensure_prepared(builder, download=download)
+  # The datasets built here take seconds (digits) to a minute (shapes): prepared on the spot.
+  builder = tfds_builders.open_builder(
+      dataset, data_dir=data_dir, prepare=download or base_name in _BUILT_HERE
+  )
   features = builder.info.features
   feature_of = dict(features.items())
   if not (
@@ -176,87 +195,5 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       read=read,
       read_files_shuffled=read_files_shuffled,
       multi_label=multi_label,
+      check_split=lambda key, split: tfds_builders.check_split(builder, key, split, dataset),
   )
-
-
-def ensure_prepared(builder: tfds.core.DatasetBuilder, *, download: bool = False) -> None:
-  """Raises DatasetNotPreparedError unless `builder` can be read.
-
-  The datasets built here (sklearn_digits in seconds, synthetic_shapes in about a minute)
-  and anything with download=True are prepared on the spot.
-  Under `tfds.testing.mock_data` nothing is on disk yet `as_dataset` is
-  patched to serve fake examples, so the verdict comes from actually calling
-  `as_dataset` (lazy: no data is read), which a real unprepared builder
-  refuses with an AssertionError.
-  """
-  if builder.is_prepared():
-    return
-  if download or builder.name in _BUILT_HERE:
-    builder.download_and_prepare()
-    return
-  try:
-    builder.as_dataset(split=next(iter(builder.info.splits), "train"))
-  except AssertionError as e:
-    raise DatasetNotPreparedError(how_to_prepare(builder)) from e
-
-
-def how_to_prepare(builder: tfds.core.DatasetBuilder) -> str:
-  root = os.fspath(builder.data_dir_root)
-  config = builder.builder_config
-  spec = f"{builder.name}/{config.name}" if config else builder.name
-  build = f"tfds build {spec} --data_dir={root}"
-  lines = [f"Dataset {builder.name!r} is not prepared: nothing found at {builder.data_dir}."]
-  if builder.MANUAL_DOWNLOAD_INSTRUCTIONS:
-    manual_dir = os.path.join(root, "downloads", "manual")
-    if builder.name == "imagenet2012":
-      what = "ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar (from https://image-net.org)"
-    else:
-      what = "the files named in the TFDS instructions below"
-    lines += [
-        f"It needs a manual download first. Put {what} into",
-        f"  {manual_dir}/",
-        "then run:",
-        f"  {build}",
-        f"TFDS instructions:\n{builder.MANUAL_DOWNLOAD_INSTRUCTIONS}",
-    ]
-  else:
-    lines += [
-        "Prepare it on a machine with network access (then copy the data_dir here):",
-        f"  {build}",
-        "or pass download=True to download and prepare it now.",
-    ]
-  return "\n".join(lines)
-
-
-# ---- Split checks (any TFDS builder, image or text) ------------------------------------------
-def check_tfds_split(builder, key: str, value: str, dataset: str, renamed=()) -> None:
-  """`--config.<key>=value` names an existing, non-empty split of `builder`, by the split counts
-  TFDS recorded when it prepared the data; TFDS parses slices and sums (`train[:10%]`,
-  `train+test`). `renamed`: (name, TFDS split) pairs a reader maps, e.g. ("validation", "test").
-
-  A builder with no recorded splits (`tfds.testing.mock_data` without metadata files accepts
-  any) is left to the reader.
-  """
-  splits = builder.info.splits
-  if not splits:
-    return
-  renamed = {name: split for name, split in renamed if name != split}
-  tfds_split = renamed.get(value, value)
-  shown = repr(value) if tfds_split == value else f"{value!r} (TFDS split {tfds_split!r})"
-  available = ", ".join(
-      [f"{name} ({info.num_examples} examples)" for name, info in splits.items()]
-      + [f"{name} (= {split})" for name, split in renamed.items()]
-  )
-  try:
-    count = splits[tfds_split].num_examples
-  except (KeyError, ValueError) as e:  # TFDS's way of saying it is no such split or slice
-    reason = str(e).strip("'\"").splitlines()[0][:200]
-    reason = "" if reason.startswith("Unknown split") else f" ({reason})"  # listed below
-    raise errors.DataError(
-        f"--config.{key}={shown} is not a split of {dataset!r}{reason}; available: "
-        f"{available}, or slices of them such as train[:10%]."
-    ) from None
-  if count == 0:
-    raise errors.DataError(
-        f"--config.{key}={shown} of {dataset!r} has no examples; available: {available}."
-    )

@@ -77,16 +77,12 @@ def check_split(
 def _check_tfds_split(name: str, split: str, key: str, data_dir: str | None) -> None:
   """The dataset is prepared and the split exists and holds examples. The reader opens the eval
   split only at the first eval, so without this a typo there costs the training before it."""
-  # pylint: disable=g-import-not-at-top
-  import tensorflow_datasets as tfds
-
-  from vit_jax.data.image import sources  # its ensure_prepared serves any TFDS builder
+  from vit_jax.data import tfds_builders  # pylint: disable=g-import-not-at-top  (TFDS only)
 
   spec = datasets.TFDS_DATASETS[name]
-  builder = tfds.builder(spec.tfds_name, data_dir=data_dir)
-  sources.ensure_prepared(builder)
+  builder = tfds_builders.open_builder(spec.tfds_name, data_dir=data_dir)
   # spec.splits: e.g. lm1b's "validation" is its TFDS "test" split
-  sources.check_tfds_split(builder, key, split, name, spec.splits)
+  tfds_builders.check_split(builder, key, split, name, spec.splits)
 
 
 def text_files(name: str) -> list[str]:
