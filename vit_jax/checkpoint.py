@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import traceback
+import warnings
 
 import jax
 import orbax.checkpoint as ocp
@@ -126,6 +127,10 @@ _TENSORSTORE_ERROR = re.compile(
 )
 
 
+# The warning for one of orbax's array reads that was abandoned before it started.
+_ORBAX_UNSTARTED_READ = r"coroutine '_read_array_index_and_device_put' was never awaited"
+
+
 def _abandoned_read_error(e) -> bool:
   """An error of one of the array reads orbax abandons when another array of the step fails."""
   if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
@@ -149,10 +154,14 @@ def quiet_abandoned_reads() -> None:
   Orbax reads a step's arrays concurrently in a fresh event loop and closes the loop as soon as
   one fails. The other reads then end on TensorStore threads and each prints a traceback: through
   sys.unraisablehook ("Event loop is closed", or an exception in a collected orbax coroutine) and
-  through asyncio's logger ("Task exception was never retrieved"). The step's error itself
-  reaches `first_intact`, which reports it in one line; these reports of orbax's are dropped,
-  every other report still prints.
+  through asyncio's logger ("Task exception was never retrieved"); a read orbax had not started
+  yet is collected at exit as a coroutine "never awaited" (a RuntimeWarning). The step's error
+  itself reaches `first_intact`, which reports it in one line; these reports of orbax's are
+  dropped, every other report still prints.
   """
+  warnings.filterwarnings(
+      "ignore", message=_ORBAX_UNSTARTED_READ, category=RuntimeWarning, append=False
+  )
   asyncio_log = logging.getLogger("asyncio")
   if not any(isinstance(f, _AbandonedReadLogFilter) for f in asyncio_log.filters):
     asyncio_log.addFilter(_AbandonedReadLogFilter())

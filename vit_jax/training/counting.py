@@ -1,4 +1,6 @@
-"""Model FLOPs per training example and the device's peak, for MFU (model FLOPs utilization).
+"""What a run counts of its model: parameters, model FLOPs per training example, and the device's
+peak for MFU (model FLOPs utilization). run_info.json records the first two; the sweeps' compute
+axis is their product with the examples seen.
 
 Model FLOPs count the matmuls the model needs, not what the compiler runs (no remat, no optimizer):
 training costs 3x the forward pass (forward, and twice that for the backward). For a transformer
@@ -16,6 +18,7 @@ import time
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # Dense bf16 peak FLOP/s per chip, by a substring of `jax.devices()[0].device_kind`; the first
 # match wins, so more specific names come first.
@@ -30,6 +33,21 @@ PEAK_BF16 = (
     ("H200", 989e12),
     ("A100", 312e12),
 )
+
+
+def count_params(params) -> int:
+  """Total number of parameters in a pytree (works on jax.eval_shape results too)."""
+  return int(sum(np.prod(x.shape) for x in jax.tree.leaves(params)))
+
+
+def param_table(params, depth: int = 2) -> list[tuple[str, int]]:
+  """(module path, parameter count) per module, grouped `depth` levels deep, in tree order."""
+  rows: dict[str, int] = {}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    keys = [getattr(k, "key", str(k)) for k in path]
+    group = "/".join(keys[:depth])
+    rows[group] = rows.get(group, 0) + int(np.prod(leaf.shape))
+  return list(rows.items())
 
 
 def _dense_flops(module, inputs, outputs) -> float:
