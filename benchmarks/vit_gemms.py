@@ -20,9 +20,9 @@ import time
 import numpy as np
 import torch  # before TensorFlow or JAX's plugins load anything
 
-from vit_jax.training import xla_flags
+from vit_jax import runtime
 
-xla_flags.set_cpu_defaults()
+runtime.set_cpu_xla_defaults()
 import jax  # noqa: E402  # pylint: disable=wrong-import-position
 import jax.numpy as jnp  # noqa: E402  # pylint: disable=wrong-import-position
 

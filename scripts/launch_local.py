@@ -4,7 +4,7 @@
       python -m vit_jax.main --config=configs/vit.py --workdir=W
 
 Each process gets JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID (read by
-vit_jax.training.distributed) and its own fake CPU devices; collectives go through gloo. Process 0's
+vit_jax.training.mesh) and its own fake CPU devices; collectives go through gloo. Process 0's
 output is shown; the others' go to `launch_logs/process_I.log`. If any process
 fails, the others are stopped and the launcher exits with that process's code.
 """

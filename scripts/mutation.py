@@ -145,12 +145,12 @@ TARGETS = {
         ],
         None,
     ),
-    "vit_jax/models/counting.py": (
+    "vit_jax/training/counting.py": (
         [
             "tests/models/test_param_counts.py",
-            "tests/perf/test_flops.py::test_gpt_flops_are_palm_formula",
-            "tests/perf/test_flops.py::test_vit_flops_count_patches_attention_and_a_once_per_image_head",
-            "tests/perf/test_flops.py::test_bert_mlm_counts_its_tied_output_projection",
+            "tests/perf/test_counting.py::test_gpt_flops_are_palm_formula",
+            "tests/perf/test_counting.py::test_vit_flops_count_patches_attention_and_a_once_per_image_head",
+            "tests/perf/test_counting.py::test_bert_mlm_counts_its_tied_output_projection",
         ],
         None,
     ),

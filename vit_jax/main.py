@@ -13,9 +13,8 @@ from ml_collections import config_flags
 
 from vit_jax import runtime
 from vit_jax.config import args as config_args
-from vit_jax.training import xla_flags
 
-xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
+runtime.set_cpu_xla_defaults()  # before the backend starts; see runtime.py
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file(
@@ -50,11 +49,11 @@ def main(argv):
   import jax
 
   from vit_jax import errors
-  from vit_jax.training import distributed
+  from vit_jax.training import mesh
   from vit_jax.training import train
 
   jax.config.update("jax_threefry_partitionable", True)
-  distributed.initialize(
+  mesh.initialize(
       FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id, FLAGS.heartbeat_timeout
   )
   try:

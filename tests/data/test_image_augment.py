@@ -8,7 +8,6 @@ import tensorflow as tf
 
 from vit_jax.analysis import images as analysis_images
 from vit_jax.data.image import augment
-from vit_jax.data.image import mix as image_mix
 from vit_jax.data.image import pipeline
 
 
@@ -148,7 +147,7 @@ def test_normalize_range():
 
 
 def test_label_smoothing():
-  labels = image_mix.smooth_one_hot(tf.constant([0, 3]), 5, 0.1).numpy()
+  labels = augment.smooth_one_hot(tf.constant([0, 3]), 5, 0.1).numpy()
   np.testing.assert_allclose(labels.sum(1), 1.0, rtol=1e-6)
   np.testing.assert_allclose(labels[1], [0.02, 0.02, 0.02, 0.92, 0.02], rtol=1e-6)
 
@@ -158,9 +157,9 @@ def test_mixing_keeps_labels_distributions_and_is_seeded(mixup_alpha, cutmix_alp
   b, c = 6, 4
   # Constant images with value i make the mixing weights readable.
   images = tf.broadcast_to(tf.linspace(-1.0, 1.0, b)[:, None, None, None], [b, 8, 8, 3])
-  labels = image_mix.smooth_one_hot(tf.range(b) % c, c, 0.1)
+  labels = augment.smooth_one_hot(tf.range(b) % c, c, 0.1)
   for s in range(5):
-    mix = lambda: image_mix.mix_batch(images, labels, _seed(s, 7), mixup_alpha, cutmix_alpha)
+    mix = lambda: augment.mix_batch(images, labels, _seed(s, 7), mixup_alpha, cutmix_alpha)
     (mixed, mixed_labels), (again, _) = mix(), mix()
     np.testing.assert_array_equal(mixed, again)
     np.testing.assert_allclose(mixed_labels.numpy().sum(1), 1.0, rtol=1e-5)
@@ -177,7 +176,7 @@ def test_image_weight_equals_label_weight(mixup_alpha, cutmix_alpha):
   images = tf.broadcast_to(tf.constant(values_B)[:, None, None, None], [b, 12, 12, 3])
   ratios = set()
   for s in range(6):
-    mixed, labels = image_mix.mix_batch(
+    mixed, labels = augment.mix_batch(
         images, tf.one_hot(tf.range(b), b), _seed(s, 1), mixup_alpha, cutmix_alpha
     )
     np.testing.assert_allclose(
@@ -192,7 +191,7 @@ def test_cutmix_label_weight_is_pasted_area():
   images = tf.broadcast_to(tf.range(b, dtype=tf.float32)[:, None, None, None], [b, 16, 16, 3])
   labels = tf.one_hot(tf.range(b), b)
   for s in range(5):
-    mixed, mixed_labels = image_mix.cutmix(images, labels, _seed(s, 0), alpha=1.0)
+    mixed, mixed_labels = augment.cutmix(images, labels, _seed(s, 0), alpha=1.0)
     # Row 0 receives pixels from row b-1 (roll by one).
     pasted = np.mean(mixed.numpy()[0] == b - 1)
     np.testing.assert_allclose(mixed_labels.numpy()[0, b - 1], pasted, atol=1e-6)

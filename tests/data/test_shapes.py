@@ -44,6 +44,7 @@ def test_builds_offline_with_splits_and_class_names(shapes_dir):
   assert label.num_classes == 10 and tuple(label.names) == shape_drawing.CLASS_NAMES
   assert builder.info.features["image"].shape == (32, 32, 3)
   assert pipeline.DEFAULT_SPLITS[shapes.NAME] == ("train", "test")
+  assert pipeline.sources.BUILT_HERE[shapes.NAME] == "shapes"  # the module that registers it
 
 
 def test_stored_examples_are_exactly_the_generated_ones(shapes_dir):

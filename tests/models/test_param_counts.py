@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 from vit_jax.models import build_model
-from vit_jax.models import counting
+from vit_jax.training import counting
 
 
 def abstract_params(model, *inputs):

@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import pytest
 
-from vit_jax.training import flops
+from vit_jax.training import counting
 
 
 def test_gpt_flops_are_palm_formula():
@@ -18,7 +18,7 @@ def test_gpt_flops_are_palm_formula():
   # Matmul parameters used per token: Q, K, V, out (4 D^2), MLP (2 x 4 D^2), tied LM head (D V).
   n = depth * 12 * width**2 + width * vocab
   per_token = 6 * n + 12 * depth * width * seq  # 12 L H Q T with H Q = D
-  got = flops.train_flops_per_example(config, (jnp.zeros((1, seq), jnp.int32),))
+  got = counting.train_flops_per_example(config, (jnp.zeros((1, seq), jnp.int32),))
   assert got == per_token * seq
 
 
@@ -40,14 +40,14 @@ def test_vit_flops_count_patches_attention_and_a_once_per_image_head():
       + 4 * tokens * tokens * width  # Q K^T and weights x V
       + 2 * width * classes
   )  # head, on the cls token only
-  got = flops.train_flops_per_example(config, (jnp.zeros((1, 32, 32, 3)),))
+  got = counting.train_flops_per_example(config, (jnp.zeros((1, 32, 32, 3)),))
   assert got == 3 * forward
 
 
 def test_peak_is_a_spec_or_a_measurement():
-  peak, source = flops.peak_flops_per_device()
+  peak, source = counting.peak_flops_per_device()
   assert peak > 1e9 and ("spec" in source or "measured" in source)
-  meter = flops.MfuMeter(
+  meter = counting.MfuMeter(
       {"name": "gpt", "variant": "pico", "vocab_size": 29, "max_len": 32},
       (jnp.zeros((1, 8), jnp.int32),),
   )
@@ -92,5 +92,5 @@ def test_bert_mlm_counts_its_tied_output_projection():
       + 2 * width * width  # pooler, on the first token
       + 2 * masked * (width**2 + width * vocab)
   )  # MLM transform and tied projection
-  got = flops.train_flops_per_example(config, (tokens, None, None, None, None, positions))
+  got = counting.train_flops_per_example(config, (tokens, None, None, None, None, positions))
   assert got == 3 * forward

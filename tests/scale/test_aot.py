@@ -10,9 +10,9 @@ import pytest
 from tests.training import helpers
 from vit_jax import errors
 from vit_jax import tasks
-from vit_jax.models import counting
 from vit_jax.training import aot
 from vit_jax.training import build
+from vit_jax.training import counting
 from vit_jax.training import train
 
 

@@ -10,7 +10,7 @@ from tests.training import helpers
 from vit_jax import workdir as workdir_lib
 from vit_jax.data.image import pipeline
 from vit_jax.models import build_model
-from vit_jax.models import counting
+from vit_jax.training import counting
 from vit_jax.training import train
 
 

@@ -232,6 +232,13 @@ def test_number_words():
   assert tgt == src[::-1]
 
 
+def test_every_toy_dataset_names_a_toy_task():
+  from vit_jax.data.text import seq2seq_toy  # pylint: disable=import-outside-toplevel
+
+  for name, task in datasets.TOY_DATASETS.items():
+    assert name == f"toy_{task}" and len(seq2seq_toy.make_examples(task, 2)) == 2
+
+
 def test_eval_pass_is_finite_and_padded(char_tokenizer):
   docs = ["short one", "another short document", "x" * 70]
   batches = list(

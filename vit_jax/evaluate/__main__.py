@@ -32,9 +32,8 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax import runtime
 from vit_jax.config import args as config_args
-from vit_jax.training import xla_flags
 
-xla_flags.set_cpu_defaults()  # before the backend starts; see xla_flags.py
+runtime.set_cpu_xla_defaults()  # before the backend starts; see runtime.py
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Our workdir or step dir, an .npz, or a HF directory.")

@@ -22,9 +22,8 @@ from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
-from vit_jax.models import counting
 from vit_jax.training import build
-from vit_jax.training import flops
+from vit_jax.training import counting
 from vit_jax.training import host_input
 from vit_jax.training import metrics_log
 from vit_jax.training import preemption
@@ -118,7 +117,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
       state = {"params": params, "opt_state": opt_state, "step": state["step"]}
   start_step = int(state["step"])
-  mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
+  mfu_meter = counting.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))

@@ -35,7 +35,6 @@ import tensorflow as tf
 
 from vit_jax import errors
 from vit_jax.data.image import augment as image_augment
-from vit_jax.data.image import mix as image_mix
 from vit_jax.data.image import sources
 
 DatasetNotPreparedError = errors.DatasetNotPreparedError
@@ -152,21 +151,21 @@ def train_iterator(
         "index": index,
     }
     if source.multi_label:  # after the shuffle buffer, which keeps the short class lists
-      preprocessed["targets"] = image_mix.multi_hot(
+      preprocessed["targets"] = image_augment.multi_hot(
           example["label"], example["labels"], source.num_classes
       )
     return preprocessed
 
   def mix(batch):
     if source.multi_label:
-      labels_bxC = image_mix.smooth(batch["targets"], augment.label_smoothing)
+      labels_bxC = image_augment.smooth(batch["targets"], augment.label_smoothing)
     else:
-      labels_bxC = image_mix.smooth_one_hot(
+      labels_bxC = image_augment.smooth_one_hot(
           batch["label"], source.num_classes, augment.label_smoothing
       )
     # Batches start at multiples of batch_size in the global numbering.
     batch_seed_2 = image_augment.fold_in(base_seed_2, _BATCH_SEEDS, batch["index"][0] // batch_size)
-    images_bxSxSx3, labels_bxC = image_mix.mix_batch(
+    images_bxSxSx3, labels_bxC = image_augment.mix_batch(
         batch["image"], labels_bxC, batch_seed_2, augment.mixup_alpha, augment.cutmix_alpha
     )
     return {"image": images_bxSxSx3, "labels": labels_bxC, "label": batch["label"]}

@@ -14,6 +14,7 @@ The two built here (sklearn_digits, synthetic_shapes) are prepared on first use.
 
 import dataclasses
 import functools
+import importlib
 from typing import Callable
 
 import tensorflow as tf
@@ -21,8 +22,6 @@ import tensorflow_datasets as tfds
 
 from vit_jax import errors
 from vit_jax.data import tfds_builders
-from vit_jax.data.image import digits
-from vit_jax.data.image import shapes
 
 FOLDER_PREFIX = "folder:"
 
@@ -34,11 +33,13 @@ DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
     "cifar100": ("train", "test"),
     "oxford_iiit_pet": ("train", "test"),
     "oxford_flowers102": ("train", "test"),
-    digits.NAME: ("train", "test"),
-    shapes.NAME: ("train", "test"),
+    "sklearn_digits": ("train", "test"),
+    "synthetic_shapes": ("train", "test"),
 }
-# Built from what is on this machine (no download): prepared on the spot when missing.
-_BUILT_HERE = (digits.NAME, shapes.NAME)
+# Built from what is on this machine (no download), prepared on the spot when missing: the TFDS
+# name -> the module beside this one that registers its builder, imported only when a run names
+# the dataset (a digits run never loads the shapes' drawing code).
+BUILT_HERE = {"sklearn_digits": "digits", "synthetic_shapes": "shapes"}
 _OTHER_TFDS_SPLITS = ("train", "test")
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
@@ -103,8 +104,17 @@ def _check_folder_split(folder, key: str, split: str) -> None:
     raise errors.DataError(f"--config.{key}={split!r} of {name!r} has no images.")
 
 
-def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
+def register_built_here(dataset: str) -> str:
+  """Makes `tfds.builder(dataset)` resolve when it is one of BUILT_HERE; returns its TFDS name
+  without version or config ('synthetic_shapes:1.0.0' -> 'synthetic_shapes')."""
   base_name = dataset.split("/")[0].split(":")[0]
+  if base_name in BUILT_HERE:
+    importlib.import_module(f"vit_jax.data.image.{BUILT_HERE[base_name]}")
+  return base_name
+
+
+def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
+  base_name = register_built_here(dataset)
   if base_name not in DEFAULT_SPLITS:
     try:
       tfds.builder_cls(base_name)
@@ -116,7 +126,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       ) from e
   # The datasets built here take seconds (digits) to a minute (shapes): prepared on the spot.
   builder = tfds_builders.open_builder(
-      dataset, data_dir=data_dir, prepare=download or base_name in _BUILT_HERE
+      dataset, data_dir=data_dir, prepare=download or base_name in BUILT_HERE
   )
   features = builder.info.features
   feature_of = dict(features.items())

@@ -22,7 +22,6 @@ import numpy as np
 
 from vit_jax import errors
 from vit_jax.data.text import datasets as text
-from vit_jax.data.text import masking
 from vit_jax.data.text import packing
 from vit_jax.data.text import sources
 
@@ -110,7 +109,7 @@ def mlm_batches(
     *,
     batch_size: int,
     seq_len: int,
-    masking_config: masking.MaskingConfig = masking.MaskingConfig(),
+    masking_config=None,
     nsp: bool = False,
     **stream_args,
 ) -> Iterator[Batch]:
@@ -123,7 +122,12 @@ def mlm_batches(
   Keys: tokens, token_type_ids, input_mask, positions int32 (B, L);
   masked_positions, masked_targets int32 (B, P); masked_weights float32
   (B, P), P = masking_config.predictions(L); nsp_label int32 (B,) with nsp.
+  masking_config: a masking.MaskingConfig (default: BERT's 15%).
   """
+  # pylint: disable-next=g-import-not-at-top  (a causal-LM run loads no masking)
+  from vit_jax.data.text import masking
+
+  masking_config = masking.MaskingConfig() if masking_config is None else masking_config
   tokenizer.require("cls", "sep", "mask")
   stream = Stream(dataset, **stream_args)
   chunk = seq_len - 3 if nsp else seq_len - 2
@@ -193,9 +197,10 @@ def _clm_batch(batch: Batch, pad_id: int) -> Batch:
 
 
 # --- masked-LM rows ----------------------------------------------------------
-def _mask_batch(
-    tokenizer, config: masking.MaskingConfig, seed: int, step: int, batch: Batch
-) -> Batch:
+def _mask_batch(tokenizer, config, seed: int, step: int, batch: Batch) -> Batch:
+  """Masks `batch` by `config` (a masking.MaskingConfig), redrawn per step."""
+  from vit_jax.data.text import masking  # pylint: disable=g-import-not-at-top
+
   rng = sources.seeded_rng(seed, _MASK_STREAM, step)
   batch.update(masking.mask_tokens(batch["tokens"], rng, tokenizer, config))
   return batch

@@ -33,7 +33,6 @@ from typing import Any, Iterator, Optional
 
 from vit_jax import errors
 from vit_jax.data.text import corpus
-from vit_jax.data.text import seq2seq_toy
 from vit_jax.data.text import sources as text_sources
 
 KINDS = ("documents", "labeled", "pairs")
@@ -89,7 +88,9 @@ TFDS_DATASETS = {
     ),
     "wmt14_translate/de-en": TfdsText("pairs", "wmt14_translate/de-en", ("de", "en")),
 }
-TOY_DATASETS = {f"toy_{task}": task for task in seq2seq_toy.TASKS}
+# Dataset name -> the task of vit_jax/data/text/seq2seq_toy.py that generates it (loaded only
+# when a run names one).
+TOY_DATASETS = {"toy_reverse": "reverse", "toy_number_words": "number_words"}
 FILE_PREFIXES = ("files:", "paragraphs:")
 
 
@@ -216,6 +217,8 @@ def _hold_out(documents: list, split: str, name: str) -> list:
 def _toy_examples(task: str, split: str) -> tuple[tuple[str, str], ...]:
   if split not in TOY_SIZES:
     raise errors.DataError(f"Unknown split {split!r} for toy_{task}; use " f"{sorted(TOY_SIZES)}.")
+  from vit_jax.data.text import seq2seq_toy  # pylint: disable=g-import-not-at-top
+
   return tuple(seq2seq_toy.make_examples(task, TOY_SIZES[split], split))
 
 

@@ -11,7 +11,6 @@ import numpy as np
 
 from vit_jax import errors
 
-TASKS = ("reverse", "number_words")
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
 _ONES = (
     "zero one two three four five six seven eight nine ten eleven twelve "
@@ -61,10 +60,13 @@ def make_examples(
   max_len bounds the source: letters for 'reverse', digits (<= 6) for
   'number_words'.
   """
-  makers = {"reverse": _reverse_example, "number_words": _number_words_example}
-  if task not in makers:
-    raise errors.ConfigError(f"Unknown toy task {task!r}; known: {', '.join(TASKS)}.")
+  if task not in _MAKERS:
+    raise errors.ConfigError(f"Unknown toy task {task!r}; known: {', '.join(_MAKERS)}.")
   if split not in _SPLIT_TAGS:
     raise errors.DataError(f"Unknown split {split!r}; use {sorted(_SPLIT_TAGS)}.")
-  rng = np.random.default_rng([seed, _SPLIT_TAGS[split], TASKS.index(task)])
-  return [makers[task](rng, max_len) for _ in range(num_examples)]
+  rng = np.random.default_rng([seed, _SPLIT_TAGS[split], list(_MAKERS).index(task)])
+  return [_MAKERS[task](rng, max_len) for _ in range(num_examples)]
+
+
+# Each task's example maker; the order seeds the streams (a task's data never changes).
+_MAKERS = {"reverse": _reverse_example, "number_words": _number_words_example}
