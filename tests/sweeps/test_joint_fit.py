@@ -60,7 +60,9 @@ def test_compute_optimal_size_matches_the_closed_form_and_a_brute_force_search()
   n_opt, d_opt = joint.optimal_size(compute, K, **{k: TRUE[k] for k in ("A", "B", "alpha", "beta")})
   np.testing.assert_allclose(n_opt * d_opt, compute / K, rtol=1e-12)  # on the budget
   a = TRUE["beta"] / (TRUE["alpha"] + TRUE["beta"])
-  g = (TRUE["alpha"] * TRUE["A"] / (TRUE["beta"] * TRUE["B"])) ** (1 / (TRUE["alpha"] + 0.28))
+  g = (TRUE["alpha"] * TRUE["A"] / (TRUE["beta"] * TRUE["B"])) ** (
+      1 / (TRUE["alpha"] + TRUE["beta"])
+  )
   np.testing.assert_allclose(n_opt, g * (compute / K) ** a, rtol=1e-12)
   for c, n_star in zip(compute, n_opt):  # no size on the budget does better
     n = np.logspace(np.log10(n_star) - 2, np.log10(n_star) + 2, 40001)
@@ -126,9 +128,7 @@ def test_isoflop_refuses_profiles_without_a_minimum():
 
 
 def test_fit_json_puts_both_exponents_side_by_side_and_plots_them(tmp_path):
-  sweep = spec.expand(
-      {"config": "configs/gpt.py", "metric": "loss", "fits": ("joint", "isoflop")}
-  )
+  sweep = spec.expand({"config": "configs/gpt.py", "metric": "loss", "fits": ("joint", "isoflop")})
   evals = isoflop_rows()
   result = fits.fit_all(sweep, evals, samples=20)
   both = result["optimal_size_exponent"]
