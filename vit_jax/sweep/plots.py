@@ -168,15 +168,24 @@ def isoflop_plot(fit: dict | None, metric: str, path: str, title: str) -> str | 
     left.errorbar(
         b["N_opt"],
         b["loss_opt"],
-        xerr=[[b["N_opt"] - low], [high - b["N_opt"]]],
+        xerr=[[max(0.0, b["N_opt"] - low)], [max(0.0, high - b["N_opt"])]],
         fmt="*",
         color=colour,
         mec="black",
         ms=13,
         capsize=3,
     )
-  left.plot([], [], "k*", ms=10, label="parabola minimum N_opt\n(bar: 95% bootstrap interval)")
+  left.plot(
+      [],
+      [],
+      "k*",
+      ms=10,
+      label="parabola minimum N_opt\n(bar: 95% bootstrap interval,\nclipped at the axes)",
+  )
   left.set_xscale("log")
+  sizes = [p["N"] for b in budgets for p in b["points"]]
+  size_range = (min(sizes) / 3, max(sizes) * 3)  # an interval's far end may leave the plot
+  left.set_xlim(*size_range)
   left.set_xlabel("model size N (parameters)")
   left.set_ylabel(fits_lib.METRIC_LABELS[metric])
   left.set_title(f"{title}: IsoFLOP profiles (final evals)", fontsize=10)
@@ -186,7 +195,10 @@ def isoflop_plot(fit: dict | None, metric: str, path: str, title: str) -> str | 
   compute = np.array([b["budget_flops"] for b in budgets])
   n_opt = np.array([b["N_opt"] for b in budgets])
   errors_2xB = np.array(
-      [[o - b["N_opt_ci95"][0], b["N_opt_ci95"][1] - o] for o, b in zip(n_opt, budgets)]
+      [
+          [max(0.0, o - b["N_opt_ci95"][0]), max(0.0, b["N_opt_ci95"][1] - o)]
+          for o, b in zip(n_opt, budgets)
+      ]
   ).T
   right.errorbar(
       compute,
@@ -195,7 +207,7 @@ def isoflop_plot(fit: dict | None, metric: str, path: str, title: str) -> str | 
       fmt="o",
       color="black",
       capsize=3,
-      label="N_opt per budget (isoflop)",
+      label="N_opt per budget (isoflop; bar: 95% bootstrap interval)",
   )
   c_line = np.logspace(np.log10(compute.min() / 2), np.log10(compute.max() * 2), 50)
   low, high = entry["ci95"]["a"]
@@ -223,6 +235,7 @@ def isoflop_plot(fit: dict | None, metric: str, path: str, title: str) -> str | 
     )
   right.set_xscale("log")
   right.set_yscale("log")
+  right.set_ylim(*size_range)
   right.set_xlabel("training compute C (FLOPs)")
   right.set_ylabel("compute-optimal model size (parameters)")
   right.set_title("optimal model size vs compute", fontsize=10)
@@ -239,7 +252,10 @@ def plot_all(sweep, evals: list[dict], fit: dict | None, out: str) -> list[str]:
   made = [
       compute_plot(evals, sweep.metric, fit, os.path.join(out, "compute.png"), name),
       axis_plot(evals, sweep.metric, "data", fit, os.path.join(out, "data.png"), name),
-      axis_plot(evals, sweep.metric, "params", fit, os.path.join(out, "params.png"), name),
+      # Best loss per model size means nothing across compute budgets: isoflop.png instead.
+      None
+      if any(r.get("budget_flops") for r in evals)
+      else axis_plot(evals, sweep.metric, "params", fit, os.path.join(out, "params.png"), name),
       isoflop_plot(fit, sweep.metric, os.path.join(out, "isoflop.png"), name),
   ]
   return [p for p in made if p]
