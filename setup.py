@@ -17,6 +17,7 @@ INSTALL_REQUIRES = [
     "numpy>=2.0",
     "scikit-learn>=1.5",  # ships the embedded digits dataset
     "scipy",  # the sweep's power-law fits
+    "threadpoolctl",  # one BLAS thread for the sweep's small L-BFGS fits (scikit-learn has it)
     "pillow",  # image files: the synthetic_shapes dataset, folder images for inspect and predict
     "matplotlib",  # the plots of vit_jax.inspect and vit_jax.sweep
     "tqdm",

@@ -34,6 +34,7 @@ DESCRIBE = [
     "total_steps",
     "lr",
     "seed",
+    "budget_flops",  # the run's compute budget, from the sweep file (IsoFLOP sweeps)
 ]
 METRIC_KEYS = {"error": "eval/accuracy", "loss": "eval/loss", "bits_per_char": "eval/bits_per_char"}
 EVAL_COLUMNS = DESCRIBE + ["step", "examples_seen", "epochs", "flops", "wall_s"]
@@ -88,11 +89,12 @@ def describe(name: str, workdir: str) -> dict | None:
   }
 
 
-def run_rows(name: str, workdir: str) -> tuple[dict, list[dict]]:
-  """(the run's summary row, its eval rows)."""
+def run_rows(name: str, workdir: str, budget_flops: float | None = None) -> tuple[dict, list[dict]]:
+  """(the run's summary row, its eval rows); `budget_flops` from the sweep file, if it has one."""
   desc = describe(name, workdir)
   if desc is None:
-    return {"run": name, "status": "not started"}, []
+    return {"run": name, "status": "not started", "budget_flops": budget_flops}, []
+  desc["budget_flops"] = budget_flops
   per_example = desc.pop("_flops_per_example")
   records = runner.read_metrics(workdir)
   evals = []
@@ -140,7 +142,7 @@ def collect(sweep: spec.Sweep, root: str, out: str) -> tuple[list[dict], list[di
   runner.check_root(sweep, root, create=False)
   runs, evals = [], []
   for run in sweep.runs:
-    summary, rows = run_rows(run.name, os.path.join(root, run.name))
+    summary, rows = run_rows(run.name, os.path.join(root, run.name), run.budget_flops)
     runs.append(summary)
     evals.extend(rows)
   os.makedirs(out, exist_ok=True)

@@ -1,5 +1,6 @@
-"""The sweep's PNGs: error vs compute (one colour per model size, the frontier and its fit), error
-vs training-set size per model size, and error vs model size. Log-log axes throughout."""
+"""The sweep's PNGs: error vs compute (one colour per model size, the frontier and its fit, the
+joint fit's compute-optimal loss), error vs training-set size per model size, error vs model size
+(log-log), and the IsoFLOP profiles with the optimal model size per budget."""
 
 import math
 import os
@@ -13,6 +14,7 @@ import matplotlib.ticker
 import numpy as np
 
 from vit_jax.sweep import fits as fits_lib
+from vit_jax.sweep import joint
 
 _DPI = 110
 
@@ -43,6 +45,20 @@ def _fit_line(ax, entry: dict | None, x_values):
       f"fit: {entry['formula']}\nexponent b = {entry['constants']['b']:.3g} [{low:.3g}, {high:.3g}]"
   )
   ax.plot(x, y, "k--", linewidth=1.3, label=label)
+
+
+def _joint_line(ax, entry: dict | None, x_values):
+  """The joint fit's loss at the compute-optimal N*(C), D*(C)."""
+  if not entry:
+    return
+  compute, loss = fits_lib.joint_curve(entry, min(x_values) / 1.5, max(x_values) * 1.5)
+  opt = entry["optimal"]
+  low, high = opt["ci95"]["a"]
+  label = (
+      f"joint fit at the compute-optimal size: L(N*(C), D*(C))\n{entry['formula']}\n"
+      f"N*(C) ~ C^a, a = {opt['a']:.3g} [{low:.3g}, {high:.3g}]"
+  )
+  ax.plot(compute, loss, "-", color="tab:red", linewidth=1.6, label=label)
 
 
 def _finish(ax, fig, x_label: str, y_label: str, title: str, path: str) -> str:
@@ -99,6 +115,7 @@ def compute_plot(evals, metric: str, fit: dict | None, path: str, title: str) ->
         label="frontier (points fitted)",
     )
   _fit_line(ax, entry, [r["flops"] for r in rows])
+  _joint_line(ax, (fit or {}).get("fits", {}).get("joint"), [r["flops"] for r in rows])
   label = fits_lib.METRIC_LABELS[metric]
   x_label = "training compute (FLOPs = 3 x forward FLOPs per example x examples seen)"
   return _finish(ax, fig, x_label, label, title + " (large dots: end of run)", path)
@@ -128,11 +145,117 @@ def axis_plot(evals, metric: str, axis: str, fit: dict | None, path: str, title:
   return _finish(ax, fig, x_label, fits_lib.METRIC_LABELS[metric], title, path)
 
 
+def isoflop_plot(fit: dict | None, metric: str, path: str, title: str) -> str | None:
+  """Left: final loss vs N per budget, its parabola and minimum. Right: N_opt vs C, the isoflop
+  power law and, if fitted, the joint fit's N*(C)."""
+  entry = (fit or {}).get("fits", {}).get("isoflop")
+  if not entry:
+    return None
+  fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+  budgets = entry["budgets"]
+  for b, colour in zip(budgets, _colours(len(budgets))):
+    n = np.array([p["N"] for p in b["points"]])
+    left.plot(
+        n,
+        [p["y"] for p in b["points"]],
+        "o",
+        color=colour,
+        label=f"C = {b['budget_flops']:.3g} FLOPs",
+    )
+    x = np.linspace(np.log10(n.min()) - 0.1, np.log10(n.max()) + 0.1, 100)
+    left.plot(10**x, np.polynomial.polynomial.polyval(x, b["parabola"]), "-", color=colour, lw=1)
+    low, high = b["N_opt_ci95"]
+    left.errorbar(
+        b["N_opt"],
+        b["loss_opt"],
+        xerr=[[max(0.0, b["N_opt"] - low)], [max(0.0, high - b["N_opt"])]],
+        fmt="*",
+        color=colour,
+        mec="black",
+        ms=13,
+        capsize=3,
+    )
+  left.plot(
+      [],
+      [],
+      "k*",
+      ms=10,
+      label="parabola minimum N_opt\n(bar: 95% bootstrap interval,\nclipped at the axes)",
+  )
+  left.set_xscale("log")
+  sizes = [p["N"] for b in budgets for p in b["points"]]
+  size_range = (min(sizes) / 3, max(sizes) * 3)  # an interval's far end may leave the plot
+  left.set_xlim(*size_range)
+  left.set_xlabel("model size N (parameters)")
+  left.set_ylabel(fits_lib.METRIC_LABELS[metric])
+  left.set_title(f"{title}: IsoFLOP profiles (final evals)", fontsize=10)
+  left.grid(True, which="both", alpha=0.25)
+  left.legend(fontsize=7)
+
+  compute = np.array([b["budget_flops"] for b in budgets])
+  n_opt = np.array([b["N_opt"] for b in budgets])
+  errors_2xB = np.array(
+      [
+          [max(0.0, o - b["N_opt_ci95"][0]), max(0.0, b["N_opt_ci95"][1] - o)]
+          for o, b in zip(n_opt, budgets)
+      ]
+  ).T
+  right.errorbar(
+      compute,
+      n_opt,
+      yerr=errors_2xB,
+      fmt="o",
+      color="black",
+      capsize=3,
+      label="N_opt per budget (isoflop; bar: 95% bootstrap interval)",
+  )
+  c_line = np.logspace(np.log10(compute.min() / 2), np.log10(compute.max() * 2), 50)
+  low, high = entry["ci95"]["a"]
+  right.plot(
+      c_line,
+      entry["G"] * c_line ** entry["a"],
+      "k--",
+      lw=1.2,
+      label=f"isoflop: N_opt = {entry['G']:.3g} C^{entry['a']:.3g}, a in [{low:.3g}, {high:.3g}]",
+  )
+  joint_entry = fit["fits"].get("joint")
+  if joint_entry:
+    opt, c = joint_entry["optimal"], joint_entry["constants"]
+    n_star, _ = joint.optimal_size(
+        c_line, joint_entry["k_flops_per_param_example"], c["A"], c["B"], c["alpha"], c["beta"]
+    )
+    low, high = opt["ci95"]["a"]
+    right.plot(
+        c_line,
+        n_star,
+        "-",
+        color="tab:red",
+        lw=1.4,
+        label=f"joint fit: N*(C) = G (C/k)^a, a = {opt['a']:.3g} [{low:.3g}, {high:.3g}]",
+    )
+  right.set_xscale("log")
+  right.set_yscale("log")
+  right.set_ylim(*size_range)
+  right.set_xlabel("training compute C (FLOPs)")
+  right.set_ylabel("compute-optimal model size (parameters)")
+  right.set_title("optimal model size vs compute", fontsize=10)
+  right.grid(True, which="both", alpha=0.25)
+  right.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=_DPI, bbox_inches="tight")
+  plt.close(fig)
+  return path
+
+
 def plot_all(sweep, evals: list[dict], fit: dict | None, out: str) -> list[str]:
   name = os.path.splitext(os.path.basename(sweep.path))[0]
   made = [
       compute_plot(evals, sweep.metric, fit, os.path.join(out, "compute.png"), name),
       axis_plot(evals, sweep.metric, "data", fit, os.path.join(out, "data.png"), name),
-      axis_plot(evals, sweep.metric, "params", fit, os.path.join(out, "params.png"), name),
+      # Best loss per model size means nothing across compute budgets: isoflop.png instead.
+      None
+      if any(r.get("budget_flops") for r in evals)
+      else axis_plot(evals, sweep.metric, "params", fit, os.path.join(out, "params.png"), name),
+      isoflop_plot(fit, sweep.metric, os.path.join(out, "isoflop.png"), name),
   ]
   return [p for p in made if p]

@@ -14,7 +14,20 @@ A sweep file is a Python file whose `get_sweep()` returns a dict (or a ConfigDic
           the keys that vary across runs, `width=64-total_steps=500`.
   metric  what collect/fit/plot report: "error" (1 - eval/accuracy), "loss" (eval/loss, nats per
           token or example) or "bits_per_char" (eval/bits_per_char).
-  fits    which power laws `fit` makes: any of "compute", "data", "params" (default: compute).
+  fits    which fits `fit` makes (default: compute), any of:
+            compute  the saturating power law of the frontier over compute (Zhai et al. 2022)
+            data     the same law over training-set size (the largest model's runs)
+            params   the same law over model size (the runs on the largest training set)
+            joint    L(N, D) = E + A / N^alpha + B / D^beta over every run's final eval (N
+                     parameters, D examples seen) and the compute-optimal N*(C), D*(C) it implies
+                     (Hoffmann et al. 2022, approach 3; vit_jax/sweep/joint.py)
+            isoflop  per compute budget, a parabola of final loss in log N and its minimum N_opt;
+                     N_opt = G C^a across budgets (approach 2; vit_jax/sweep/isoflop.py). Needs
+                     runs with a `budget_flops`.
+
+A `runs` (or `grid`) entry may carry "budget_flops": the run's training compute budget in FLOPs,
+recorded for the isoflop fit (collect writes it to the CSVs), not passed to the run; the sweep file
+sets the run's total_steps from it with `vit_jax.sweep.budget.steps_for_budget`.
 
 Keys are `--config.` keys (`model.width`, `train_split`, `optimizer.lr`); each run becomes
 `python -m vit_jax.main --config=CONFIG --config.key=value ... --workdir=ROOT/NAME`.
@@ -25,6 +38,7 @@ import hashlib
 import importlib.util
 import itertools
 import json
+import math
 import os
 import re
 
@@ -32,7 +46,8 @@ from vit_jax import errors
 
 SWEEP_KEYS = ("config", "fixed", "runs", "grid", "name", "metric", "fits")
 METRICS = ("error", "loss", "bits_per_char")
-FITS = ("compute", "data", "params")
+FITS = ("compute", "data", "params", "joint", "isoflop")
+PSEUDO_KEYS = ("config", "budget_flops")  # run settings that are not --config. overrides
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -41,6 +56,7 @@ class Run:
   name: str
   config: str  # the base config as written in the sweep file, with its :ARGS
   overrides: tuple[tuple[str, object], ...]  # (dotted key, value), in the sweep's order
+  budget_flops: float | None = None  # the compute budget of an IsoFLOP run
 
   def flags(self) -> list[str]:
     return [f"--config.{key}={flag_value(value, key, self.name)}" for key, value in self.overrides]
@@ -67,9 +83,13 @@ class Sweep:
 
   def identity(self) -> dict:
     """What makes two sweeps the same: every run's name, config and overrides."""
-    runs = {r.name: [r.config, *r.flags()] for r in self.runs}
+    runs = {r.name: [r.config, *r.flags(), *_budget_flag(r)] for r in self.runs}
     digest = hashlib.sha256(json.dumps(runs, sort_keys=True).encode()).hexdigest()[:16]
     return {"sweep_file": self.path, "sweep_hash": digest, "runs": runs}
+
+
+def _budget_flag(run: Run) -> list[str]:
+  return [] if run.budget_flops is None else [f"budget_flops={run.budget_flops!r}"]
 
 
 def train_slice(fraction: float, split: str = "train") -> str:
@@ -155,11 +175,22 @@ def expand(raw: dict, path: str = "<sweep>") -> Sweep:
       Run(
           name,
           overrides.get("config", raw["config"]),
-          tuple((k, v) for k, v in overrides.items() if k != "config"),
+          tuple((k, v) for k, v in overrides.items() if k not in PSEUDO_KEYS),
+          _budget(overrides.get("budget_flops"), name, path),
       )
       for name, overrides in zip(names, combos)
   )
   return Sweep(os.path.abspath(path), raw["config"], runs, metric, fits)
+
+
+def _budget(value, run: str, path: str) -> float | None:
+  if value is None:
+    return None
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+    raise errors.ConfigError(
+        f"{path}: run {run!r} has budget_flops={value!r}; it must be a positive number of FLOPs."
+    )
+  return float(value)
 
 
 _PLACEHOLDER = re.compile(r"\{([\w.]+)(?::([^}]*))?\}")
