@@ -47,6 +47,40 @@ def test_unknown_override_key_is_refused_before_any_run(tmp_path):
   assert not root.exists()  # nothing started, nothing written
 
 
+@pytest.mark.parametrize(
+    "split,named",
+    [("train[:5000]", "incompatible with 1442 examples"), ("train[:150%]", "[-100, 100]")],
+)
+def test_a_subset_larger_than_its_split_is_refused_before_any_run(
+    tmp_path, digits_dir, split, named
+):
+  sweep = {**TINY, "fixed": {**TINY["fixed"], "data_dir": digits_dir}}
+  sweep["grid"] = {"train_split": ["train[:50%]", split]}
+  path = helpers.write_sweep(tmp_path / "too_big.py", sweep)
+  root = tmp_path / "root"
+  result = helpers.cli("run", path, f"--root={root}")
+  assert result.returncode == 2, result.stderr[-3000:]
+  (line,) = result.stderr.strip().splitlines()  # one line: the run, the split and its size
+  run_name = spec.safe_name(split)
+  assert line.startswith(f"error: run {run_name!r}: --config.train_split={split!r}"), line
+  assert named in line and "train (1442 examples)" in line
+  assert not root.exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [(["--bogus=1"], "unrecognized arguments: --bogus=1"), (["--bootstrap=0"], "must be >= 1")],
+)
+def test_a_bad_command_line_is_one_line_before_anything_runs(tmp_path, args, named):
+  path = helpers.write_sweep(tmp_path / "tiny.py", TINY)
+  root = tmp_path / "root"
+  result = helpers.cli("all", path, f"--root={root}", *args)
+  assert result.returncode == 2, result.stderr[-3000:]
+  (line,) = result.stderr.strip().splitlines()  # no argparse usage block
+  assert line.startswith("error: ") and named in line, line
+  assert not root.exists()
+
+
 def test_bad_values_name_the_run(tmp_path):
   sweep = spec.expand({**TINY, "runs": [{"optimizer.lr": -1.0}]})
   with pytest.raises(errors.ConfigError, match=r"run 'train_50pct': --config.optimizer.lr=-1.0"):
