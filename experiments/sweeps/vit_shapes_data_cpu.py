@@ -1,0 +1,95 @@
+"""The data axis at convergence: tiny ViTs on subsets of `synthetic_shapes`, each trained for a
+fixed number of epochs of its own subset, so that error vs training-set size measures what more
+data buys rather than how many steps a run had.
+
+  python -m vit_jax.sweep all experiments/sweeps/vit_shapes_data_cpu.py \
+      --root=workdirs/vit_shapes_data --out=experiments/results/vit_shapes_data_cpu
+
+Runs: three ViT sizes with 8x8 patches (widths 32, 64, 96; the smallest, a middle and the largest
+model of experiments/sweeps/vit_shapes_cpu.py). The largest trains on seven subsets, 781 to all
+50,000 training images (64x), the other two on the six from 781 to 25,000 (32x). Each run
+takes EPOCHS passes over its subset, and at least MIN_STEPS steps: a subset of a few thousand
+images would otherwise stop inside the warmup, long before it is fitted. The training recipe is
+vit_shapes_cpu.py's (AdamW, cosine, flips only), so every subset can be memorized: the small
+ones end with train accuracy near 100% and their test error is the data's limit, not the
+schedule's.
+
+The fit over data uses each run's final eval (fits.py: "best final"), not its best: with a fixed
+budget and no held-out split to pick a step on, the final eval is the reading that does not
+choose on the test images. runs.csv also records each run's best eval; the README gives the gap.
+Every run is evaluated EVALS_PER_RUN times on the first 5,000 test images (standard error about
+0.7 points). Measured wall time and results: README, "The data axis at convergence".
+"""
+
+import ml_collections
+
+from vit_jax.sweep import spec
+
+MODELS = ((32, 2), (64, 3), (96, 4))  # (width, depth); heads of 16 channels
+SPLIT_SIZE = 50_000  # synthetic_shapes' train split
+LARGEST_SIZES = (781, 1_562, 3_125, 6_250, 12_500, 25_000, 50_000)  # 1/64 .. all
+OTHER_SIZES = LARGEST_SIZES[:-1]  # 1/64 .. 1/2
+EPOCHS = 8
+MIN_STEPS = 400
+EVALS_PER_RUN = 8
+BATCH_SIZE = 128
+
+# vit_shapes_cpu.py's recipe (no RandAugment or mixup: the data axis should show what more data
+# does, not what augmentation can stand in for), less the step counts set per run.
+TRAINING = {
+    "image_size": 32,
+    "batch_size": BATCH_SIZE,
+    "eval_split": "test[:5000]",
+    "optimizer.name": "adamw",
+    "optimizer.schedule": "cosine",
+    "optimizer.lr": 1e-3,
+    "optimizer.weight_decay": 0.05,
+    "optimizer.warmup_steps": 50,
+    "augment.inception_crop": False,
+    "augment.flip": True,
+    "augment.randaugment_layers": 0,
+    "augment.mixup_alpha": 0.0,
+    "augment.label_smoothing": 0.0,
+}
+
+
+def vit(width: int, depth: int) -> dict:
+  return {
+      "model.variant": "Ti/8",
+      "model.width": width,
+      "model.depth": depth,
+      "model.num_heads": width // 16,
+      "model.mlp_dim": 2 * width,
+  }
+
+
+def schedule(examples: int) -> dict:
+  """EPOCHS over `examples` (at least MIN_STEPS steps), evaluated EVALS_PER_RUN times."""
+  steps = spec.steps_for_epochs(EPOCHS, examples, BATCH_SIZE, min_steps=MIN_STEPS)
+  every = -(-steps // EVALS_PER_RUN)  # the trainer also evaluates the last step
+  return {
+      "train_split": "train" if examples == SPLIT_SIZE else f"train[:{examples}]",
+      "total_steps": steps,
+      "eval_every": every,
+      "log_every": every,
+      "checkpoint_every": 2 * every,
+  }
+
+
+def get_sweep():
+  largest = MODELS[-1]
+  runs = []
+  for width, depth in MODELS:
+    sizes = LARGEST_SIZES if (width, depth) == largest else OTHER_SIZES
+    runs += [{**vit(width, depth), **schedule(n)} for n in sizes]
+  return ml_collections.ConfigDict(
+      dict(
+          config="configs/vit.py:dataset=synthetic_shapes",
+          fixed=TRAINING,
+          runs=runs,
+          name="vit-w{model.width}d{model.depth}-{train_split}",
+          metric="error",
+          fits=("data",),
+      ),
+      allow_dotted_keys=True,
+  )
