@@ -21,6 +21,9 @@ Every run is evaluated EVALS_PER_RUN times on the first 5,000 test images (stand
 0.7 points). Measured wall time and results: README, "The data axis at convergence".
 """
 
+import importlib.util
+import os
+
 import ml_collections
 
 from vit_jax.sweep import spec
@@ -32,40 +35,19 @@ OTHER_SIZES = LARGEST_SIZES[:-1]  # 1/64 .. 1/2
 EPOCHS = 8
 MIN_STEPS = 400
 EVALS_PER_RUN = 8
-BATCH_SIZE = 128
-
-# vit_shapes_cpu.py's recipe (no RandAugment or mixup: the data axis should show what more data
-# does, not what augmentation can stand in for), less the step counts set per run.
-TRAINING = {
-    "image_size": 32,
-    "batch_size": BATCH_SIZE,
-    "eval_split": "test[:5000]",
-    "optimizer.name": "adamw",
-    "optimizer.schedule": "cosine",
-    "optimizer.lr": 1e-3,
-    "optimizer.weight_decay": 0.05,
-    "optimizer.warmup_steps": 50,
-    "augment.inception_crop": False,
-    "augment.flip": True,
-    "augment.randaugment_layers": 0,
-    "augment.mixup_alpha": 0.0,
-    "augment.label_smoothing": 0.0,
-}
 
 
-def vit(width: int, depth: int) -> dict:
-  return {
-      "model.variant": "Ti/8",
-      "model.width": width,
-      "model.depth": depth,
-      "model.num_heads": width // 16,
-      "model.mlp_dim": 2 * width,
-  }
+def _scaling_sweep():
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vit_shapes_cpu.py")
+  module_spec = importlib.util.spec_from_file_location("vit_shapes_cpu", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module
 
 
-def schedule(examples: int) -> dict:
+def schedule(examples: int, batch_size: int) -> dict:
   """EPOCHS over `examples` (at least MIN_STEPS steps), evaluated EVALS_PER_RUN times."""
-  steps = spec.steps_for_epochs(EPOCHS, examples, BATCH_SIZE, min_steps=MIN_STEPS)
+  steps = spec.steps_for_epochs(EPOCHS, examples, batch_size, min_steps=MIN_STEPS)
   every = -(-steps // EVALS_PER_RUN)  # the trainer also evaluates the last step
   return {
       "train_split": "train" if examples == SPLIT_SIZE else f"train[:{examples}]",
@@ -77,15 +59,19 @@ def schedule(examples: int) -> dict:
 
 
 def get_sweep():
+  scaling = _scaling_sweep()
+  # The scaling sweep's recipe, its step counts replaced by each run's own.
+  steps = ("total_steps", "eval_every", "log_every", "checkpoint_every")
+  training = {k: v for k, v in scaling.SHAPES_TRAINING.items() if k not in steps}
   largest = MODELS[-1]
   runs = []
   for width, depth in MODELS:
     sizes = LARGEST_SIZES if (width, depth) == largest else OTHER_SIZES
-    runs += [{**vit(width, depth), **schedule(n)} for n in sizes]
+    runs += [{**scaling.vit(width, depth), **schedule(n, training["batch_size"])} for n in sizes]
   return ml_collections.ConfigDict(
       dict(
           config="configs/vit.py:dataset=synthetic_shapes",
-          fixed=TRAINING,
+          fixed=training,
           runs=runs,
           name="vit-w{model.width}d{model.depth}-{train_split}",
           metric="error",
