@@ -7,12 +7,12 @@ data buys rather than how many steps a run had.
 
 Runs: three ViT sizes with 8x8 patches (widths 32, 64, 96; the smallest, a middle and the largest
 model of experiments/sweeps/vit_shapes_cpu.py). The largest trains on seven subsets, 781 to all
-50,000 training images (64x), the other two on the six from 781 to 25,000 (32x). Each run
-takes EPOCHS passes over its subset, and at least MIN_STEPS steps: a subset of a few thousand
-images would otherwise stop inside the warmup, long before it is fitted. The training recipe is
-vit_shapes_cpu.py's (AdamW, cosine, flips only), so every subset can be memorized: the small
-ones end with train accuracy near 100% and their test error is the data's limit, not the
-schedule's.
+50,000 training images (64x), the other two on the six from 781 to 25,000 (32x). Each run takes a
+fixed number of epochs of its subset (32, 16 and 8 for the three sizes: a smaller model costs
+less per step, so it is trained nearer its own convergence), and at least MIN_STEPS steps: a
+subset of a few hundred images would otherwise stop inside the warmup, long before it is fitted.
+The training recipe is vit_shapes_cpu.py's (AdamW, cosine, flips only, no RandAugment or mixup),
+so a small subset is memorized and its test error is the data's limit, not the schedule's.
 
 The fit over data uses each run's final eval (fits.py: "best final"), not its best: with a fixed
 budget and no held-out split to pick a step on, the final eval is the reading that does not
@@ -28,11 +28,12 @@ import ml_collections
 
 from vit_jax.sweep import spec
 
-MODELS = ((32, 2), (64, 3), (96, 4))  # (width, depth); heads of 16 channels
+# (width, depth, epochs); heads of 16 channels. A smaller model costs less per step, so it gets
+# more epochs: each is nearer its own convergence, and the comparison leans its way.
+MODELS = ((32, 2, 32), (64, 3, 16), (96, 4, 8))
 SPLIT_SIZE = 50_000  # synthetic_shapes' train split
 LARGEST_SIZES = (781, 1_562, 3_125, 6_250, 12_500, 25_000, 50_000)  # 1/64 .. all
 OTHER_SIZES = LARGEST_SIZES[:-1]  # 1/64 .. 1/2
-EPOCHS = 8
 MIN_STEPS = 400
 EVALS_PER_RUN = 8
 
@@ -45,9 +46,9 @@ def _scaling_sweep():
   return module
 
 
-def schedule(examples: int, batch_size: int) -> dict:
-  """EPOCHS over `examples` (at least MIN_STEPS steps), evaluated EVALS_PER_RUN times."""
-  steps = spec.steps_for_epochs(EPOCHS, examples, batch_size, min_steps=MIN_STEPS)
+def schedule(examples: int, epochs: int, batch_size: int) -> dict:
+  """`epochs` over `examples` (at least MIN_STEPS steps), evaluated EVALS_PER_RUN times."""
+  steps = spec.steps_for_epochs(epochs, examples, batch_size, min_steps=MIN_STEPS)
   every = -(-steps // EVALS_PER_RUN)  # the trainer also evaluates the last step
   return {
       "train_split": "train" if examples == SPLIT_SIZE else f"train[:{examples}]",
@@ -63,11 +64,12 @@ def get_sweep():
   # The scaling sweep's recipe, its step counts replaced by each run's own.
   steps = ("total_steps", "eval_every", "log_every", "checkpoint_every")
   training = {k: v for k, v in scaling.SHAPES_TRAINING.items() if k not in steps}
-  largest = MODELS[-1]
   runs = []
-  for width, depth in MODELS:
-    sizes = LARGEST_SIZES if (width, depth) == largest else OTHER_SIZES
-    runs += [{**scaling.vit(width, depth), **schedule(n, training["batch_size"])} for n in sizes]
+  for width, depth, epochs in MODELS:
+    sizes = LARGEST_SIZES if (width, depth, epochs) == MODELS[-1] else OTHER_SIZES
+    runs += [
+        {**scaling.vit(width, depth), **schedule(n, epochs, training["batch_size"])} for n in sizes
+    ]
   return ml_collections.ConfigDict(
       dict(
           config="configs/vit.py:dataset=synthetic_shapes",
