@@ -1,6 +1,6 @@
-"""The data axis at convergence: tiny ViTs on subsets of `synthetic_shapes`, each trained for a
-fixed number of epochs of its own subset, so that error vs training-set size measures what more
-data buys rather than how many steps a run had.
+"""The data axis at a fixed number of epochs: tiny ViTs on subsets of `synthetic_shapes`, each
+trained for the same number of epochs of its own subset, so that a small subset is trained to
+convergence rather than stopped where a larger one would be.
 
   python -m vit_jax.sweep all experiments/sweeps/vit_shapes_data_cpu.py \
       --root=workdirs/vit_shapes_data --out=experiments/results/vit_shapes_data_cpu
@@ -9,15 +9,18 @@ Runs: three ViT sizes with 8x8 patches (widths 32, 64, 96; the smallest, a middl
 model of experiments/sweeps/vit_shapes_cpu.py). The largest trains on seven subsets, 781 to all
 50,000 training images (64x), the other two on the six from 781 to 25,000 (32x). Each run takes
 EPOCHS passes over its subset, and at least MIN_STEPS steps: a subset of a few hundred images
-would otherwise stop inside the warmup, long before it is fitted.
-The training recipe is vit_shapes_cpu.py's (AdamW, cosine, flips only, no RandAugment or mixup),
-so a small subset is memorized and its test error is the data's limit, not the schedule's.
+would otherwise stop inside the warmup, long before it is fitted. The training recipe is
+vit_shapes_cpu.py's (AdamW, cosine, flips only, no RandAugment or mixup).
 
 The fit over data uses each run's final eval (fits.py: "best final"), not its best: with a fixed
 budget and no held-out split to pick a step on, the final eval is the reading that does not
-choose on the test images. runs.csv also records each run's best eval; the README gives the gap.
-Every run is evaluated EVALS_PER_RUN times on the first 5,000 test images (standard error about
-0.7 points). Measured wall time and results: README, "The data axis at convergence".
+choose on the test images. runs.csv also records each run's best eval. Every run is evaluated
+EVALS_PER_RUN times on the first 5,000 test images (standard error about 0.6 points).
+
+Measured (README, "The data axis at convergence"): 46 min 22 s on 2 CPU cores shared with other
+jobs; the largest model's test error falls from 77.0% (781 images) to 23.2% (50,000), larger
+models are better on every subset, but 8 epochs is convergence only up to about 1,562 images: the
+larger subsets are compute-bound, and the data fit's exponent is not determined (1.3 to 4.9).
 """
 
 import importlib.util
