@@ -32,6 +32,14 @@ TINY = {  # a 1-block ViT, 4 steps of 8 digits, checkpoints at steps 2 and 4
 }
 
 
+@pytest.fixture(autouse=True)
+def digits_by_default(digits_dir, monkeypatch):
+  """`run` checks each run's splits, opening (and if need be building) its dataset: the digits
+  prepared for the tests, not a copy in the user's TFDS folder. The CLI subprocesses inherit it.
+  """
+  monkeypatch.setenv("TFDS_DATA_DIR", digits_dir)
+
+
 def test_unknown_override_key_is_refused_before_any_run(tmp_path):
   sweep = {**TINY, "runs": [{}, {"model.widht": 8}], "name": "r{index}-{train_split}"}
   path = helpers.write_sweep(tmp_path / "bad.py", sweep)
