@@ -51,6 +51,20 @@ def test_bad_generate_flag(tmp_path, flag):
   conftest.assert_one_line_error(result.stderr, flag.split("=")[0].lstrip("-"))
 
 
+@pytest.mark.parametrize(
+    "split,named",
+    [("train[:5000]", "incompatible with 1442 examples"), ("train[:150%]", "[-100, 100]")],
+)
+def test_a_training_subset_larger_than_its_split_is_refused(tmp_path, digits_dir, split, named):
+  result = helpers.run(
+      conftest.tiny_command(tmp_path / "w", digits_dir, f"--config.train_split={split}")
+  )
+  assert result.returncode == 2, result.stderr[-3000:]
+  conftest.assert_one_line_error(result.stderr, f"--config.train_split={split!r}", named)
+  assert "train (1442 examples)" in result.stderr  # the split's size, to pick a slice that fits
+  assert not (tmp_path / "w").exists()
+
+
 def test_bad_override_on_a_finished_workdir_changes_nothing(trained, digits_dir):
   before = conftest.snapshot(trained)
   result = helpers.run(conftest.tiny_command(trained, digits_dir, "--config.batch_size=-8"))

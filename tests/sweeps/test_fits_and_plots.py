@@ -84,3 +84,10 @@ def test_plots_are_written_beside_the_fit(tmp_path):
     with open(path, "rb") as f:
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(path) > 10_000
+
+
+def test_no_model_size_plot_when_one_model_has_the_largest_set(tmp_path):
+  evals = [r for r in synthetic_evals() if r["train_examples"] < SIZES[-1] or r["params"] == 1e5]
+  paths = plots.plot_all(sweep(("data",)), evals, None, str(tmp_path))
+  # params.png would show one point: only the smallest model trained on the largest set
+  assert sorted(os.path.basename(p) for p in paths) == ["compute.png", "data.png"]

@@ -32,6 +32,14 @@ TINY = {  # a 1-block ViT, 4 steps of 8 digits, checkpoints at steps 2 and 4
 }
 
 
+@pytest.fixture(autouse=True)
+def digits_by_default(digits_dir, monkeypatch):
+  """`run` checks each run's splits, opening (and if need be building) its dataset: the digits
+  prepared for the tests, not a copy in the user's TFDS folder. The CLI subprocesses inherit it.
+  """
+  monkeypatch.setenv("TFDS_DATA_DIR", digits_dir)
+
+
 def test_unknown_override_key_is_refused_before_any_run(tmp_path):
   sweep = {**TINY, "runs": [{}, {"model.widht": 8}], "name": "r{index}-{train_split}"}
   path = helpers.write_sweep(tmp_path / "bad.py", sweep)
@@ -45,6 +53,40 @@ def test_unknown_override_key_is_refused_before_any_run(tmp_path):
   assert result.stderr.startswith("error: run 'r2-train_50pct': unknown config key 'model.widht'")
   assert "'width'" in result.stderr  # the keys the model block does have
   assert not root.exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize(
+    "split,named",
+    [("train[:5000]", "incompatible with 1442 examples"), ("train[:150%]", "[-100, 100]")],
+)
+def test_a_subset_larger_than_its_split_is_refused_before_any_run(
+    tmp_path, digits_dir, split, named
+):
+  sweep = {**TINY, "fixed": {**TINY["fixed"], "data_dir": digits_dir}}
+  sweep["grid"] = {"train_split": ["train[:50%]", split]}
+  path = helpers.write_sweep(tmp_path / "too_big.py", sweep)
+  root = tmp_path / "root"
+  result = helpers.cli("run", path, f"--root={root}")
+  assert result.returncode == 2, result.stderr[-3000:]
+  (line,) = result.stderr.strip().splitlines()  # one line: the run, the split and its size
+  run_name = spec.safe_name(split)
+  assert line.startswith(f"error: run {run_name!r}: --config.train_split={split!r}"), line
+  assert named in line and "train (1442 examples)" in line
+  assert not root.exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [(["--bogus=1"], "unrecognized arguments: --bogus=1"), (["--bootstrap=0"], "must be >= 1")],
+)
+def test_a_bad_command_line_is_one_line_before_anything_runs(tmp_path, args, named):
+  path = helpers.write_sweep(tmp_path / "tiny.py", TINY)
+  root = tmp_path / "root"
+  result = helpers.cli("all", path, f"--root={root}", *args)
+  assert result.returncode == 2, result.stderr[-3000:]
+  (line,) = result.stderr.strip().splitlines()  # no argparse usage block
+  assert line.startswith("error: ") and named in line, line
+  assert not root.exists()
 
 
 def test_bad_values_name_the_run(tmp_path):

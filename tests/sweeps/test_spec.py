@@ -95,3 +95,13 @@ def test_a_runs_entry_may_replace_the_base_config():
   ] * 2
   assert all("config" not in dict(r.overrides) for r in sweep.runs)
   assert "configs/resnet.py" in " ".join(sweep.runs[-1].argv("/root"))
+
+
+def test_steps_for_epochs_rounds_up_and_keeps_a_floor():
+  assert spec.steps_for_epochs(10, 50_000, 128) == 3907  # 3906.25: the last epoch completed
+  assert spec.steps_for_epochs(2, 640, 128) == 10
+  assert spec.steps_for_epochs(2, 640, 128, min_steps=300) == 300  # a tiny subset: many epochs
+  assert spec.steps_for_epochs(0.5, 1_000, 100) == 5
+  for bad in [(0, 640, 128), (2, 0, 128), (2, 640, 0)]:
+    with pytest.raises(errors.ConfigError, match="steps_for_epochs"):
+      spec.steps_for_epochs(*bad)

@@ -356,11 +356,32 @@ def test_inspect_and_predict_commands_parse(module):
   assert parsed and all(checkpoint for _, (checkpoint,) in parsed)
 
 
+@pytest.fixture
+def shapes_metadata(tmp_path):
+  """synthetic_shapes as prepared, metadata only (its real split sizes), served by mock_data: the
+  sweeps' split checks read the recorded sizes without drawing 60,000 images."""
+  from vit_jax.data.image import shapes  # pylint: disable=g-import-not-at-top
+
+  data_dir = str(tmp_path / "tfds")
+  builder = tfds.builder(shapes.NAME, data_dir=data_dir)
+  splits = [
+      tfds.core.SplitInfo(name=name, shard_lengths=[size], num_bytes=0, filename_template=None)
+      for name, size in shapes.SPLIT_SIZES.items()
+  ]
+  builder.info.set_splits(tfds.core.SplitDict(splits))
+  os.makedirs(builder.data_dir)
+  builder.info.write_to_directory(builder.data_dir)
+  with tfds.testing.mock_data(policy=tfds.testing.MockPolicy.AUTO, data_dir=data_dir):
+    yield
+
+
 @pytest.mark.parametrize(
     "command", [c for c in COMMANDS if c.module == "vit_jax.sweep"], ids=lambda c: c.text
 )
-def test_sweep_command_parses_and_its_runs_check(command):
-  """The sweep file loads and every run's config passes the checks `run` makes first."""
+def test_sweep_command_parses_and_its_runs_check(command, shapes_metadata):
+  """The sweep file loads and every run's config passes the checks `run` makes first, its
+  subsets of synthetic_shapes checked against the split sizes."""
+  del shapes_metadata  # in effect for the test
   # pylint: disable-next=g-import-not-at-top
   from vit_jax.sweep import __main__ as sweep_command
   from vit_jax.sweep import checks

@@ -93,7 +93,10 @@ def check_split(builder, key: str, value: str, dataset: str, renamed=()) -> None
   try:
     count = splits[tfds_split].num_examples
   except (KeyError, ValueError) as e:  # TFDS's way of saying it is no such split or slice
-    reason = str(e).strip("'\"").splitlines()[0][:200]
+    # TFDS puts what is wrong with a slice last ("percent slice boundaries should be in [-100,
+    # 100]"), after a generic "Error parsing split" line.
+    reason = str(e).strip("'\"").splitlines()[-1].split(" Got: ")[0].split(" See format")[0]
+    reason = reason.rstrip(".")[:200]
     reason = "" if reason.startswith("Unknown split") else f" ({reason})"  # listed below
     raise errors.DataError(
         f"--config.{key}={shown} is not a split of {dataset!r}{reason}; available: "

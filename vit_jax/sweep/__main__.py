@@ -30,10 +30,15 @@ from vit_jax.sweep import spec
 COMMANDS = ("run", "collect", "fit", "plot", "all")
 
 
+class _Parser(argparse.ArgumentParser):
+  """A bad command line is one `error:` line and exit code 2, as from every command here."""
+
+  def error(self, message):
+    raise errors.ConfigError(f"{message}; see python -m vit_jax.sweep --help.")
+
+
 def parse_args(argv):
-  parser = argparse.ArgumentParser(
-      prog="python -m vit_jax.sweep", description=__doc__.split("\n\n")[0]
-  )
+  parser = _Parser(prog="python -m vit_jax.sweep", description=__doc__.split("\n\n")[0])
   parser.add_argument("command", choices=COMMANDS)
   parser.add_argument("sweep_file", help="a sweep file, e.g. experiments/sweeps/gpt_width_cpu.py")
   parser.add_argument("--root", required=True, help="folder holding one workdir per run")
@@ -43,7 +48,10 @@ def parse_args(argv):
   )
   parser.add_argument("--bootstrap", type=int, default=200, help="fit: bootstrap resamples")
   parser.add_argument("--seed", type=int, default=0, help="fit: bootstrap seed")
-  return parser.parse_args(argv)
+  args = parser.parse_args(argv)
+  if args.bootstrap < 1:  # refused now, not after an hour of runs
+    parser.error(f"--bootstrap={args.bootstrap} must be >= 1 (resamples for the intervals)")
+  return args
 
 
 def _evals(out: str) -> list[dict]:

@@ -2,13 +2,16 @@
 
 The base config is loaded by ml_collections' config_flags from the same argv the run will get, so
 an override parses exactly as it will in the run (types, locked keys). Then the value checks of
-`vit_jax.config.checks.validate_config` run. Nothing is compiled, no dataset is opened, nothing is
+`vit_jax.config.checks.validate_config` run, and each split of a TFDS image dataset is checked
+against the split sizes TFDS recorded when it prepared the data (a slice larger than its split,
+`train[:60000]` of 50,000 images, is refused). Nothing is compiled, no example is read, nothing is
 written.
 """
 
 from absl import flags
 from ml_collections import config_flags
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax.config import checks
 from vit_jax.sweep import spec
@@ -34,7 +37,34 @@ def run_config(run: spec.Run):
     raise errors.ConfigError(
         f"run {run.name!r}: " + "; ".join(problems) + ". Fix the sweep file; no run was started."
     )
+  check_splits(run, config)
   return config
+
+
+def check_splits(run: spec.Run, config) -> None:
+  """The run's train and eval splits exist in its TFDS image dataset and fit in it, by the check
+  the run itself makes first (`ImageSource.check_split`). The datasets built here are built now,
+  as the first run would; one that is not on this machine (a pod's ImageNet) is left to the run,
+  which checks it where the data is."""
+  if config.task != "image_classification":
+    return  # text datasets: the run checks their names and splits
+  # pylint: disable-next=g-import-not-at-top  (TensorFlow only for image sweeps)
+  from vit_jax.data.image import sources
+
+  if config.dataset.startswith(sources.FOLDER_PREFIX):
+    return  # a folder's splits are its subfolders, no slices; the run checks they exist
+  try:
+    source = sources.open_source(config.dataset, data_dir=config.data_dir, download=False)
+  except (errors.DatasetNotPreparedError, errors.ConfigError):  # not here, or unknown here
+    return
+  for key in data.SPLIT_KEYS:
+    split = config[key] or getattr(source, key)
+    if split is None:
+      continue
+    try:
+      source.check_split(key, split)
+    except errors.DataError as e:
+      raise errors.DataError(f"run {run.name!r}: {e} No run was started.") from None
 
 
 def _parse(run: spec.Run, args: list[str]):
@@ -55,4 +85,5 @@ def _parse(run: spec.Run, args: list[str]):
 
 def check_all(sweep: spec.Sweep) -> dict:
   """{run name: its config} for every run, or the first run's problem as a ConfigError."""
-  return {run.name: run_config(run) for run in sweep.runs}
+  with data.opened_once():  # each dataset opened once for all the runs' split checks
+    return {run.name: run_config(run) for run in sweep.runs}

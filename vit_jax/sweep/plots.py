@@ -127,13 +127,15 @@ def axis_plot(evals, metric: str, axis: str, fit: dict | None, path: str, title:
   finals = [r for r in evals if r["final"] and r.get(metric) is not None and r.get(column)]
   if len({r[column] for r in finals}) < 2:
     return None
-  fig, ax = plt.subplots(figsize=(7.5, 5))
   if axis == "data":
     groups = _groups(finals)
   else:  # model size on the largest training set (or all runs when sizes are unknown)
     largest = max((r.get("train_examples") or 0) for r in finals)
     chosen = [r for r in finals if (r.get("train_examples") or 0) == largest]
+    if len({r[column] for r in chosen}) < 2:  # one model on the largest set: no line to draw
+      return None
     groups = [("best run per model size", chosen)]
+  fig, ax = plt.subplots(figsize=(7.5, 5))
   for (label, members), colour in zip(groups, _colours(len(groups))):
     best = {}
     for r in members:

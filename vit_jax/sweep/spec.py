@@ -99,6 +99,18 @@ def train_slice(fraction: float, split: str = "train") -> str:
   return split if fraction == 1 else f"{split}[:{100 * fraction:g}%]"
 
 
+def steps_for_epochs(epochs: float, examples: int, batch_size: int, min_steps: int = 1) -> int:
+  """Steps that show `examples` training examples `epochs` times at `batch_size`, rounded up, and
+  at least `min_steps` (a subset of a few hundred images would otherwise end inside the warmup):
+  steps_for_epochs(10, 50_000, 128) -> 3907."""
+  if epochs <= 0 or examples < 1 or batch_size < 1 or min_steps < 1:
+    raise errors.ConfigError(
+        f"steps_for_epochs({epochs}, {examples}, {batch_size}, min_steps={min_steps}): epochs "
+        "must be > 0, examples, batch size and min_steps >= 1."
+    )
+  return max(math.ceil(epochs * examples / batch_size), min_steps)
+
+
 def resolve_config(config: str) -> str:
   """`configs/X.py:ARGS` as given when the file exists from here, else from the repo root."""
   path, sep, args = config.partition(":")
