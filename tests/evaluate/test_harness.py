@@ -53,14 +53,25 @@ def lm(gpt_workdir):
 
 @pytest.fixture(scope="module")
 def by_hand(gpt_workdir):
-  """log p(continuation ids | context ids) and greedy-ness from one unpadded forward pass."""
+  """log p(continuation ids | context ids) and greedy-ness from one forward pass of the row.
+
+  The row is padded at its end to the model's context (one compiled shape): a causal model's
+  logits at a position never see later tokens (tests/models/test_properties.py)."""
   ckpt = interop.load(gpt_workdir)
   module, params = ckpt.module(), ckpt.tree()
+  context = module.max_len
+  log_probs = jax.jit(
+      lambda row_1xL: jax.nn.log_softmax(
+          module.apply({"params": params}, row_1xL).astype(np.float32), -1
+      )
+  )
 
   def score(context_ids, continuation_ids):
     row = np.asarray(context_ids + continuation_ids, np.int32)
-    logits = module.apply({"params": params}, row[None, :-1])
-    logp = np.asarray(jax.nn.log_softmax(logits.astype(np.float32), -1))[0]
+    assert len(row) - 1 <= context
+    inputs = np.zeros((1, context), np.int32)
+    inputs[0, : len(row) - 1] = row[:-1]
+    logp = np.asarray(log_probs(inputs))[0]
     positions = range(len(row) - 1 - len(continuation_ids), len(row) - 1)
     total = sum(float(logp[p, row[p + 1]]) for p in positions)
     return total, all(np.argmax(logp[p]) == row[p + 1] for p in positions)
