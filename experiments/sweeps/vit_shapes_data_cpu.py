@@ -19,8 +19,9 @@ EVALS_PER_RUN times on the first 5,000 test images (standard error about 0.6 poi
 
 Measured (README, "The data axis: a fixed number of epochs per subset"): 46 min 22 s on 2 CPU
 cores shared with other jobs; the largest model's test error falls from 77.0% (781 images) to
-23.2% (50,000), larger models are better on every subset, but 8 epochs is convergence only up to about 1,562 images: the
-larger subsets are compute-bound, and the data fit's exponent is not determined (1.3 to 4.9).
+23.2% (50,000), larger models are better on every subset, but 8 epochs is convergence only up to
+about 1,562 images: the larger subsets are compute-bound, and the data fit's exponent is not
+determined (1.3 to 4.9).
 """
 
 import importlib.util
