@@ -77,6 +77,7 @@ def load_images(paths, size: int, crop_fraction: float | None):
 def _tfds_names(dataset: str, data_dir=None):
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
+  sources.register_builder(dataset)
   label = tfds.builder(dataset, data_dir=data_dir).info.features["label"]
   return list(label.names)
 

@@ -7,13 +7,14 @@ the same examples with their files in a seeded order. Decoding is left to the pi
 skipping examples on resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
-'sklearn_digits', 'synthetic_shapes', 'imagenet_v2/matched-frequency',
+'sklearn_digits', 'synthetic_shapes', 'marks_pair', 'imagenet_v2/matched-frequency',
 'cifar10:3.0.2', ...) or 'folder:/path/to/root' for root/<split>/<class>/*.jpg|png.
-The two built here (sklearn_digits, synthetic_shapes) are prepared on first use.
+The three built here (sklearn_digits, synthetic_shapes, marks_pair) are prepared on first use.
 """
 
 import dataclasses
 import functools
+import importlib
 from typing import Callable
 
 import tensorflow as tf
@@ -36,9 +37,13 @@ DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
     "oxford_flowers102": ("train", "test"),
     digits.NAME: ("train", "test"),
     shapes.NAME: ("train", "test"),
+    "marks_pair": ("train", "test"),  # and test_dDD, one per mark distance
 }
+# Builders registered only when their dataset is named (a module under data/image each), so
+# runs on other data do not import them.
+_REGISTERED_ON_USE = {"marks_pair": "marks_pair"}
 # Built from what is on this machine (no download): prepared on the spot when missing.
-_BUILT_HERE = (digits.NAME, shapes.NAME)
+_BUILT_HERE = (digits.NAME, shapes.NAME, *_REGISTERED_ON_USE)
 _OTHER_TFDS_SPLITS = ("train", "test")
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
@@ -103,8 +108,17 @@ def _check_folder_split(folder, key: str, split: str) -> None:
     raise errors.DataError(f"--config.{key}={split!r} of {name!r} has no images.")
 
 
-def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
+def register_builder(dataset: str) -> str:
+  """Makes `tfds.builder(dataset)` resolve for the datasets built here; returns the base name
+  ('imagenet_v2/matched-frequency' -> 'imagenet_v2')."""
   base_name = dataset.split("/")[0].split(":")[0]
+  if base_name in _REGISTERED_ON_USE:
+    importlib.import_module(f"vit_jax.data.image.{_REGISTERED_ON_USE[base_name]}")
+  return base_name
+
+
+def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
+  base_name = register_builder(dataset)
   if base_name not in DEFAULT_SPLITS:
     try:
       tfds.builder_cls(base_name)
