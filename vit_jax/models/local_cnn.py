@@ -7,7 +7,9 @@ positions), so the pooled features are the mean over positions u of a function f
 (2 depth + 1)^2 input window centred on u. Zero padding ("SAME") lets f_u depend on how near u is
 to the border, never on pixels outside its window. With a linear head the logits are therefore a
 sum of one term per window: when no window holds a pixel of two objects, the logits are a sum of
-a term per object and a term of the rest, whatever the weights.
+a term per object and a term of the rest, whatever the weights (tests/models/test_local_cnn.py
+checks it to float rounding). The pool must be an average for this: a max over windows of
+per-object features would tell, e.g., how many different colours the image holds.
 """
 
 from typing import Optional
