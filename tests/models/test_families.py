@@ -46,6 +46,7 @@ CASES = {
         {"name": "resnet", "block_counts": (1, 1), "width": 32, "stem": "small", "num_classes": 5},
         (IMAGES,),
     ),
+    "local_cnn": ({"name": "local_cnn", "depth": 2, "width": 16, "num_classes": 5}, (IMAGES,)),
     "gpt_rope": (
         {"name": "gpt", "variant": "pico", "vocab_size": 13, "max_len": 8, "posemb": "rope"},
         (TOKENS,),

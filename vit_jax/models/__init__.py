@@ -1,5 +1,5 @@
 """Model library: attention, blocks, and the ViT, BiT ResNet, Mixer/FNet, BERT, GPT and seq2seq
-families.
+families, and a local-window CNN.
 
 The model classes load on first use (`vit_jax.models.Gpt` imports models/gpt.py then), so a run
 imports only the family its config names.
@@ -18,6 +18,7 @@ _CLASSES = {
     "BertForSequenceClassification": "bert",
     "Gpt": "gpt",
     "FNet": "mixer",
+    "LocalCNN": "local_cnn",
     "MlpMixer": "mixer",
     "EncoderDecoder": "seq2seq",
     "ResNetV2": "resnet",

@@ -54,6 +54,7 @@ _BUILDERS = {
     "mixer": _plain("mixer.MlpMixer"),
     "fnet": _plain("mixer.FNet"),
     "resnet": _plain("resnet.ResNetV2"),
+    "local_cnn": _plain("local_cnn.LocalCNN"),
     "gpt": _plain("gpt.Gpt"),
     "seq2seq": _plain("seq2seq.EncoderDecoder"),
     "bert": _bert_task("bert.BertForPreTraining", {"next_sentence"}),

@@ -27,7 +27,7 @@ class TaskInfo:
 
 TASKS = {
     "image_classification": TaskInfo(
-        "classification", "ImageClassification", ("vit", "resnet", "mixer", "fnet")
+        "classification", "ImageClassification", ("vit", "resnet", "mixer", "fnet", "local_cnn")
     ),
     "causal_lm": TaskInfo("causal_lm", "CausalLM", ("gpt",), "documents", generates=True),
     "masked_lm": TaskInfo("masked_lm", "MaskedLM", ("bert", "bert_mlm"), "documents"),

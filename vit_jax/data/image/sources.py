@@ -7,9 +7,9 @@ the same examples with their files in a seeded order. Decoding is left to the pi
 skipping examples on resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
-'sklearn_digits', 'synthetic_shapes', 'imagenet_v2/matched-frequency',
+'sklearn_digits', 'synthetic_shapes', 'marks_pair', 'imagenet_v2/matched-frequency',
 'cifar10:3.0.2', ...) or 'folder:/path/to/root' for root/<split>/<class>/*.jpg|png.
-The two built here (sklearn_digits, synthetic_shapes) are prepared on first use.
+The three built here (sklearn_digits, synthetic_shapes, marks_pair) are prepared on first use.
 """
 
 import dataclasses
@@ -35,11 +35,16 @@ DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
     "oxford_flowers102": ("train", "test"),
     "sklearn_digits": ("train", "test"),
     "synthetic_shapes": ("train", "test"),
+    "marks_pair": ("train", "test"),  # and test_dDD, one per mark distance
 }
 # Built from what is on this machine (no download), prepared on the spot when missing: the TFDS
 # name -> the module beside this one that registers its builder, imported only when a run names
 # the dataset (a digits run never loads the shapes' drawing code).
-BUILT_HERE = {"sklearn_digits": "digits", "synthetic_shapes": "shapes"}
+BUILT_HERE = {
+    "sklearn_digits": "digits",
+    "synthetic_shapes": "shapes",
+    "marks_pair": "marks_pair",
+}
 _OTHER_TFDS_SPLITS = ("train", "test")
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
