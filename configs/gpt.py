@@ -10,8 +10,9 @@ Arguments after the colon (`k=v`, comma separated):
 Embedded default, character-level (2 CPU cores, see README for the measured figures):
   python -m vit_jax.main --config=configs/gpt.py --workdir=workdirs/gpt
   python -m vit_jax.generate --workdir=workdirs/gpt --prompt="The module"
-  -> eval/bits_per_char 2.597 against eval/unigram_bits_per_char 4.697 (the corpus's unigram
-     character entropy; 44.7% lower), in 7 min 55 s wall on 2 CPU cores.
+  -> eval/bits_per_char 2.666 against eval/unigram_bits_per_char 4.697 (the corpus's unigram
+     character entropy; 43.2% lower), in 12 min 12 s wall (13 min 4 s of CPU) on 2 CPU cores
+     shared with a test run (load average 2.5 to 4).
 
 GPT-2 124M on C4 with a byte-level BPE (GPU/TPU; not run here), GPT-2's recipe (the values and
 their sources are in _gpt2 below): 1024-token context, batch 512, weights N(0, 0.02) with the

@@ -55,23 +55,6 @@ def test_peak_is_a_spec_or_a_measurement():
   assert 0 < meter.mfu(100.0) < 1
 
 
-def test_training_run_logs_mfu_beside_examples_per_sec(tmp_path, digits_dir):
-  from tests.training import helpers  # pylint: disable=g-import-not-at-top
-
-  overrides = [
-      f"--config.data_dir={digits_dir}",
-      "--config.total_steps=4",
-      "--config.batch_size=16",
-      "--config.eval_every=4",
-      "--config.log_every=2",
-      "--config.progress=lines",
-  ]
-  done = helpers.run(helpers.main_command(tmp_path / "w", "", *overrides))
-  assert done.returncode == 0, done.stderr[-3000:]
-  logged = [m for m in helpers.read_metrics(tmp_path / "w") if "examples_per_sec" in m]
-  assert logged and all(0 < m["mfu"] < 1 for m in logged)
-
-
 def test_bert_mlm_counts_its_tied_output_projection():
   width, vocab, seq, masked = 32, 50, 16, 3
   config = {

@@ -1,4 +1,5 @@
-"""What the trainer records for sweeps: run_info.json and a wall time that adds up over resumes."""
+"""What the trainer records for sweeps: run_info.json, MFU beside throughput, and a wall time that
+adds up over resumes."""
 
 import json
 
@@ -14,9 +15,10 @@ from vit_jax.training import counting
 from vit_jax.training import train
 
 
-def test_run_info_and_elapsed_time_over_a_resume(tmp_path, digits_dir):
+def test_run_info_elapsed_time_and_mfu_over_a_resume(tmp_path, digits_dir):
   config = configs.tiny_vit(digits_dir, steps=2)
   config.train_split = "train[:25%]"
+  config.log_every = 1
   train.train_and_evaluate(config, str(tmp_path))
   info = json.loads((tmp_path / workdir_lib.RUN_INFO_FILE).read_text())
   assert info["train_examples"] == pipeline.split_size(
@@ -32,6 +34,8 @@ def test_run_info_and_elapsed_time_over_a_resume(tmp_path, digits_dir):
   first = helpers.read_metrics(tmp_path)
   assert all(r["elapsed_s"] > 0 for r in first)
   assert [r["elapsed_s"] for r in first] == sorted(r["elapsed_s"] for r in first)
+  logged = [r for r in first if "examples_per_sec" in r]  # MFU beside the throughput
+  assert logged and all(0 < r["mfu"] < 1 for r in logged)
 
   config.total_steps = 3  # resume for one more step
   train.train_and_evaluate(config, str(tmp_path))
