@@ -197,6 +197,7 @@ def bert_base(phase: int) -> dict:
       "model.max_len": (512, f"{MODELING}:43"),
       "model.dropout_rate": (0.1, f"{MODELING}:41"),
       "model.attention_dropout_rate": (0.1, f"{MODELING}:42"),
+      "model.kernel_init": ("truncated_normal", f"{MODELING}:375 create_initializer (0.02)"),
       "optimizer.b1": (0.9, f"{OPT}:62"),
       "optimizer.b2": (0.999, f"{OPT}:63"),
       "optimizer.eps": (1e-6, f"{OPT}:64"),
