@@ -17,27 +17,15 @@ experiment:
      (`python -m experiments.locality`).
 """
 
-import importlib.util
-import os
-
 import ml_collections
 
 from vit_jax.config import args
 from vit_jax.config import defaults
 
 
-def _vit_module():
-  """configs/vit.py (loaded by path, as configs are), whose config this one starts from."""
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vit.py")
-  spec = importlib.util.spec_from_file_location("configs_vit", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def get_config(arg=None):
   options = args.parse(arg, dict(dataset="marks_pair", depth=3, width=32, runlocal=False))
-  c = _vit_module().get_config(f"dataset={options['dataset']}")
+  c = args.load_beside(__file__, "vit.py").get_config(f"dataset={options['dataset']}")
   c.model = ml_collections.ConfigDict(
       dict(
           name="local_cnn",

@@ -39,9 +39,6 @@ read):
       --config.init_from=workdirs/resnet_imagenet --workdir=W
 """
 
-import importlib.util
-import os
-
 import ml_collections
 from ml_collections.config_dict import placeholder
 
@@ -57,16 +54,7 @@ DEFAULTS = {
 }
 
 
-def _vit_module():
-  """configs/vit.py (loaded by path, as configs are), whose config this one starts from."""
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vit.py")
-  spec = importlib.util.spec_from_file_location("configs_vit", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-_VIT = _vit_module()
+_VIT = args.load_beside(__file__, "vit.py")
 IMAGENET_TRAIN_EXAMPLES = _VIT.IMAGENET_TRAIN_EXAMPLES
 
 

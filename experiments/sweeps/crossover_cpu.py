@@ -13,21 +13,10 @@ and max pool: 12.4 MFLOPs forward per 32-px image and 0.50 M parameters, against
 (the ViT's runs come from the scaling sweep, run with identical settings). Results: README.
 """
 
-import importlib.util
-import os
-
 import ml_collections
 
+from vit_jax.config import args
 from vit_jax.sweep import spec
-
-
-def _scaling_sweep():
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vit_shapes_cpu.py")
-  module_spec = importlib.util.spec_from_file_location("vit_shapes_cpu", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  return module
-
 
 RESNET = {
     "model.block_counts": (1, 1, 1),
@@ -38,7 +27,7 @@ RESNET = {
 
 
 def get_sweep():
-  scaling = _scaling_sweep()
+  scaling = args.load_beside(__file__, "vit_shapes_cpu.py")
   return ml_collections.ConfigDict(
       dict(
           config="configs/resnet.py:dataset=synthetic_shapes",

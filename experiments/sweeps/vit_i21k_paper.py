@@ -30,21 +30,18 @@ ImageNet-21k images; the papers quote ImageNet-1k accuracy after fine-tuning at 
   0.1): B/16 84.53% / 84.12%, L/16 84.47% / 85.05%.
 """
 
-import importlib.util
-import os
-
 import ml_collections
+
+from vit_jax.config import args
 
 EPOCHS = (30, 90, 300)
 VARIANTS = ("S/16", "B/16", "L/16")
-CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "vit.py")
+CONFIG = "../../configs/vit.py"
 
 
 def vit_config(arg: str):
   """configs/vit.py's config, for its batch size and epoch constants (one home for each)."""
-  spec = importlib.util.spec_from_file_location("configs_vit", CONFIG)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  module = args.load_beside(__file__, CONFIG)
   return module, module.get_config(arg)
 
 

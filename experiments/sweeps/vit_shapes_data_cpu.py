@@ -24,11 +24,9 @@ about 1,562 images: the larger subsets are compute-bound, and the data fit's exp
 determined (1.3 to 4.9).
 """
 
-import importlib.util
-import os
-
 import ml_collections
 
+from vit_jax.config import args
 from vit_jax.sweep import spec
 
 MODELS = ((32, 2), (64, 3), (96, 4))  # (width, depth); heads of 16 channels
@@ -40,14 +38,6 @@ OTHER_SIZES = LARGEST_SIZES[:-1]  # 1/64 .. 1/2
 EPOCHS = 8
 MIN_STEPS = 400
 EVALS_PER_RUN = 8
-
-
-def _scaling_sweep():
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vit_shapes_cpu.py")
-  module_spec = importlib.util.spec_from_file_location("vit_shapes_cpu", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  return module
 
 
 def schedule(examples: int, epochs: int, batch_size: int) -> dict:
@@ -64,7 +54,7 @@ def schedule(examples: int, epochs: int, batch_size: int) -> dict:
 
 
 def get_sweep():
-  scaling = _scaling_sweep()
+  scaling = args.load_beside(__file__, "vit_shapes_cpu.py")
   # The scaling sweep's recipe, its step counts replaced by each run's own.
   steps = ("total_steps", "eval_every", "log_every", "checkpoint_every")
   training = {k: v for k, v in scaling.SHAPES_TRAINING.items() if k not in steps}

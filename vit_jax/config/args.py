@@ -1,15 +1,29 @@
-"""Parses the `k=v,k=v` argument of `--config=configs/X.py:ARGS` against a config's defaults.
+"""Reading config files: the `k=v,k=v` argument of `--config=configs/X.py:ARGS` parsed against a
+config's defaults, and one config or sweep file loaded from another by path.
 
 The defaults configs share (training schema, data, tokenizer) are in vit_jax/config/defaults.py.
 """
 
 import ast
+import importlib.util
 import os
 import sys
 
 from absl import flags
 
 from vit_jax import errors
+
+
+def load_beside(this_file: str, relative_path: str):
+  """The module of the config or sweep file at `relative_path` from `this_file`'s folder. Config
+  files are loaded by path, not imported (configs/ is no package), so one that builds on another
+  (configs/resnet.py on configs/vit.py) loads it this way."""
+  path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(this_file)), relative_path))
+  name = os.path.splitext(os.path.basename(path))[0]
+  module_spec = importlib.util.spec_from_file_location(f"vit_jax_config_file_{name}", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module
 
 
 def parse(arg: str | None, defaults: dict) -> dict:
