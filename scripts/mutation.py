@@ -51,7 +51,12 @@ PROPERTIES = "tests/models/test_properties.py"
 # Face), fastest first: pytest stops at the first failure (-x), so a killed mutant costs little.
 TARGETS = {
     "vit_jax/models/attention.py": (
-        ["tests/models/test_attention.py", "tests/models/test_kv_cache.py"],
+        [
+            "tests/models/test_splash_attention.py::test_auto_picks_the_kernel_of_the_platform",
+            "tests/models/test_splash_attention.py::test_splash_leaves_dense_masks_and_keyless_rows_to_xla",
+            "tests/models/test_attention.py",
+            "tests/models/test_kv_cache.py",
+        ],
         None,
     ),
     "vit_jax/models/chunked_attention.py": (
@@ -82,6 +87,7 @@ TARGETS = {
     "vit_jax/models/transformer.py": (
         [
             "tests/models/test_transformer.py",
+            "tests/models/test_init_and_dropout.py",
             "tests/models/test_block_config.py::test_scanned_layers_compute_the_unrolled_stack",
             PROPERTIES,
             "tests/interop/test_gpt2_hf.py::test_import",
@@ -92,6 +98,7 @@ TARGETS = {
     "vit_jax/models/vit.py": (
         [
             "tests/models/test_presets.py",
+            "tests/models/test_init_and_dropout.py",
             "tests/models/test_param_counts.py",
             "tests/models/test_errors.py",
             "tests/models/test_position.py::test_vit_cls_token_gets_no_fixed_embedding",
@@ -166,6 +173,7 @@ TARGETS = {
         [
             "tests/training/test_train_step.py",
             "tests/training/test_step_math.py",
+            "tests/training/test_internals.py::test_internals_match_the_checkpoints_and_sgds_update",
             "tests/training/test_learning.py::test_loss_falls_by_a_margin[vit-40-0.003-0.2]",
         ],
         None,

@@ -126,3 +126,32 @@ def test_vit_learned_position_table(override, want):
   params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 64, 64, 3)))["params"]
   table = params["Transformer"]["posembed_input"]["pos_embedding"]
   np.testing.assert_allclose(float(np.std(table)), want, rtol=0.05)
+
+
+def embedded_tokens(train: bool):
+  """ViT's encoder input: patches + position table, then the embedding dropout (p = P)."""
+  config = {"name": "vit", "variant": "Ti/4", "num_classes": 3, "posemb": "learn"}
+  model = build_model({**config, "dropout_rate": P})
+  images = jax.random.normal(jax.random.PRNGKey(0), (4, 16, 16, 3))
+  params = model.init(jax.random.PRNGKey(1), images)["params"]
+  _, state = model.apply(
+      {"params": params},
+      images,
+      train=train,
+      rngs={"dropout": jax.random.PRNGKey(2)},
+      capture_intermediates=lambda module, _: module.name in ("posembed_input", "Dropout_0"),
+  )
+  captured = state["intermediates"]["Transformer"]
+  before = captured["posembed_input"]["__call__"][0]
+  after = captured["Dropout_0"]["__call__"][0]
+  return np.asarray(before), np.asarray(after)
+
+
+def test_vit_drops_its_embedded_tokens_in_training_only():
+  """vision_transformer models_vit.py: dropout after the position embedding, off at eval."""
+  before, after = embedded_tokens(train=True)
+  np.testing.assert_allclose(np.mean(after == 0), P, atol=0.03)
+  kept = after != 0
+  np.testing.assert_allclose(after[kept], before[kept] / (1 - P), rtol=1e-5)
+  before, after = embedded_tokens(train=False)
+  np.testing.assert_array_equal(after, before)

@@ -43,7 +43,7 @@ def masked(nsp):
 
 
 def mlm_case():
-  targets = np.array([[1, 2, 3], [5, 5, 5]])
+  targets = np.array([[5, 5, 3], [5, 5, 5]])  # 5 is the most frequent id
   mlm_logits = np.array(confident(targets))
   mlm_logits[0, 0] = confident(0)
   nsp_label = np.array([1, 0])
@@ -116,6 +116,8 @@ def test_cases_are_what_they_claim():
   assert (sums["correct"], sums["tokens"], sums["exact"], sums["rows"]) == (1.0, 3.0, 0.0, 1.0)
   sums = jax.device_get(masked(True).eval_sums(*mlm_case()))
   assert (sums["correct"], sums["masked"], sums["nsp_correct"], sums["rows"]) == (1, 2, 0, 1)
+  # Both masked tokens are the most frequent id, and token t stands for t + 1 characters.
+  assert (sums["majority"], sums["chars"]) == (2, 12)
 
 
 @pytest.mark.parametrize(
