@@ -80,6 +80,7 @@ def tpu_slice(topology="v5p:2x2x1"):
   return topologies.get_topology_desc(topology_name=topology, platform="tpu").devices
 
 
+@pytest.mark.tpu_compile  # run by scripts/test_tpu_compile.sh, in the venv with libtpu
 @pytest.mark.parametrize("config, inputs", [(VIT, vit_batch), (GPT, gpt_batch)], ids=["vit", "gpt"])
 def test_training_step_compiles_for_a_tpu_slice_with_splash_attention(config, inputs):
   """Forward, backward and an AdamW update over a data x model mesh of a 4-chip v5p slice."""
