@@ -1,26 +1,17 @@
 """One tiny digits workdir per session (trained a few dozen steps), and its test images as files."""
 
-import importlib.util
-import os
-
 import numpy as np
 from PIL import Image
 import pytest
 import tensorflow_datasets as tfds
 
+from tests.training import helpers
 from vit_jax.data.image import pipeline
 from vit_jax.training import train
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def digits_config(data_dir: str):
-  spec = importlib.util.spec_from_file_location(
-      "vit_config", os.path.join(ROOT, "configs", "vit.py")
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config("runlocal")
+  config = helpers.repo_file("configs/vit.py").get_config("runlocal")
   config.update(
       data_dir=data_dir,
       progress="lines",

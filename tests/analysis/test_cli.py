@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from tests.analysis.conftest import ROOT
+from tests.training.helpers import ROOT
 from vit_jax import interop
 from vit_jax.analysis import loading
 from vit_jax.analysis import predicting

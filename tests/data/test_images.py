@@ -1,9 +1,7 @@
 """Train/eval pipelines: determinism, exact resume, eval coverage, errors, mocked TFDS."""
 
 import collections
-import importlib.util
 import itertools
-import os
 import types
 
 import numpy as np
@@ -297,10 +295,7 @@ def test_imagenet_epochs_count_the_examples_of_the_split_trained_on():
   assert config.train_split == "train[:99%]" and trained_on == 1_268_355
   assert config.total_steps == 90 * trained_on // config.batch_size
   assert config.shuffle_buffer == 250_000  # big_vision/configs/vit_s16_i1k.py:49
-  path = os.path.join(helpers.ROOT, "experiments", "sweeps", "vit_i1k_paper.py")
-  spec = importlib.util.spec_from_file_location("vit_i1k_paper_sweep", path)
-  sweep = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(sweep)
+  sweep = helpers.repo_file("experiments/sweeps/vit_i1k_paper.py")
   # Each size trains on its own recipe's batch (S/16 1024, B/16 and L/16 4096).
   for run in sweep.get_sweep().runs:
     variant_config = configs.load("vit", f"dataset=imagenet2012,variant={run['model.variant']}")

@@ -1,9 +1,7 @@
 """RandAugment: each op against its formula in NumPy (big_vision's pp/archive/autoaugment.py
 rules) at two magnitudes, the op set, the magnitude range, and the seeded policy."""
 
-import importlib.util
 import math
-import pathlib
 
 import numpy as np
 import PIL.Image
@@ -11,6 +9,7 @@ import PIL.ImageOps
 import pytest
 import tensorflow as tf
 
+from tests.training import helpers
 from vit_jax import errors
 from vit_jax.config import checks
 from vit_jax.data.image import randaugment as ra
@@ -196,11 +195,7 @@ def test_config_validation_names_the_key_and_range():
 
 
 def _vit_config():
-  path = pathlib.Path(__file__).parents[2] / "configs" / "vit.py"
-  spec = importlib.util.spec_from_file_location("configs_vit_for_randaugment", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return helpers.repo_file("configs/vit.py").get_config()
 
 
 def test_policy_is_seeded_uses_many_ops_and_runs_in_tf_data():

@@ -1,23 +1,16 @@
 """A ViT trained at 32 px, exported to .npz, fine-tunes at 48 px (position table resampled)."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
+from tests.training import helpers
 from vit_jax import interop
 from vit_jax.data.image import pipeline
 from vit_jax.training import train
 
-VIT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "vit.py")
-
 
 def digits_config(data_dir: str, image_size: int, **overrides):
-  spec = importlib.util.spec_from_file_location("vit_config", VIT_CONFIG)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config("runlocal")
+  config = helpers.repo_file("configs/vit.py").get_config("runlocal")
   config.data_dir, config.image_size, config.progress = data_dir, image_size, "lines"
   config.update(overrides)
   return config

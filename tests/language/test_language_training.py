@@ -1,6 +1,5 @@
 """Language presets run train + eval (TFDS mock data), and bad input gets clear errors."""
 
-import importlib.util
 import os
 
 import numpy as np
@@ -14,10 +13,7 @@ CONFIGS = os.path.join(helpers.ROOT, "configs")
 
 
 def load_config(name, arg):
-  spec = importlib.util.spec_from_file_location(name, os.path.join(CONFIGS, f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config(arg)
+  config = helpers.repo_file(f"configs/{name}.py").get_config(arg)
   config.progress = "lines"
   config.prefetch_batches = 0  # mock_data patches the file system while it reads
   return config

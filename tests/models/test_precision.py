@@ -1,7 +1,6 @@
 """Mixed precision: a bf16 model multiplies in bf16 but keeps its parameters, softmax statistics,
 layer norms, logits and loss in fp32; the accelerator recipes ask for it."""
 
-import importlib.util
 import os
 
 import jax
@@ -85,10 +84,7 @@ RECIPES = {  # config argument -> first-moment dtype of Adam in the reference
 @pytest.mark.parametrize("config_arg, mu_dtype", RECIPES.items())
 def test_accelerator_recipes_compute_in_bf16_with_fp32_params(config_arg, mu_dtype):
   path, _, arg = config_arg.partition(":")
-  module_spec = importlib.util.spec_from_file_location("recipe", os.path.join(helpers.ROOT, path))
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  config = module.get_config(arg)
+  config = helpers.repo_file(path).get_config(arg)
   assert config.model.dtype == "bfloat16"
   assert config.model.get("param_dtype", "float32") == "float32"
   assert config.optimizer.mu_dtype == mu_dtype

@@ -1,6 +1,7 @@
 """The compile command on local CPU devices: its figures, its bad-input lines, and the trainer's
 `check_memory`. (Compiling for TPU slices needs libtpu: tests/scale/test_aot_tpu.py.)"""
 
+import importlib.util
 import subprocess
 import sys
 
@@ -121,10 +122,7 @@ def test_build_task_without_data_needs_the_vocabulary():
 
 
 def _config(name, arg):
-  spec = helpers.importlib.util.spec_from_file_location(name, f"{helpers.ROOT}/configs/{name}.py")
-  module = helpers.importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(arg)
+  return helpers.repo_file(f"configs/{name}.py").get_config(arg)
 
 
 @pytest.mark.parametrize(
@@ -149,7 +147,7 @@ def test_batch_spec_is_what_the_data_gives(tmp_path, name, arg):
 
 
 @pytest.mark.skipif(
-    helpers.importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here"
+    importlib.util.find_spec("libtpu") is not None, reason="libtpu is installed here"
 )
 def test_topology_without_libtpu_says_how_to_get_it():
   out = compile_command(

@@ -16,10 +16,9 @@ import jax
 jax.config.update("jax_threefry_partitionable", True)
 import tensorflow_datasets as tfds
 from vit_jax.training import partitioning, train
-import importlib.util
+from vit_jax.config import args
 name, arg, workdir, data_dir = sys.argv[1:5]
-spec = importlib.util.spec_from_file_location("c", f"configs/{name}.py")
-module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+module = args.load_file(f"configs/{name}.py")
 results = {}
 for mesh in sys.argv[5:]:  # one process trains on each mesh in turn
   config = module.get_config(arg)

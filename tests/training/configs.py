@@ -1,6 +1,5 @@
 """Tiny in-process configs from the real config files, for tests that call the trainer directly."""
 
-import importlib.util
 import os
 
 import jax
@@ -9,17 +8,10 @@ import numpy as np
 from tests.training import helpers
 from vit_jax.interop import orbax_format
 
-CONFIGS = os.path.join(helpers.ROOT, "configs")
-
 
 def load(name: str, arg: str = ""):
   """`configs/<name>.py` with `arg`, logging every step as lines and reading input inline."""
-  spec = importlib.util.spec_from_file_location(
-      f"{name}_config", os.path.join(CONFIGS, f"{name}.py")
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config(arg)
+  config = helpers.repo_file(f"configs/{name}.py").get_config(arg)
   config.progress = "lines"
   config.prefetch_batches = 0
   config.log_every = 1

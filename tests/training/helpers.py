@@ -1,10 +1,11 @@
 """Runs the real command line in a subprocess, as a user would; loads configs in-process."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
+
+from vit_jax.config import args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VIT_CONFIG = os.path.join(ROOT, "configs", "vit.py")
@@ -22,12 +23,15 @@ def main_command(workdir, config_arg="", *overrides):
   ]
 
 
+def repo_file(relative_path: str):
+  """The module of a config or sweep file of this repository (e.g. "configs/vit.py"), loaded by
+  path as the commands load it."""
+  return args.load_file(os.path.join(ROOT, relative_path))
+
+
 def vit_config(config_arg="runlocal", **overrides):
   """configs/vit.py's config, for tests that call the trainer in-process."""
-  spec = importlib.util.spec_from_file_location("vit_config", VIT_CONFIG)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config(config_arg)
+  config = repo_file("configs/vit.py").get_config(config_arg)
   config.update(overrides)
   return config
 

@@ -1,7 +1,5 @@
 """The ImageNet and CIFAR presets run train + eval at their real image sizes (TFDS mock data)."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
@@ -11,10 +9,7 @@ from vit_jax.training import train
 
 
 def load_config(arg):
-  spec = importlib.util.spec_from_file_location("vit_config", helpers.VIT_CONFIG)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(arg)
+  return helpers.repo_file("configs/vit.py").get_config(arg)
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,11 @@ Where a config departs from its reference on purpose, DIFFERENCES says so and wh
 checked to hold our value, so the list stays true.
 """
 
-import importlib.util
 import os
 
 import pytest
 
+from tests.training import helpers
 from vit_jax.sweep import checks as sweep_checks
 from vit_jax.sweep import spec
 
@@ -20,11 +20,7 @@ VT = "vision_transformer/vit_jax/"
 
 
 def config_module(name: str):
-  path = os.path.join(REPO, "configs", f"{name}.py")
-  module_spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  return module
+  return helpers.repo_file(f"configs/{name}.py")
 
 
 def resolve(config: str):

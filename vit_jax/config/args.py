@@ -14,16 +14,21 @@ from absl import flags
 from vit_jax import errors
 
 
-def load_beside(this_file: str, relative_path: str):
-  """The module of the config or sweep file at `relative_path` from `this_file`'s folder. Config
-  files are loaded by path, not imported (configs/ is no package), so one that builds on another
-  (configs/resnet.py on configs/vit.py) loads it this way."""
-  path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(this_file)), relative_path))
+def load_file(path: str):
+  """The module of the config or sweep file at `path`. Config files are loaded by path, not
+  imported (configs/ is no package); each load is a fresh module."""
+  path = os.path.normpath(os.path.abspath(path))
   name = os.path.splitext(os.path.basename(path))[0]
   module_spec = importlib.util.spec_from_file_location(f"vit_jax_config_file_{name}", path)
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
   return module
+
+
+def load_beside(this_file: str, relative_path: str):
+  """The module of the file at `relative_path` from `this_file`'s folder: how a config or sweep
+  file that builds on another (configs/resnet.py on configs/vit.py) loads it."""
+  return load_file(os.path.join(os.path.dirname(os.path.abspath(this_file)), relative_path))
 
 
 def parse(arg: str | None, defaults: dict) -> dict:

@@ -35,7 +35,6 @@ Keys are `--config.` keys (`model.width`, `train_split`, `optimizer.lr`); each r
 
 import dataclasses
 import hashlib
-import importlib.util
 import itertools
 import json
 import math
@@ -43,6 +42,7 @@ import os
 import re
 
 from vit_jax import errors
+from vit_jax.config import args
 
 SWEEP_KEYS = ("config", "fixed", "runs", "grid", "name", "metric", "fits")
 METRICS = ("error", "loss", "bits_per_char")
@@ -138,9 +138,7 @@ def load(path: str) -> Sweep:
   """Reads and expands a sweep file; a malformed one is a ConfigError naming the problem."""
   if not os.path.isfile(path):
     raise errors.MissingFileError(f"sweep file {path!r} does not exist; see experiments/sweeps/.")
-  module_spec = importlib.util.spec_from_file_location("vit_jax_sweep_file", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
+  module = args.load_file(path)
   if not hasattr(module, "get_sweep"):
     raise errors.ConfigError(f"sweep file {path} has no get_sweep() function.")
   raw = module.get_sweep()
