@@ -19,7 +19,7 @@ INSTALL_REQUIRES = [
     "scipy",  # the sweep's power-law fits
     "threadpoolctl",  # one BLAS thread for the sweep's small L-BFGS fits (scikit-learn has it)
     "pillow",  # image files: the synthetic_shapes dataset, folder images for inspect and predict
-    "matplotlib",  # the plots of vit_jax.inspect and vit_jax.sweep
+    "matplotlib",  # the plots of vit_jax.visualize and vit_jax.sweep
     "tqdm",
     "tensorboardX",
     "safetensors",
@@ -41,8 +41,8 @@ TEST_REQUIRES = [
     "timm",
     "transformers",
     "scikit-image",  # bundled photographs for scripts/photo_folder.py
-    # lm-evaluation-harness, for its adapter's test (vit_jax/evaluate/harness.py); its registry
-    # API as of 0.4.13.
+    # lm-evaluation-harness, for its adapter's test (vit_jax/evaluate/lm_eval_adapter.py); its
+    # registry API as of 0.4.13.
     "lm-eval==0.4.13",
 ]
 

@@ -18,9 +18,9 @@ import tempfile
 import time
 
 from benchmarks import peers  # torchvision (via timm) must load before TensorFlow
-from vit_jax import runtime
+from vit_jax import startup
 
-runtime.set_cpu_xla_defaults()  # ours runs as the trainer does
+startup.set_cpu_xla_defaults()  # ours runs as the trainer does
 import jax  # noqa: E402  # pylint: disable=wrong-import-position
 
 from benchmarks import input_pipeline  # noqa: E402

@@ -6,7 +6,7 @@ XLA reads its flags when the backend starts, so every (round, setting, workload)
 process: our side of `benchmarks.compare`'s workload, warmed up twice, then the median of
 `--steps` timed units. The two settings alternate within each round, so load changes hit both;
 the table gives the median over rounds and flag / no flag. "no flag" is XLA's own default (YNNPACK
-takes every lone dot and convolution); "flag" is `vit_jax/runtime.py`'s value.
+takes every lone dot and convolution); "flag" is `vit_jax/startup.py`'s value.
 """
 
 import argparse
@@ -17,10 +17,10 @@ import subprocess
 import sys
 import time
 
-from vit_jax import runtime
+from vit_jax import startup
 
 SETTINGS = {
-    "flag": " ".join(f"{k}={v}" for k, v in runtime.CPU_FLAGS.items()),
+    "flag": " ".join(f"{k}={v}" for k, v in startup.CPU_FLAGS.items()),
     "no flag": "",
 }
 WORKLOADS = (
@@ -36,7 +36,7 @@ WORKLOADS = (
 
 def child(name: str, steps: int, quick: bool):
   """Runs in the subprocess: times our side of one workload under the XLA_FLAGS it was given."""
-  runtime.CPU_FLAGS.clear()  # the parent chose XLA_FLAGS; add nothing
+  startup.CPU_FLAGS.clear()  # the parent chose XLA_FLAGS; add nothing
   from benchmarks import compare  # pylint: disable=g-import-not-at-top  # (loads torchvision first)
 
   unit, items, make_ours, _ = compare.workloads(quick)[name]

@@ -20,9 +20,9 @@ import time
 import numpy as np
 import torch  # before TensorFlow or JAX's plugins load anything
 
-from vit_jax import runtime
+from vit_jax import startup
 
-runtime.set_cpu_xla_defaults()
+startup.set_cpu_xla_defaults()
 import jax  # noqa: E402  # pylint: disable=wrong-import-position
 import jax.numpy as jnp  # noqa: E402  # pylint: disable=wrong-import-position
 

@@ -27,7 +27,7 @@ import sys
 import textwrap
 
 from vit_jax import errors
-from vit_jax import runtime
+from vit_jax import startup
 from vit_jax.sweep import checks
 from vit_jax.sweep import collect as collect_lib
 from vit_jax.sweep import runner
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
 
 
 def run() -> None:
-  runtime.quiet_startup()  # before the config checks load JAX; the runs inherit the setting
+  startup.quiet_startup()  # before the config checks load JAX; the runs inherit the setting
   with errors.exit_on_user_error():
     code = main()
   sys.exit(code)

@@ -35,7 +35,7 @@ PYTEST = ["-x", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "-W", "ignore"
 
 
 # ---- Targets: each module mutated, the tests run against its mutants, the code in scope ----
-TASK_TESTS = ["tests/training/test_task_losses.py", "tests/training/test_eval_sums.py"]
+TASK_TESTS = ["tests/tasks/test_losses.py", "tests/tasks/test_eval_sums.py"]
 LOSS_SCOPE = (
     "totals",
     "loss",
@@ -100,7 +100,7 @@ TARGETS = {
             "tests/models/test_presets.py",
             "tests/models/test_init_and_dropout.py",
             "tests/models/test_param_counts.py",
-            "tests/models/test_errors.py",
+            "tests/survival/test_bad_model_config.py",
             "tests/models/test_position.py::test_vit_cls_token_gets_no_fixed_embedding",
             PROPERTIES + "::test_patch_embedding_equals_explicit_patch_matmul",
             "tests/interop/test_timm.py",
@@ -146,23 +146,23 @@ TARGETS = {
     ),
     "vit_jax/models/registry.py": (
         [
-            "tests/models/test_errors.py",
+            "tests/survival/test_bad_model_config.py",
             "tests/models/test_presets.py",
             "tests/models/test_param_counts.py",
         ],
         None,
     ),
-    "vit_jax/training/counting.py": (
+    "vit_jax/training/flops.py": (
         [
             "tests/models/test_param_counts.py",
-            "tests/perf/test_counting.py::test_gpt_flops_are_palm_formula",
-            "tests/perf/test_counting.py::test_vit_flops_count_patches_attention_and_a_once_per_image_head",
-            "tests/perf/test_counting.py::test_bert_mlm_counts_its_tied_output_projection",
+            "tests/training/test_flops.py::test_gpt_flops_are_palm_formula",
+            "tests/training/test_flops.py::test_vit_flops_count_patches_attention_and_a_once_per_image_head",
+            "tests/training/test_flops.py::test_bert_mlm_counts_its_tied_output_projection",
         ],
         None,
     ),
-    "vit_jax/data/text/masking.py": (["tests/text/test_masking.py"], None),
-    "vit_jax/data/text/packing.py": (["tests/text/test_packing.py"], None),
+    "vit_jax/data/text/masking.py": (["tests/data/text/test_masking.py"], None),
+    "vit_jax/data/text/packing.py": (["tests/data/text/test_packing.py"], None),
     "vit_jax/tasks/classification.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_common.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/causal_lm.py": (TASK_TESTS, LOSS_SCOPE),
@@ -173,7 +173,7 @@ TARGETS = {
         [
             "tests/training/test_train_step.py",
             "tests/training/test_step_math.py",
-            "tests/training/test_internals.py::test_internals_match_the_checkpoints_and_sgds_update",
+            "tests/training/test_health_metrics.py::test_internals_match_the_checkpoints_and_sgds_update",
             "tests/training/test_learning.py::test_loss_falls_by_a_margin[vit-40-0.003-0.2]",
         ],
         None,

@@ -95,11 +95,11 @@ for i in range(3):
   pixels = np.random.default_rng(i).integers(0, 256, (16, 16, 3), dtype=np.uint8)
   Image.fromarray(pixels).save(os.path.join(folder, f'{i}.png'))
 " "$tmp/images"
-check inspect "$python" -m vit_jax.inspect --checkpoint="$tmp/digits" --image="$tmp/images/0.png" \
-  --image="$tmp/images" --output_dir="$tmp/inspect"
-check inspect_text "$python" -m vit_jax.inspect --checkpoint="$tmp/gpt" --text="The module" \
-  --output_dir="$tmp/inspect_text"
-expect "$tmp/inspect/summary.json" "$tmp/inspect/rollout.png" "$tmp/inspect_text/summary.json"
+check visualize "$python" -m vit_jax.visualize --checkpoint="$tmp/digits" --image="$tmp/images/0.png" \
+  --image="$tmp/images" --output_dir="$tmp/visualize"
+check visualize_text "$python" -m vit_jax.visualize --checkpoint="$tmp/gpt" --text="The module" \
+  --output_dir="$tmp/visualize_text"
+expect "$tmp/visualize/summary.json" "$tmp/visualize/rollout.png" "$tmp/visualize_text/summary.json"
 check predict "$python" -m vit_jax.predict --checkpoint="$tmp/digits" --image="$tmp/images" \
   --top_k=3 --output="$tmp/predictions.json"
 check predict_text "$python" -m vit_jax.predict --checkpoint="$tmp/bert" \

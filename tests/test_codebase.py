@@ -114,7 +114,7 @@ def _path_through(graph, component) -> list[str]:
 def test_import_graph_sees_function_level_and_relative_imports():
   graph = import_graph()
   assert "vit_jax.training.train" in graph["vit_jax.main"]  # imported inside main()
-  assert "vit_jax.runtime" in graph["vit_jax.data.image"]
+  assert "vit_jax.startup" in graph["vit_jax.data.image"]
   assert graph["vit_jax.interop"], "the interop package imports its modules"
 
 
@@ -142,7 +142,7 @@ COMMANDS = (
     "vit_jax.main",
     "vit_jax.generate",
     "vit_jax.convert",
-    "vit_jax.inspect",
+    "vit_jax.visualize",
     "vit_jax.predict",
     "vit_jax.compile",
     "vit_jax.sweep",

@@ -12,7 +12,7 @@ import numpy as np
 from PIL import Image
 import pytest
 
-from tests.sweeps import helpers as sweep_helpers
+from tests.sweep import helpers as sweep_helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOISE = re.compile(
@@ -53,7 +53,7 @@ def assert_quiet(result):
 
 
 LOG_BOTH = (
-    "from vit_jax import runtime; runtime.quiet_startup(); from absl import logging; "
+    "from vit_jax import startup; startup.quiet_startup(); from absl import logging; "
     "logging.warning('library warning'); logging.error('library error')"
 )
 
@@ -112,16 +112,18 @@ def test_convert_and_generate_print_only_our_lines(trained, tmp_path):
   assert_quiet(generate)
 
 
-def test_inspect_and_predict_print_only_our_lines(trained, tmp_path):
+def test_visualize_and_predict_print_only_our_lines(trained, tmp_path):
   workdir, _ = trained
   image = str(tmp_path / "digit.png")
   Image.fromarray(np.full((16, 16, 3), 200, np.uint8)).save(image)
-  out = tmp_path / "inspect"
+  out = tmp_path / "visualize"
   checkpoint = f"--checkpoint={workdir}"
-  inspect = run(["-m", "vit_jax.inspect", checkpoint, f"--image={image}", f"--output_dir={out}"])
-  assert inspect.returncode == 0, inspect.stderr[-3000:]
-  assert f"{out / 'summary.json'}" in inspect.stdout
-  assert_quiet(inspect)
+  visualize = run(
+      ["-m", "vit_jax.visualize", checkpoint, f"--image={image}", f"--output_dir={out}"]
+  )
+  assert visualize.returncode == 0, visualize.stderr[-3000:]
+  assert f"{out / 'summary.json'}" in visualize.stdout
+  assert_quiet(visualize)
 
   predict = run(["-m", "vit_jax.predict", checkpoint, f"--image={image}"])
   assert predict.returncode == 0, predict.stderr[-3000:]

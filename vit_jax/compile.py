@@ -18,7 +18,7 @@ from absl import app
 from absl import flags
 from ml_collections import config_flags
 
-from vit_jax import runtime
+from vit_jax import startup
 from vit_jax.config import args as config_args
 
 FLAGS = flags.FLAGS
@@ -35,7 +35,7 @@ flags.DEFINE_string(
 
 def main(argv):
   del argv
-  runtime.quiet_startup()
+  startup.quiet_startup()
   # pylint: disable=g-import-not-at-top
   from vit_jax import errors
   from vit_jax import tasks

@@ -31,7 +31,7 @@ import os
 import sys
 
 from vit_jax import errors
-from vit_jax import runtime
+from vit_jax import startup
 from vit_jax.interop import convert
 from vit_jax.interop import FORMATS
 from vit_jax.interop import LAYOUTS
@@ -83,7 +83,7 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
-  runtime.quiet_startup()  # orbax warns on every checkpoint read
+  startup.quiet_startup()  # orbax warns on every checkpoint read
   args = parse_args(argv)
   # pylint: disable-next=g-import-not-at-top
   from vit_jax import errors

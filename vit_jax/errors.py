@@ -45,6 +45,12 @@ class CheckpointError(UserError, ValueError):
   """No readable checkpoint: every step is damaged, or none was ever written."""
 
 
+class ConversionError(UserError, ValueError):
+  """Pretrained parameters do not fit a model, or a checkpoint cannot be converted: missing,
+  unexpected or wrongly shaped keys, another architecture, or an option the target format cannot
+  express."""
+
+
 class StorageError(UserError, OSError):
   """The file system refused a write: it is full, over quota, read-only or not ours to write."""
 

@@ -13,7 +13,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from vit_jax import runtime
+from vit_jax import startup
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "A training workdir of vit_jax.main.")
@@ -83,7 +83,7 @@ def parse_flags(argv):
 
 def main(argv):
   del argv
-  runtime.quiet_startup()  # before TF, JAX and orbax load
+  startup.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
   if not FLAGS.workdir or not FLAGS.prompt:
     print("error: --workdir and at least one --prompt are required.", file=sys.stderr)

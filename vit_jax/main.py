@@ -11,10 +11,10 @@ from absl import flags
 from absl import logging
 from ml_collections import config_flags
 
-from vit_jax import runtime
+from vit_jax import startup
 from vit_jax.config import args as config_args
 
-runtime.set_cpu_xla_defaults()  # before the backend starts; see runtime.py
+startup.set_cpu_xla_defaults()  # before the backend starts; see startup.py
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file(
@@ -36,7 +36,7 @@ def parse_flags(argv):
 
 def main(argv):
   del argv
-  runtime.quiet_startup()  # before TF, JAX and orbax load
+  startup.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)  # orbax logs every file it writes at INFO
   if FLAGS.config is None or FLAGS.workdir is None:
     print(

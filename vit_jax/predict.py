@@ -18,7 +18,7 @@ from absl import flags
 from absl import logging
 
 from vit_jax import errors
-from vit_jax import runtime
+from vit_jax import startup
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Our workdir, an .npz, or a Hugging Face model directory.")
@@ -64,7 +64,7 @@ def run():
 
 def main(argv):
   del argv
-  runtime.quiet_startup()  # before TF, JAX and orbax load
+  startup.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
   with errors.exit_on_user_error(where=FLAGS.output):
     results, lines = run()

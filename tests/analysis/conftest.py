@@ -5,7 +5,7 @@ from PIL import Image
 import pytest
 import tensorflow_datasets as tfds
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax.data.image import pipeline
 from vit_jax.training import train
 

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from tests.training.helpers import ROOT
+from tests.helpers import ROOT
 from vit_jax import interop
 from vit_jax.analysis import loading
 from vit_jax.analysis import predicting
@@ -42,7 +42,7 @@ def test_predict_agrees_with_the_trainers_eval_accuracy(digits_workdir, digits_t
   assert abs(np.mean(correct) - eval_accuracy) <= 1 / 355 + 1e-9, (np.mean(correct), eval_accuracy)
 
 
-def test_inspect_and_predict_write_their_files(digits_workdir, digits_test_folder, tmp_path):
+def test_visualize_and_predict_write_their_files(digits_workdir, digits_test_folder, tmp_path):
   workdir, _ = digits_workdir
   images = [
       os.path.join(
@@ -50,9 +50,9 @@ def test_inspect_and_predict_write_their_files(digits_workdir, digits_test_folde
       ),
       os.path.join(digits_test_folder, "7"),
   ]
-  out = tmp_path / "inspect"
+  out = tmp_path / "visualize"
   done = run_cli(
-      "vit_jax.inspect",
+      "vit_jax.visualize",
       f"--checkpoint={workdir}",
       f"--image={images[0]}",
       f"--output_dir={out}",
@@ -125,7 +125,7 @@ def test_bad_input_is_one_line_and_exit_code_2(
       "head": "head [-1] out of range",
       "text_model": "is a text model",
   }[case]
-  done = run_cli("vit_jax.inspect", *args, f"--output_dir={out}")
+  done = run_cli("vit_jax.visualize", *args, f"--output_dir={out}")
   assert done.returncode == 2, done.stderr
   last = done.stderr.strip().splitlines()[-1]
   assert last.startswith("error: ") and expected in last, done.stderr

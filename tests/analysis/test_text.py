@@ -34,7 +34,7 @@ def _loaded(tmp_path, config, task):
 
 def test_gpt_text_attention_is_lower_triangular_and_written(tmp_path):
   loaded = _loaded(tmp_path, dict(name="gpt", variant="pico"), "causal_lm")
-  summary, writers = report.inspect_text(loaded, "the cat", heads=[1])
+  summary, writers = report.visualize_text(loaded, "the cat", heads=[1])
   matrix_TxT = np.array(summary["attention"])[-1, 0]
   assert summary["tokens"] == list("the cat") and matrix_TxT.shape == (7, 7)
   np.testing.assert_array_equal(np.triu(matrix_TxT, k=1), 0.0)

@@ -6,7 +6,7 @@ import collections
 import pytest
 import tensorflow_datasets as tfds
 
-from tests.training import configs
+from tests import tiny_configs as configs
 from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.image import checks as image_checks

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 
 # configs/vit.py:runlocal learning quickly: plain inputs, a higher learning rate, 60 steps.
 DIGITS_60_STEPS = [

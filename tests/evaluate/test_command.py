@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from tests import helpers
 from tests.evaluate import conftest
 from tests.survival import conftest as survival
-from tests.training import helpers
 
 
 def run_evaluate(*args):

@@ -8,9 +8,9 @@ import os
 import pytest
 import tensorflow as tf
 
+from tests import helpers
+from tests import tiny_configs as configs
 from tests.survival import conftest as survival
-from tests.training import configs
-from tests.training import helpers
 from vit_jax import workdir as workdir_lib
 from vit_jax.tasks import classification
 from vit_jax.training import train

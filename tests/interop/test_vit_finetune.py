@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax import interop
 from vit_jax.data.image import pipeline
 from vit_jax.training import train

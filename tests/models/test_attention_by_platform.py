@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax import tasks
 from vit_jax.models import build_model
 from vit_jax.training import mesh as mesh_lib

@@ -9,7 +9,7 @@ import pytest
 from vit_jax import errors
 from vit_jax.models import build_model
 from vit_jax.models import local_cnn
-from vit_jax.training import counting
+from vit_jax.training import flops
 
 
 def _init(model, size=24):
@@ -64,7 +64,7 @@ def test_pooled_features_add_up_per_mark_beyond_the_field(gap, additive):
 
 def test_flops_are_its_convolutions_and_head():
   model = {"name": "local_cnn", "depth": 3, "width": 32, "num_classes": 2}
-  counted = counting.train_flops_per_example(model, (jnp.zeros((1, 24, 24, 3)),)) / 3
+  counted = flops.train_flops_per_example(model, (jnp.zeros((1, 24, 24, 3)),)) / 3
   pixels = 24 * 24
   expected = 2 * pixels * 9 * (3 * 32 + 32 * 32 + 32 * 32) + 2 * 32 * 2
   assert counted == expected  # 22.2 M: the figure experiments/sweeps/locality_cpu.py quotes

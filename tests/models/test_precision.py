@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import optax
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax.models import build_model
 from vit_jax.sweep import checks as sweep_checks
 from vit_jax.sweep import spec as sweep_spec

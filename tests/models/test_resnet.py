@@ -10,7 +10,7 @@ import pytest
 from vit_jax import errors
 from vit_jax.models import build_model
 from vit_jax.models import resnet
-from vit_jax.training import counting
+from vit_jax.training import flops
 
 TINY = {"name": "resnet", "block_counts": (1, 1), "width": 32, "stem": "small", "num_classes": 5}
 
@@ -51,7 +51,7 @@ def bit_params(counts, factor: int, num_classes: int) -> int:
 def test_published_param_counts(variant, counts, factor, expected):
   model = build_model({"name": "resnet", "variant": variant, "num_classes": 1000})
   _, params = abstract_init(model, jnp.zeros((1, 224, 224, 3)))
-  assert counting.count_params(params) == expected == bit_params(counts, factor, 1000)
+  assert flops.count_params(params) == expected == bit_params(counts, factor, 1000)
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def test_group_norm_normalizes_groups_of_channels():
 def test_flops_counted_by_hand():
   """StdConv counts as a conv: 2 x outputs x kernel area x input channels, per example."""
   model = build_model({**TINY, "num_classes": 10})
-  counted = counting.forward_flops_per_example(model, (jnp.zeros((1, 8, 8, 3)),))
+  counted = flops.forward_flops_per_example(model, (jnp.zeros((1, 8, 8, 3)),))
   root = 2 * (8 * 8 * 32) * 9 * 3  # 3x3/1 conv, 3 -> 32 channels at 8x8
   stage1 = 2 * 64 * (128 * 32 + 32 * 32 + 32 * 9 * 32 + 128 * 32)  # proj, conv1, conv2, conv3
   # Stage 2 (width 64, strided in conv2 and proj): conv1 at 8x8, the rest at 4x4.

@@ -5,8 +5,8 @@ import jax
 import numpy as np
 import pytest
 
-from tests.training import configs
-from tests.training import helpers
+from tests import helpers
+from tests import tiny_configs as configs
 from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
@@ -80,10 +80,10 @@ def test_finetuning_another_width_is_a_clear_error(trained):
     interop.finetune_params(init, workdir)
 
 
-def test_predict_inspect_and_convert_refuse_a_resnet_with_one_clear_error(trained):
+def test_predict_visualize_and_convert_refuse_a_resnet_with_one_clear_error(trained):
   """interop converts ViT, BERT and GPT only; the CLIs built on it name the model and stop."""
   _, workdir, _ = trained
   with pytest.raises(errors.UserError, match=r"supports the models .* not 'resnet'"):
-    loading.load(workdir)  # predict and inspect
+    loading.load(workdir)  # predict and visualize
   with pytest.raises(errors.UserError, match=r"not 'resnet'"):
     interop.load(workdir)  # convert

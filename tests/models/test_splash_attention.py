@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax.models import attention
 from vit_jax.models import masks
 from vit_jax.models import splash_attention

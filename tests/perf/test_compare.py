@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 
 pytest.importorskip("timm")
 pytest.importorskip("transformers")

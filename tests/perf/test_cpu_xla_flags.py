@@ -4,13 +4,13 @@ import os
 import subprocess
 import sys
 
-from vit_jax import runtime
+from vit_jax import startup
 
 
 def test_defaults_append_without_overriding(monkeypatch):
   monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
-  runtime.set_cpu_xla_defaults()
-  runtime.set_cpu_xla_defaults()
+  startup.set_cpu_xla_defaults()
+  startup.set_cpu_xla_defaults()
   flags = os.environ["XLA_FLAGS"].split()
   assert flags[0] == "--xla_force_host_platform_device_count=2"
   assert (
@@ -20,13 +20,13 @@ def test_defaults_append_without_overriding(monkeypatch):
       == 1
   )
   monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=individual_dot")
-  runtime.set_cpu_xla_defaults()
+  startup.set_cpu_xla_defaults()
   assert os.environ["XLA_FLAGS"] == "--xla_cpu_experimental_ynn_fusion_type=individual_dot"
 
 
 def test_this_xla_accepts_them():  # an unknown XLA flag aborts the process
   code = (
-      "from vit_jax import runtime; runtime.set_cpu_xla_defaults(); "
+      "from vit_jax import startup; startup.set_cpu_xla_defaults(); "
       "import jax.numpy as jnp; "
       "print(float(jnp.dot(jnp.ones((64, 64)), jnp.ones((64, 64)))[0, 0]))"
   )

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 
 pytestmark = [
     pytest.mark.tpu_compile,

@@ -10,7 +10,7 @@ import jax
 from jax.experimental import multihost_utils
 import numpy as np
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import train

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax import interop
 
 # --heartbeat_timeout=10 plus slack for a loaded 2-core machine.

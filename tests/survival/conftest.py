@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax.data.image import pipeline
 
 # The tiny run the battery trains once; the same settings as flags and as an in-process config.

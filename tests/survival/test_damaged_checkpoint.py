@@ -12,8 +12,8 @@ import jax
 import numpy as np
 import pytest
 
+from tests import helpers
 from tests.survival import conftest
-from tests.training import helpers
 from vit_jax import checkpoint
 from vit_jax import interop
 

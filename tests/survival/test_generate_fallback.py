@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
+from tests import tiny_configs as configs
 from tests.survival import conftest
-from tests.survival import test_bad_inputs
-from tests.training import configs
+from tests.survival import test_bad_command_input
 from vit_jax.training import train
 
 
@@ -28,7 +28,7 @@ def gpt_workdir(tmp_path_factory):
 @pytest.mark.parametrize("prompt", ["The ", "The \u2603"])
 def test_generate_falls_back_past_a_damaged_step(gpt_workdir, prompt):
   before = conftest.snapshot(gpt_workdir)
-  result = test_bad_inputs.run_module(
+  result = test_bad_command_input.run_module(
       "vit_jax.generate", f"--workdir={gpt_workdir}", f"--prompt={prompt}", "--max_new_tokens=4"
   )
   assert "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.training import configs
+from tests import tiny_configs as configs
 from vit_jax.tasks import classification
 from vit_jax.training import train
 

@@ -14,9 +14,9 @@ import subprocess
 import numpy as np
 import pytest
 
+from tests import helpers
 from tests.survival import conftest
-from tests.survival import test_bad_inputs
-from tests.training import helpers
+from tests.survival import test_bad_command_input
 from vit_jax import errors
 from vit_jax import interop
 
@@ -118,7 +118,7 @@ def test_disk_full_during_a_save_resumes_bit_identical(tmp_path, trained, digits
 def test_convert_to_a_read_only_file_system(tmp_path, trained):
   with tmpfs(tmp_path / "ro", 1 << 20) as ro:
     remount(ro, "ro")
-    result = test_bad_inputs.run_module(
+    result = test_bad_command_input.run_module(
         "vit_jax.convert", str(trained), str(ro / "out.npz"), "--to", "npz"
     )
     assert result.returncode == 2, result.stderr[-3000:]
@@ -128,7 +128,7 @@ def test_convert_to_a_read_only_file_system(tmp_path, trained):
 def test_sweep_collect_to_a_full_disk(tmp_path):
   """collect's CSVs cannot be written: one line, and the runs' workdirs are untouched."""
   # pylint: disable=g-import-not-at-top
-  from tests.sweeps import helpers as sweep_helpers
+  from tests.sweep import helpers as sweep_helpers
   from vit_jax.sweep import runner
   from vit_jax.sweep import spec
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from tests import helpers
 from tests.survival import conftest
-from tests.training import helpers
 from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 
@@ -72,7 +72,7 @@ def test_a_second_trainer_is_refused_and_a_killed_one_blocks_nothing(tmp_path, d
 
 def test_a_second_sweep_on_a_held_root_is_refused(tmp_path):
   # pylint: disable=g-import-not-at-top
-  from tests.sweeps import helpers as sweep_helpers
+  from tests.sweep import helpers as sweep_helpers
   from vit_jax.sweep import runner
   from vit_jax.sweep import spec
 

@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax import interop
 from vit_jax.training import train
 

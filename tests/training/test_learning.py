@@ -8,8 +8,8 @@ hides everything) stays near the starting loss; these margins are about half the
 import numpy as np
 import pytest
 
-from tests.training import configs
-from tests.training import helpers
+from tests import helpers
+from tests import tiny_configs as configs
 from vit_jax.training import train
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax.training import train
 
 

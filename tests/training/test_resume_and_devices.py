@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax import interop
 
 

@@ -4,8 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from tests.training import configs
-from tests.training import helpers
+from tests import helpers
+from tests import tiny_configs as configs
 from vit_jax import tasks
 from vit_jax.training import train
 

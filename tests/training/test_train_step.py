@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from tests.training import helpers
+from tests import helpers
 from vit_jax import tasks
 from vit_jax.models import build_model
 from vit_jax.training import optimizer as optimizer_lib

@@ -53,7 +53,7 @@ def attention_weights(module, params, *inputs, **kwargs):
   collect(state.get("intermediates", {}), ())
   if not found:
     raise errors.ConfigError(
-        f"{type(module).__name__} sowed no attention weights; inspect needs a model "
+        f"{type(module).__name__} sowed no attention weights; visualize needs a model "
         "built from transformer encoder blocks (ViT, BERT, GPT)."
     )
   found.sort(key=lambda item: [int(n) for n in re.findall(r"\d+", "/".join(item[0]))])

@@ -73,8 +73,8 @@ def load(path: str) -> Loaded:
   probe = interop.load(path)
   if probe.model.get("name") not in ("vit",) + TEXT_MODELS:
     raise errors.ConfigError(
-        f"Cannot inspect a {probe.model.get('name')!r} model; ViT, BERT and GPT "
-        "models can be inspected."
+        f"Cannot visualize a {probe.model.get('name')!r} model; ViT, BERT and GPT "
+        "models can be visualized."
     )
   ckpt = interop.Checkpoint(
       probe.params, {**probe.model, "scan_layers": False, "remat": "none"}, probe.notes

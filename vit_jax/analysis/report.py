@@ -44,7 +44,7 @@ def _query_label(model: dict, query: str) -> str:
   )
 
 
-def inspect_images(
+def visualize_images(
     loaded, paths, *, layers=None, heads=None, query=None, image_size=None, components: int = 28
 ):
   """(summary dict, {png name: writer}) for a ViT and image files."""
@@ -154,7 +154,7 @@ def text_tokens(loaded, tokenizer, text: str) -> list:
   return ids
 
 
-def inspect_text(loaded, text: str, *, layers=None, heads=None):
+def visualize_text(loaded, text: str, *, layers=None, heads=None):
   """(summary dict, {png name: writer}) for a BERT or GPT model and a string."""
   loading.require_text_model(loaded)
   tokenizer = loading.tokenizer(loaded)

@@ -30,10 +30,10 @@ from ml_collections import config_flags
 
 from vit_jax import data
 from vit_jax import errors
-from vit_jax import runtime
+from vit_jax import startup
 from vit_jax.config import args as config_args
 
-runtime.set_cpu_xla_defaults()  # before the backend starts; see runtime.py
+startup.set_cpu_xla_defaults()  # before the backend starts; see startup.py
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Our workdir or step dir, an .npz, or a HF directory.")
@@ -161,7 +161,7 @@ def table(metrics: dict) -> str:
 
 def main(argv):
   del argv
-  runtime.quiet_startup()  # before TF, JAX and orbax load
+  startup.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
   with errors.exit_on_user_error(where=FLAGS.output):
     if not FLAGS.checkpoint:

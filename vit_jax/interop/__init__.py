@@ -12,18 +12,18 @@ fitting pretrained params to a model for fine-tuning. Nothing here imports the t
 The command line is `python -m vit_jax.convert` (see vit_jax/convert.py).
 """
 
+from vit_jax.errors import ConversionError
 from vit_jax.interop.api import convert
 from vit_jax.interop.api import detect_format
 from vit_jax.interop.api import FORMATS
 from vit_jax.interop.api import from_tree
 from vit_jax.interop.api import load
 from vit_jax.interop.api import save
-from vit_jax.interop.common import ConversionError
-from vit_jax.interop.common import flatten
-from vit_jax.interop.common import unflatten
-from vit_jax.interop.converted import Checkpoint
 from vit_jax.interop.finetune import finetune_params
 from vit_jax.interop.finetune import read_pretrained
+from vit_jax.interop.flat_params import flatten
+from vit_jax.interop.flat_params import unflatten
+from vit_jax.interop.models import Checkpoint
 from vit_jax.interop.orbax_format import read_params
 from vit_jax.interop.vit_npz import LAYOUTS
 

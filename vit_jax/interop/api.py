@@ -7,9 +7,8 @@ import numpy as np
 
 from vit_jax import errors
 from vit_jax import workdir as workdir_lib
-from vit_jax.interop import common
-from vit_jax.interop import converted
-from vit_jax.interop import fit
+from vit_jax.interop import finetune
+from vit_jax.interop import flat_params
 from vit_jax.interop import hf_format
 from vit_jax.interop import models
 from vit_jax.interop import npz_format
@@ -29,13 +28,13 @@ def detect_format(path: str) -> str:
 
 def _check_format(fmt: str) -> str:
   if fmt not in FORMATS:
-    raise common.ConversionError(f"Unknown checkpoint format {fmt!r}; choose one of {FORMATS}.")
+    raise errors.ConversionError(f"Unknown checkpoint format {fmt!r}; choose one of {FORMATS}.")
   return fmt
 
 
 def load(
     path: str, model: dict | None = None, *, reinit_head: bool = False, fmt: str | None = None
-) -> converted.Checkpoint:
+) -> models.Checkpoint:
   """Reads a checkpoint into our names, checked against our model.
 
   Args:
@@ -49,33 +48,33 @@ def load(
   fmt = _check_format(fmt or detect_format(path))
   if fmt == "npz":
     flat, notes = npz_format.read(path)
-    read = converted.Checkpoint(flat, _infer(flat, notes, model), notes)
+    read = models.Checkpoint(flat, _infer(flat, notes, model), notes)
   else:
     read = hf_format.read(path) if fmt == "hf" else orbax_format.read(path)
   config = models.configure(read.model, model)
   flat = models.rebase(read.params, read.model.get("name"), config.get("name"))
-  return fit.fit(
-      converted.Checkpoint(flat, config, read.notes, read.tokenizer), reinit_head=reinit_head
+  return finetune.fit(
+      models.Checkpoint(flat, config, read.notes, read.tokenizer), reinit_head=reinit_head
   )
 
 
 def _infer(flat: dict, notes: list, model: dict | None) -> dict:
   try:
     return models.infer(flat, notes)
-  except common.ConversionError:
+  except errors.ConversionError:
     if model and "name" in model:  # the caller says which model it is
       return {}
     raise
 
 
-def from_tree(params, model: dict, tokenizer=None) -> converted.Checkpoint:
+def from_tree(params, model: dict, tokenizer=None) -> models.Checkpoint:
   """A checkpoint of in-memory params (a nested tree, e.g. from `model.init` or training)."""
-  flat = {k: np.asarray(v) for k, v in common.flatten(jax.device_get(params)).items()}
-  return fit.fit(converted.Checkpoint(flat, dict(model), tokenizer=tokenizer))
+  flat = {k: np.asarray(v) for k, v in flat_params.flatten(jax.device_get(params)).items()}
+  return finetune.fit(models.Checkpoint(flat, dict(model), tokenizer=tokenizer))
 
 
 def save(
-    ckpt: converted.Checkpoint, path: str, to: str, *, layout: str = "vit", overwrite: bool = False
+    ckpt: models.Checkpoint, path: str, to: str, *, layout: str = "vit", overwrite: bool = False
 ) -> list:
   """Writes `ckpt` as `to` ("npz", "hf" or "orbax"), completely or not at all; returns notes.
 
@@ -84,7 +83,7 @@ def save(
   an .npz holds parameters only.
   """
   _check_format(to)
-  ckpt = fit.fit(ckpt)  # the params must be exactly the model's
+  ckpt = finetune.fit(ckpt)  # the params must be exactly the model's
   if to == "hf":
     return hf_format.write(ckpt, path, overwrite=overwrite)
   if to == "npz":
@@ -108,7 +107,7 @@ def convert(
     layout: str = "vit",
     fmt: str | None = None,
     overwrite: bool = False,
-) -> converted.Checkpoint:
+) -> models.Checkpoint:
   """`save(load(src, ...), dst, to, ...)`; returns the checkpoint (with its notes)."""
   ckpt = load(src, model, reinit_head=reinit_head, fmt=fmt)
   ckpt.notes += save(ckpt, dst, to, layout=layout, overwrite=overwrite)

@@ -21,10 +21,9 @@ classifier                                    classifier
 
 import numpy as np
 
-from vit_jax.interop import common
-from vit_jax.interop import hf_common
+from vit_jax import errors
+from vit_jax.interop import hf_rules as R
 from vit_jax.interop import models
-from vit_jax.interop import rules as R
 
 ARCHITECTURES = {
     "BertModel": "bert_encoder",
@@ -104,18 +103,16 @@ def import_(hf_config: dict, tensors: dict):
       if "cls.predictions.bias" in tensors
       else "bert_encoder"
   )
-  arch = hf_common.architecture(
-      hf_config, ARCHITECTURES, {v: k for k, v in ARCHITECTURES.items()}[guessed]
-  )
+  arch = R.architecture(hf_config, ARCHITECTURES, {v: k for k, v in ARCHITECTURES.items()}[guessed])
   name = ARCHITECTURES[arch]
   notes = []
   if hf_config.get("position_embedding_type", "absolute") != "absolute":
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Unsupported position_embedding_type="
         f"{hf_config['position_embedding_type']!r}: ours is 'absolute'."
     )
   if hf_config.get("is_decoder") or hf_config.get("add_cross_attention"):
-    raise common.ConversionError(
+    raise errors.ConversionError(
         "BERT as a decoder (is_decoder / add_cross_attention) is not "
         "supported: ours is an encoder."
     )
@@ -128,7 +125,7 @@ def import_(hf_config: dict, tensors: dict):
     )
     name = "bert_encoder"
   if not bare and name == "bert_encoder":
-    raise common.ConversionError(
+    raise errors.ConversionError(
         "The config names BertModel but the weights are prefixed with "
         "'bert.' (a task model); fix `architectures` in config.json."
     )
@@ -138,7 +135,7 @@ def import_(hf_config: dict, tensors: dict):
   if _DECODER in tensors:
     word = tensors.get(("" if bare else "bert.") + "embeddings.word_embeddings.weight")
     if word is None or not np.array_equal(tensors.pop(_DECODER), word):
-      raise common.ConversionError(
+      raise errors.ConversionError(
           f"{_DECODER} differs from the word embeddings: untied MLM "
           "decoders are not supported (ours ties them)."
       )
@@ -155,10 +152,10 @@ def import_(hf_config: dict, tensors: dict):
       dropout_rate=hf_config.get("hidden_dropout_prob", 0.1),
       attention_dropout_rate=hf_config.get("attention_probs_dropout_prob", 0.1),
       norm_eps=hf_config.get("layer_norm_eps", 1e-12),
-      activation=hf_common.activation(hf_config, "hidden_act", "gelu"),
+      activation=R.activation(hf_config, "hidden_act", "gelu"),
   )
   if name == "bert_classifier":
-    config["num_classes"] = hf_common.num_labels(hf_config)
+    config["num_classes"] = R.num_labels(hf_config)
   rules = _optional(
       _rules(config["depth"], config["num_heads"], bare, ("mlm", "nsp", "classifier"))
   )
@@ -182,7 +179,7 @@ def export(config: dict, flat: dict):
       num_hidden_layers=shape.depth,
       num_attention_heads=shape.num_heads,
       intermediate_size=shape.mlp_dim,
-      hidden_act=hf_common.TO_HF_ACTIVATION[encoder.activation],
+      hidden_act=R.TO_HF_ACTIVATION[encoder.activation],
       hidden_dropout_prob=encoder.dropout_rate,
       attention_probs_dropout_prob=encoder.attention_dropout_rate,
       max_position_embeddings=encoder.max_len,
@@ -192,9 +189,9 @@ def export(config: dict, flat: dict):
       initializer_range=0.02,
       pad_token_id=0,
       tie_word_embeddings=True,
-      dtype=hf_common.dtype_name(flat),
+      dtype=R.dtype_name(flat),
   )
   if name == "bert_classifier":
-    hf_config.update(hf_common.labels(model.num_classes))
+    hf_config.update(R.labels(model.num_classes))
   rules = _rules(shape.depth, shape.num_heads, name == "bert_encoder", _PARTS[name])
   return hf_config, R.export_tensors(flat, rules, target="Hugging Face BERT checkpoint")

@@ -11,14 +11,14 @@ import numpy as np
 import safetensors
 from safetensors import numpy as safetensors_np
 
+from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
 from vit_jax.interop import atomic
-from vit_jax.interop import common
-from vit_jax.interop import converted
 from vit_jax.interop import hf_bert
 from vit_jax.interop import hf_gpt2
 from vit_jax.interop import hf_vit
+from vit_jax.interop import models
 
 FAMILIES = {"bert": hf_bert, "gpt2": hf_gpt2, "vit": hf_vit}  # by HF model_type
 _BY_OUR_NAME = {**{n: hf_bert for n in hf_bert.OUR_NAMES}, "gpt": hf_gpt2, "vit": hf_vit}
@@ -47,7 +47,7 @@ def read_dir(path: str) -> tuple[dict, dict]:
       files = sorted(set(json.load(f)["weight_map"].values()))
   else:
     found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(path, "*")))
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"{path} has no {WEIGHTS} (or {INDEX}); found {found}. Only safetensors are read, never "
         "pickled .bin files: re-save the model with save_pretrained(dir) (safetensors by default)."
     )
@@ -56,18 +56,18 @@ def read_dir(path: str) -> tuple[dict, dict]:
     try:
       tensors.update(safetensors_np.load_file(os.path.join(path, name)))
     except (safetensors.SafetensorError, OSError, ValueError) as e:  # truncated or corrupted
-      raise common.ConversionError(
+      raise errors.ConversionError(
           f"Cannot read {os.path.join(path, name)} as safetensors ({e}); "
           "the file is damaged: re-save or re-download it."
       ) from e
   return config, tensors
 
 
-def read(path: str) -> converted.Checkpoint:
+def read(path: str) -> models.Checkpoint:
   config, tensors = read_dir(path)
   family = FAMILIES.get(config.get("model_type"))
   if family is None:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Unsupported Hugging Face model_type={config.get('model_type')!r} in {path}; supported: "
         f"{sorted(FAMILIES)}."
     )
@@ -76,25 +76,25 @@ def read(path: str) -> converted.Checkpoint:
   if tokenizer is not None:
     notes.append(f"read the tokenizer ({assets.HF_TOKENIZER}, vocab {tokenizer.vocab_size})")
     if tokenizer.vocab_size > model.get("vocab_size", tokenizer.vocab_size):
-      raise common.ConversionError(
+      raise errors.ConversionError(
           f"{path}: the tokenizer has {tokenizer.vocab_size} tokens, more than the model's "
           f"vocab_size={model['vocab_size']}; is {assets.HF_TOKENIZER} from another model?"
       )
-  return converted.Checkpoint(flat, model, notes, tokenizer)
+  return models.Checkpoint(flat, model, notes, tokenizer)
 
 
-def export(ckpt: converted.Checkpoint) -> tuple[dict, dict]:
+def export(ckpt: models.Checkpoint) -> tuple[dict, dict]:
   """(HF config, tensors) for our checkpoint; raises if the format cannot hold the model."""
   family = _BY_OUR_NAME.get(ckpt.model["name"])
   if family is None:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"No Hugging Face format for our model {ckpt.model['name']!r}; "
         f"supported: {sorted(_BY_OUR_NAME)}."
     )
   return family.export(ckpt.model, ckpt.params)
 
 
-def write(ckpt: converted.Checkpoint, path: str, overwrite: bool = False) -> list:
+def write(ckpt: models.Checkpoint, path: str, overwrite: bool = False) -> list:
   """Writes the directory (with the tokenizer if it is an HfTokenizer); returns notes."""
   config, tensors = export(ckpt)  # every check happens before anything is written
   ids = ckpt.tokenizer.special_ids if ckpt.tokenizer is not None else {}

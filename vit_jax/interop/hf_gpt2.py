@@ -16,10 +16,9 @@ ln_f                                             decoder/encoder_norm
 
 import numpy as np
 
-from vit_jax.interop import common
-from vit_jax.interop import hf_common
+from vit_jax import errors
+from vit_jax.interop import hf_rules as R
 from vit_jax.interop import models
-from vit_jax.interop import rules as R
 
 ARCHITECTURES = {"GPT2LMHeadModel": "gpt", "GPT2Model": "gpt"}
 _IGNORE = (r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",)  # causal-mask buffers of old files
@@ -72,27 +71,27 @@ def _rules(depth: int, heads: int, prefix: str) -> list:
 def import_(hf_config: dict, tensors: dict):
   """HF config + tensors -> (our model config, flat params, notes)."""
   tensors = dict(tensors)
-  hf_common.architecture(hf_config, ARCHITECTURES, "GPT2LMHeadModel")
+  R.architecture(hf_config, ARCHITECTURES, "GPT2LMHeadModel")
   for field, want in (
       ("scale_attn_weights", True),
       ("scale_attn_by_inverse_layer_idx", False),
       ("add_cross_attention", False),
   ):
     if hf_config.get(field, want) != want:
-      raise common.ConversionError(
+      raise errors.ConversionError(
           f"Unsupported GPT-2 option {field}={hf_config[field]!r}: ours "
           f"computes attention as {field}={want}."
       )
   width = hf_config["n_embd"]
   inner = hf_config.get("n_inner") or 4 * width
   if inner % width:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"n_inner={inner} is not a multiple of n_embd={width}; our Gpt " "has an integer mlp_ratio."
     )
   prefix = "transformer." if "transformer.wte.weight" in tensors else ""
   head = tensors.pop("lm_head.weight", None)
   if head is not None and not np.array_equal(head, tensors.get(f"{prefix}wte.weight")):
-    raise common.ConversionError(
+    raise errors.ConversionError(
         "lm_head.weight differs from wte: an untied LM head is not "
         "supported (our Gpt ties it to the token embedding)."
     )
@@ -113,7 +112,7 @@ def import_(hf_config: dict, tensors: dict):
       posemb="learn",
       dropout_rate=hf_config.get("resid_pdrop", 0.1),
       attention_dropout_rate=hf_config.get("attn_pdrop", 0.1),
-      activation=hf_common.activation(hf_config, "activation_function", "gelu_new"),
+      activation=R.activation(hf_config, "activation_function", "gelu_new"),
       norm_eps=hf_config.get("layer_norm_epsilon", 1e-5),
   )
   rules = _rules(config["depth"], config["num_heads"], prefix)
@@ -125,7 +124,7 @@ def export(config: dict, flat: dict):
   """Our GPT config + flat params -> (HF GPT2LMHeadModel config, tensors)."""
   model = models.build(config)
   if model.posemb != "learn":
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"GPT-2 has learned position embeddings; this model uses " f"posemb={model.posemb!r}."
     )
   shape = model.shape()
@@ -139,7 +138,7 @@ def export(config: dict, flat: dict):
       n_head=shape.num_heads,
       n_inner=model.mlp_ratio * shape.width,
       n_positions=model.max_len,
-      activation_function=hf_common.TO_HF_ACTIVATION[model.activation],
+      activation_function=R.TO_HF_ACTIVATION[model.activation],
       layer_norm_epsilon=model.norm_eps,
       resid_pdrop=model.dropout_rate,
       embd_pdrop=model.dropout_rate,
@@ -151,7 +150,7 @@ def export(config: dict, flat: dict):
       tie_word_embeddings=True,
       bos_token_id=eos,
       eos_token_id=eos,
-      dtype=hf_common.dtype_name(flat),
+      dtype=R.dtype_name(flat),
   )
   rules = _rules(shape.depth, shape.num_heads, "transformer.")
   return hf_config, R.export_tensors(flat, rules, target="Hugging Face GPT-2 checkpoint")

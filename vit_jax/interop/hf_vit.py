@@ -17,10 +17,9 @@ classifier                                            head
 
 import numpy as np
 
-from vit_jax.interop import common
-from vit_jax.interop import hf_common
+from vit_jax import errors
+from vit_jax.interop import hf_rules as R
 from vit_jax.interop import models
-from vit_jax.interop import rules as R
 from vit_jax.interop import vit_npz
 
 ARCHITECTURES = {"ViTForImageClassification": "vit", "ViTModel": "vit"}
@@ -66,19 +65,19 @@ def _pair(value) -> tuple:
 
 def import_(hf_config: dict, tensors: dict):
   """HF config + tensors -> (our model config, flat params, notes)."""
-  arch = hf_common.architecture(
+  arch = R.architecture(
       hf_config,
       ARCHITECTURES,
       "ViTForImageClassification" if "classifier.weight" in tensors else "ViTModel",
   )
   notes = []
   if hf_config.get("hidden_act", "gelu") != "gelu":
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Unsupported hidden_act={hf_config['hidden_act']!r}: our ViT "
         "uses the exact GELU ('gelu')."
     )
   if hf_config.get("pooler_act", "tanh") != "tanh":
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Unsupported pooler_act={hf_config['pooler_act']!r}: our " "pre-logits layer uses tanh."
     )
   eps = hf_config.get("layer_norm_eps", 1e-12)
@@ -91,7 +90,7 @@ def import_(hf_config: dict, tensors: dict):
   heads, qkv_bias = hf_config["num_attention_heads"], hf_config.get("qkv_bias", True)
   prefix = "vit." if "vit.embeddings.cls_token" in tensors else ""
   if bool(prefix) != (arch == "ViTForImageClassification"):
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"The config names {arch} but the weights are those of "
         f"{'a ViTForImageClassification' if prefix else 'a ViTModel'}."
     )
@@ -116,7 +115,7 @@ def import_(hf_config: dict, tensors: dict):
       ),
       classifier="token",
       posemb="learn",
-      num_classes=hf_common.num_labels(hf_config) if prefix else 0,
+      num_classes=R.num_labels(hf_config) if prefix else 0,
       dropout_rate=hf_config.get("hidden_dropout_prob", 0.0),
       attention_dropout_rate=hf_config.get("attention_probs_dropout_prob", 0.0),
   )
@@ -129,12 +128,12 @@ def export(config: dict, flat: dict):
   """Our ViT config + flat params -> (HF config, tensors)."""
   model = models.build(config)
   if model.classifier != "token" or model.posemb != "learn":
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Hugging Face ViT pools the cls token and learns its position table; this model has "
         f"classifier={model.classifier!r}, posemb={model.posemb!r}. Export it as .npz instead."
     )
   if model.num_classes and model.representation_size:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         "Hugging Face ViTForImageClassification has no pre-logits layer; "
         "this model has representation_size="
         f"{model.representation_size}. Export it as .npz instead."
@@ -160,9 +159,9 @@ def export(config: dict, flat: dict):
       pooler_act="tanh",
       pooler_output_size=model.representation_size or shape.width,
       initializer_range=0.02,
-      dtype=hf_common.dtype_name(flat),
+      dtype=R.dtype_name(flat),
   )
   if classify:
-    hf_config.update(hf_common.labels(model.num_classes))
+    hf_config.update(R.labels(model.num_classes))
   rules = _rules(shape.depth, shape.num_heads, "vit." if classify else "")
   return hf_config, R.export_tensors(flat, rules, target="Hugging Face ViT checkpoint")

@@ -1,4 +1,5 @@
-"""The models that interop converts: recognizing them from their params, building them, heads.
+"""The models that interop converts: recognizing them from their params, building them, heads,
+and the Checkpoint that holds their params in our names with the model config.
 
 Supported: ViT ("vit"), GPT ("gpt"), and BERT as pretraining ("bert"), masked-LM ("bert_mlm"),
 sequence classification ("bert_classifier") models, plus the bare encoder "bert_encoder" (our
@@ -8,13 +9,14 @@ sequence classification ("bert_classifier") models, plus the bare encoder "bert_
 import dataclasses
 import math
 import re
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from vit_jax import errors
-from vit_jax.interop import common
+from vit_jax.interop import flat_params
 from vit_jax.models import bert
 from vit_jax.models import registry
 from vit_jax.models import vit
@@ -60,7 +62,7 @@ def rebase(flat: dict, old_name: str, new_name: str) -> dict:
 def check_supported(config: dict) -> str:
   name = config.get("name")
   if name not in SUPPORTED:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Checkpoint conversion supports the models {list(SUPPORTED)}, not {name!r}. (Our own "
         "workdirs and .npz files of any model still fine-tune with init_from.)"
     )
@@ -102,7 +104,7 @@ def grid_of(slots: int, has_cls: bool):
   patches = slots - int(has_cls)
   side = math.isqrt(max(patches, 0))
   if side * side != patches or side == 0:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"The position table has {slots} slots ({patches} patches): not a square patch grid."
     )
   return side, side
@@ -115,18 +117,18 @@ def expected_params(config: dict, flat: dict, per_layer: bool = True) -> dict:
   variables = jax.eval_shape(
       lambda: module.init(jax.random.PRNGKey(0), *dummy_inputs(config, flat))
   )
-  return common.flatten(variables["params"])
+  return flat_params.flatten(variables["params"])
 
 
 def init_params(config: dict, flat: dict, seed: int = 0) -> dict:
   """Freshly initialized params, one entry per layer (for heads that are re-initialized)."""
   module = build({**config, "scan_layers": False} if is_scanned(config) else config)
   variables = module.init(jax.random.PRNGKey(seed), *dummy_inputs(config, flat))
-  return {k: np.asarray(v) for k, v in common.flatten(variables["params"]).items()}
+  return {k: np.asarray(v) for k, v in flat_params.flatten(variables["params"]).items()}
 
 
 def is_scanned(config: dict) -> bool:
-  """Whether the model stacks its layers (`scan_layers`; see `vit_jax.interop.scan`)."""
+  """Whether the model stacks its layers (`scan_layers`; see `vit_jax.interop.flat_params`)."""
   return bool(config.get("scan_layers"))
 
 
@@ -157,7 +159,7 @@ def infer(flat: dict, notes: list) -> dict:
     return _infer_gpt(flat)
   if "bert/word_embeddings/embedding" in flat or "word_embeddings/embedding" in flat:
     return _infer_bert(flat)
-  raise common.ConversionError(
+  raise errors.ConversionError(
       "Cannot tell which model these parameters belong to (no ViT 'embedding/kernel', GPT "
       "'wte/embedding' or BERT 'word_embeddings/embedding'); pass the model config (--model). "
       f"First keys: {sorted(flat)[:8]}"
@@ -167,7 +169,7 @@ def infer(flat: dict, notes: list) -> dict:
 def _need(flat: dict, key: str, ndim: int):
   value = flat.get(key)
   if value is None or np.ndim(value) != ndim:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Cannot infer the model config: expected {key} with {ndim} "
         f"dimensions, found {None if value is None else value.shape}."
     )
@@ -211,7 +213,7 @@ def _infer_gpt(flat: dict) -> dict:
   heads = _need(flat, block + "MultiHeadDotProductAttention_1/query/kernel", 3)[1]
   hidden = _need(flat, block + "MlpBlock_3/Dense_0/kernel", 2)[1]
   if hidden % width:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"GPT MLP width {hidden} is not a multiple of the model width "
         f"{width}; our Gpt has an integer mlp_ratio."
     )
@@ -267,3 +269,34 @@ def configure(config: dict, overrides: dict | None) -> dict:
         merged.pop(key, None)
   # Plain Python numbers, so the config serializes as JSON (model records, config.json).
   return {k: int(v) if isinstance(v, np.integer) else v for k, v in merged.items()}
+
+
+@dataclasses.dataclass
+class Checkpoint:
+  """Parameters in our names and layouts, with the config of the model they belong to.
+
+  Attributes:
+    params: flat {"a/b/c": np.ndarray}, the leaves of our model's "params" tree, with one entry
+      per layer also for a model that scans its layers (`scan_layers`; see `tree()`).
+    model: our model config, {"name": ..., **module kwargs} as `build_model` takes it.
+    notes: what the conversion adapted or assumed, for the user to read.
+    tokenizer: the tokenizer that came with the checkpoint (a `vit_jax.data.tokenizers`
+      Tokenizer: a workdir's, or a Hugging Face `tokenizer.json`), or None.
+  """
+
+  params: dict
+  model: dict
+  notes: list = dataclasses.field(default_factory=list)
+  tokenizer: Any = None
+
+  def tree(self) -> dict:
+    """The nested params, ready for `ckpt.module().apply({"params": ckpt.tree()}, ...)` (stacked
+    when the model config scans its layers)."""
+    if is_scanned(self.model):
+      stacked = expected_params(self.model, self.params, per_layer=False)
+      return flat_params.unflatten(flat_params.stack_layers(self.params, stacked))
+    return flat_params.unflatten(self.params)
+
+  def module(self, **overrides):
+    """The (unbound) Flax module these parameters belong to."""
+    return build({**self.model, **overrides})

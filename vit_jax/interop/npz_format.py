@@ -10,16 +10,16 @@ import zlib
 
 import numpy as np
 
+from vit_jax import errors
 from vit_jax.interop import atomic
-from vit_jax.interop import common
-from vit_jax.interop import converted
+from vit_jax.interop import models
 from vit_jax.interop import vit_npz
 
 
 def read(path: str) -> tuple[dict, list]:
   """(flat params in our names, notes)."""
   if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and say so
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"{path} is not an .npz file (not a zip archive); pass a file "
         "written by np.savez or vit_jax.convert."
     )
@@ -28,7 +28,7 @@ def read(path: str) -> tuple[dict, list]:
       flat = {k: data[k] for k in data.files}
   except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
     # truncated or bit-flipped archives, and pickled object arrays, which are refused
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Cannot read {path} as an .npz of parameters ({e}); the file "
         "is damaged or not ours: re-export or re-download it."
     ) from e
@@ -42,16 +42,16 @@ def read(path: str) -> tuple[dict, list]:
   return flat, notes
 
 
-def write(ckpt: converted.Checkpoint, path: str, layout: str = "vit", overwrite: bool = False):
+def write(ckpt: models.Checkpoint, path: str, layout: str = "vit", overwrite: bool = False):
   """Writes our names ("vit": the original ViT layout) or, for a ViT, the big_vision layout."""
   if layout not in vit_npz.LAYOUTS:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"Unknown .npz layout {layout!r}; choose one of " f"{list(vit_npz.LAYOUTS)}."
     )
   flat = dict(ckpt.params)
   if layout == "big_vision":
     if ckpt.model.get("name") != "vit":
-      raise common.ConversionError("The big_vision layout is for ViT models only.")
+      raise errors.ConversionError("The big_vision layout is for ViT models only.")
     flat = vit_npz.to_big_vision(flat)
   # numpy has no bfloat16: such arrays would not load back without pickle.
   flat = {k: v.astype(np.float32) if v.dtype.kind == "V" else v for k, v in flat.items()}

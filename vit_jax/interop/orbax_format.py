@@ -14,11 +14,12 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from vit_jax import checkpoint
+from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
 from vit_jax.interop import atomic
-from vit_jax.interop import common
-from vit_jax.interop import converted
+from vit_jax.interop import flat_params
+from vit_jax.interop import models
 
 
 def find_step_dir(path: str) -> str:
@@ -29,13 +30,13 @@ def find_step_dir(path: str) -> str:
     return path
   steps = ocp.step.checkpoint_steps(path) if os.path.isdir(path) else []
   if not steps:
-    raise common.ConversionError(
+    raise errors.ConversionError(
         f"{path} is not a vit_jax workdir or checkpoint: no finished checkpoint step with a "
         "'state' directory found."
     )
   step_dir = os.path.join(path, str(max(steps)))
   if not os.path.isdir(os.path.join(step_dir, workdir_lib.STATE_ITEM)):
-    raise common.ConversionError(f"{step_dir} has no 'state' directory.")
+    raise errors.ConversionError(f"{step_dir} has no 'state' directory.")
   return step_dir
 
 
@@ -53,7 +54,7 @@ def read_params(path: str) -> dict:
 
 def _read_step_params(step_dir: str) -> dict:
   state = read_state_dir(os.path.join(find_step_dir(step_dir), workdir_lib.STATE_ITEM))
-  return {k: np.asarray(v) for k, v in common.flatten(state["params"]).items()}
+  return {k: np.asarray(v) for k, v in flat_params.flatten(state["params"]).items()}
 
 
 def read_state_dir(state_dir: str):
@@ -68,12 +69,12 @@ def read_state_dir(state_dir: str):
   return checkpointer.restore(state_dir, target)
 
 
-def read(path: str) -> converted.Checkpoint:
+def read(path: str) -> models.Checkpoint:
   """Params of the newest intact step (or the step directory given), the recorded model config
   and the workdir's tokenizer."""
   step_dir, (params, record) = checkpoint.first_intact(_candidates(path), read_step)
   workdir = os.path.dirname(os.path.dirname(step_dir))  # W/checkpoints/<step>
-  return converted.Checkpoint(
+  return models.Checkpoint(
       params, dict(record["model"]), [f"read {step_dir}"], assets.read_workdir_tokenizer(workdir)
   )
 
@@ -87,7 +88,7 @@ def read_step(step_dir: str):
   return params, ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
 
 
-def write(ckpt: converted.Checkpoint, path: str, overwrite: bool = False) -> None:
+def write(ckpt: models.Checkpoint, path: str, overwrite: bool = False) -> None:
   tree = ckpt.tree()
   task = {"tokenizer": ckpt.tokenizer.fingerprint} if ckpt.tokenizer is not None else {}
   record = checkpoint.model_record(ckpt.model, tree, task)

@@ -53,7 +53,7 @@ class StdConv(nn.Conv):
   """A convolution whose effective kernel is weight-standardized (Qiao et al. 2019).
 
   The stored kernel stays free; the conv sees it standardized. A subclass of nn.Conv, so
-  vit_jax/training/counting.py counts it as any conv. eps 1e-8 as in timm's BiT port (BiT: 1e-10).
+  vit_jax/training/flops.py counts it as any conv. eps 1e-8 as in timm's BiT port (BiT: 1e-10).
   """
 
   eps: float = 1e-8

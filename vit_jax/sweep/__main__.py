@@ -20,7 +20,7 @@ import os
 import sys
 
 from vit_jax import errors
-from vit_jax import runtime
+from vit_jax import startup
 from vit_jax.sweep import checks
 from vit_jax.sweep import collect as collect_lib
 from vit_jax.sweep import fits as fits_lib
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
 
 
 def run() -> None:
-  runtime.quiet_startup()  # before the config checks load JAX; the runs inherit the setting
+  startup.quiet_startup()  # before the config checks load JAX; the runs inherit the setting
   try:
     with errors.exit_on_user_error():
       code = main()

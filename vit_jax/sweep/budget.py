@@ -2,7 +2,7 @@
 
 IsoFLOP sweeps (Hoffmann et al. 2022, approach 2) train every model size on the same compute, so
 each run's length follows from its model. A sweep file calls `steps_for_budget` while it lists its
-runs; the FLOPs per example are the trainer's own count (vit_jax/training/counting.py: 3x the
+runs; the FLOPs per example are the trainer's own count (vit_jax/training/flops.py: 3x the
 forward matmuls, PaLM's 6N + 12LHQT per token), taken from the run's config with the task built
 without data, so nothing is read or trained and the count equals the run's `run_info.json`. A text
 config therefore needs its vocabulary size set (`tokenizer.vocab_size`).
@@ -23,15 +23,15 @@ def _per_example(config: str, overrides: tuple) -> tuple[float, int, dict]:
   from vit_jax import tasks
   from vit_jax.models import build_model
   from vit_jax.sweep import checks
-  from vit_jax.training import counting
+  from vit_jax.training import flops
 
   run_config = checks.run_config(spec.Run("budget", config, overrides))
   task = tasks.build_task_without_data(run_config)
   model_config = {**run_config.model.to_dict(), **task.model_overrides()}
-  per_example = counting.train_flops_per_example(model_config, task.init_inputs(1))
+  per_example = flops.train_flops_per_example(model_config, task.init_inputs(1))
   model = build_model(model_config)
   shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *task.init_inputs(1)))
-  return per_example, counting.count_params(shapes["params"]), run_config.to_dict()
+  return per_example, flops.count_params(shapes["params"]), run_config.to_dict()
 
 
 def model_cost(config: str, overrides: dict) -> tuple[float, int]:

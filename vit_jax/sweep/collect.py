@@ -5,7 +5,7 @@ Everything comes from what the trainer wrote in each workdir: `config.json`, `me
 count, training FLOPs per example, training-set size). No model is rebuilt.
 
 Training FLOPs = train_flops_per_example x examples seen, where train_flops_per_example is 3x the
-model's forward matmul FLOPs on one example (vit_jax/training/counting.py) and examples seen =
+model's forward matmul FLOPs on one example (vit_jax/training/flops.py) and examples seen =
 step x batch_size. Errors are 1 - eval/accuracy: the metrics are those of the run's default
 evaluator, "eval" (the task's own metrics on its eval split).
 """

@@ -15,7 +15,7 @@ import jax
 
 from vit_jax import errors
 from vit_jax.training import build
-from vit_jax.training import counting
+from vit_jax.training import flops
 
 GIB = 2**30
 # HBM per chip (GiB), by TPU generation, from the Cloud TPU system architecture pages.
@@ -158,7 +158,7 @@ class Report:
   total_bytes: int
   hbm_bytes: int | None
   xla_flops: float | None  # per device, what the compiled step runs (remat included)
-  model_flops: float  # per device, the model's own count (training/counting.py)
+  model_flops: float  # per device, the model's own count (training/flops.py)
   collectives: dict
   kernels: int  # Pallas kernel calls (splash attention on TPU)
   advice: list
@@ -243,7 +243,7 @@ def compile_report(built: build.Step, batch_size: int) -> Report:
       + memory.generated_code_size_in_bytes
   )
   model_flops = (
-      counting.train_flops_per_example(built.model_config, built.task.init_inputs(1))
+      flops.train_flops_per_example(built.model_config, built.task.init_inputs(1))
       * batch_size
       / num_devices
   )

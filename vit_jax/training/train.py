@@ -23,7 +23,7 @@ from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.training import build
-from vit_jax.training import counting
+from vit_jax.training import flops
 from vit_jax.training import host_input
 from vit_jax.training import metrics_log
 from vit_jax.training import preemption
@@ -117,13 +117,13 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
       state = {"params": params, "opt_state": opt_state, "step": state["step"]}
   start_step = int(state["step"])
-  mfu_meter = counting.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
+  mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
     # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py).
     run_info = {
-        "num_params": counting.count_params(abstract_state["params"]),
+        "num_params": flops.count_params(abstract_state["params"]),
         "train_flops_per_example": mfu_meter.flops_per_example,
         "train_examples": task.train_size(),
         "batch_size": config.batch_size,

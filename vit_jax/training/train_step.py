@@ -25,14 +25,14 @@ def make_train_step(
   """`train_step(state, batch) -> (state, metrics)`, not yet jitted (callers pick shardings).
 
   `log_internals` adds the RMS of the parameters, gradients and updates per block group
-  (training/internals.py).
+  (training/health_metrics.py).
 
   `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
   NaN, to exercise the non-finite guard. `guard_nonfinite=False` applies every update as it is;
   it exists to measure what the guard costs (`benchmarks/guard_cost.py`), the trainer keeps it on.
   """
   if log_internals:  # pylint: disable-next=g-import-not-at-top  (only runs that log them)
-    from vit_jax.training import internals
+    from vit_jax.training import health_metrics
 
   def grads_of(params, micro_batch, totals, rng):
     def loss_fn(p):
@@ -93,7 +93,7 @@ def make_train_step(
     }
     if log_internals:  # the update as applied: zero for a skipped non-finite step
       updates = jax.tree.map(jnp.subtract, new_params, params)
-      metrics.update(internals.metrics(new_params, grads, updates))
+      metrics.update(health_metrics.metrics(new_params, grads, updates))
     return new_state, metrics
 
   return train_step

@@ -1,0 +1,66 @@
+"""Runs the real command line in a subprocess, as a user would; loads configs in-process."""
+
+import json
+import os
+import subprocess
+import sys
+
+from vit_jax.config import args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VIT_CONFIG = os.path.join(ROOT, "configs", "vit.py")
+
+
+def main_command(workdir, config_arg="", *overrides):
+  config = VIT_CONFIG + (f":{config_arg}" if config_arg else "")
+  return [
+      sys.executable,
+      "-m",
+      "vit_jax.main",
+      f"--config={config}",
+      f"--workdir={workdir}",
+      *overrides,
+  ]
+
+
+def repo_file(relative_path: str):
+  """The module of a config or sweep file of this repository (e.g. "configs/vit.py"), loaded by
+  path as the commands load it."""
+  return args.load_file(os.path.join(ROOT, relative_path))
+
+
+def vit_config(config_arg="runlocal", **overrides):
+  """configs/vit.py's config, for tests that call the trainer in-process."""
+  config = repo_file("configs/vit.py").get_config(config_arg)
+  config.update(overrides)
+  return config
+
+
+def env(devices: int = 1, data_dir=None):
+  e = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+  e["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  if data_dir:
+    e["TFDS_DATA_DIR"] = str(data_dir)
+  return e
+
+
+def run(cmd, devices=1, data_dir=None, timeout=600):
+  return subprocess.run(
+      cmd, env=env(devices, data_dir), capture_output=True, text=True, timeout=timeout, cwd=ROOT
+  )
+
+
+def read_metrics(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def snapshot(directory):
+  """{relative path: (size, mtime_ns)} of every file, to prove nothing was touched."""
+  out = {}
+  for root, _, files in os.walk(directory):
+    for name in files:
+      path = os.path.join(root, name)
+      st = os.stat(path)
+      out[os.path.relpath(path, directory)] = (st.st_size, st.st_mtime_ns)
+  return out

@@ -1,0 +1,57 @@
+"""Bad input: a clear error, a non-zero exit code, and existing files left untouched."""
+
+import pytest
+
+from tests import helpers
+
+
+def test_unknown_config_key_exits_2(tmp_path):
+  result = helpers.run(helpers.main_command(tmp_path / "w", "", "--config.optimizer.lrr=0.1"))
+  assert result.returncode == 2
+  assert "lrr" in result.stderr and "error:" in result.stderr
+  assert not (tmp_path / "w").exists()
+
+
+def test_unknown_config_argument_exits_2(tmp_path):
+  result = helpers.run(helpers.main_command(tmp_path / "w", "datset=cifar10"))
+  assert result.returncode == 2
+  assert "Unknown config argument 'datset'" in result.stderr
+
+
+def test_malformed_variant(tmp_path, digits_dir):
+  result = helpers.run(
+      helpers.main_command(tmp_path / "w", "variant=B-16", f"--config.data_dir={digits_dir}")
+  )
+  assert result.returncode == 2
+  assert "Malformed ViT variant 'B-16'" in result.stderr
+
+
+def test_dataset_not_prepared_says_how_to_prepare(tmp_path):
+  empty = tmp_path / "empty_tfds"
+  empty.mkdir()
+  result = helpers.run(
+      helpers.main_command(tmp_path / "w", "dataset=cifar10,runlocal", f"--config.data_dir={empty}")
+  )
+  assert result.returncode == 2
+  assert "cifar10" in result.stderr and "tfds build cifar10" in result.stderr
+
+
+@pytest.mark.slow
+def test_workdir_of_another_model_is_refused_untouched(tmp_path, digits_dir):
+  workdir = tmp_path / "w"
+  common = [
+      f"--config.data_dir={digits_dir}",
+      "--config.total_steps=2",
+      "--config.batch_size=16",
+      "--config.eval_max_batches=1",
+      "--config.progress=lines",
+  ]
+  first = helpers.run(helpers.main_command(workdir, "", *common))
+  assert first.returncode == 0, first.stderr[-3000:]
+  before = helpers.snapshot(workdir)
+  other = helpers.run(
+      helpers.main_command(workdir, "variant=S/4", *common, "--config.model.depth=1")
+  )
+  assert other.returncode == 2
+  assert "different model" in other.stderr and "model.variant" in other.stderr
+  assert helpers.snapshot(workdir) == before

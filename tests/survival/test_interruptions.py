@@ -1,0 +1,136 @@
+"""Preemption (SIGTERM), a kill during a checkpoint write, and non-finite losses."""
+
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from tests import helpers
+from vit_jax import interop
+
+
+def command(workdir, data_dir, *extra, total_steps=40, every=20):
+  return helpers.main_command(
+      workdir,
+      "",
+      f"--config.data_dir={data_dir}",
+      f"--config.total_steps={total_steps}",
+      "--config.batch_size=32",
+      f"--config.checkpoint_every={every}",
+      f"--config.eval_every={total_steps}",
+      "--config.eval_max_batches=1",
+      "--config.log_every=1",
+      "--config.progress=lines",
+      "--config.optimizer.warmup_steps=5",
+      *extra,
+  )
+
+
+def wait_for(predicate, proc, timeout=300):
+  deadline = time.time() + timeout
+  while not predicate():
+    assert proc.poll() is None, "the run ended before the event"
+    assert time.time() < deadline, "timed out"
+    time.sleep(0.005)
+
+
+def rows(workdir):
+  path = os.path.join(workdir, "metrics.jsonl")
+  return helpers.read_metrics(workdir) if os.path.exists(path) else []
+
+
+def test_sigterm_checkpoints_and_resumes_exactly(tmp_path, digits_dir):
+  straight = helpers.run(command(tmp_path / "straight", digits_dir))
+  assert straight.returncode == 0, straight.stderr[-3000:]
+  workdir = tmp_path / "preempted"
+  proc = subprocess.Popen(
+      command(workdir, digits_dir),
+      env=helpers.env(),
+      cwd=helpers.ROOT,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+  )
+  wait_for(lambda: any(r.get("step", 0) >= 7 for r in rows(workdir)), proc)
+  proc.send_signal(signal.SIGTERM)
+  out, err = proc.communicate(timeout=300)
+  assert proc.returncode == 0, err[-3000:]
+  assert "SIGTERM: saved a checkpoint at step" in out
+  stopped = int(out.split("SIGTERM: saved a checkpoint at step ")[1].split(";")[0])
+  assert 7 <= stopped < 40 and (workdir / "checkpoints" / str(stopped)).is_dir()
+  resumed = helpers.run(command(workdir, digits_dir))
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"at step {stopped}" in resumed.stdout
+  a = interop.read_params(str(tmp_path / "straight" / "checkpoints" / "40"))
+  b = interop.read_params(str(workdir / "checkpoints" / "40"))
+  for key in a:
+    np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
+
+
+@pytest.mark.slow
+def test_sigkill_during_checkpoint_write_resumes_from_previous(tmp_path, digits_dir):
+  workdir = tmp_path / "w"
+  ckpts = workdir / "checkpoints"
+  # A wider model makes each save take long enough to be caught in the middle.
+  cmd = command(
+      workdir,
+      digits_dir,
+      "--config.model.width=512",
+      "--config.model.mlp_dim=2048",
+      "--config.keep_checkpoints=5",
+      total_steps=30,
+      every=3,
+  )
+
+  def finished():
+    return sorted(int(d) for d in os.listdir(ckpts) if d.isdigit()) if ckpts.exists() else []
+
+  def writing():
+    return ckpts.exists() and any("tmp" in d for d in os.listdir(ckpts))
+
+  proc = subprocess.Popen(
+      cmd, env=helpers.env(), cwd=helpers.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+  )
+  wait_for(lambda: finished() and writing(), proc)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  intact = finished()
+  assert intact and any("tmp" in d for d in os.listdir(ckpts))
+  again = helpers.run(cmd)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert f"at step {max(intact)}" in again.stdout
+  assert 30 in finished()
+
+
+@pytest.mark.slow
+def test_nan_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path, digits_dir):
+  workdir = tmp_path / "w"
+  result = helpers.run(
+      command(workdir, digits_dir, "--config.debug_nan_at_step=7", total_steps=20, every=5)
+  )
+  assert result.returncode == 3
+  assert "Non-finite loss or gradients at step 7" in result.stderr
+  saved = sorted(int(d) for d in os.listdir(workdir / "checkpoints") if d.isdigit())
+  assert saved == [5]
+  params = interop.read_params(str(workdir / "checkpoints" / "5"))
+  assert all(np.isfinite(v).all() for v in params.values())
+
+
+def test_nan_skip_mode_skips_the_update(tmp_path, digits_dir):
+  workdir = tmp_path / "w"
+  result = helpers.run(
+      command(
+          workdir,
+          digits_dir,
+          "--config.debug_nan_at_step=3",
+          "--config.nonfinite=skip",
+          total_steps=6,
+          every=6,
+      )
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  last = [r for r in helpers.read_metrics(workdir) if "train_loss" in r][-1]
+  assert last["skipped_steps"] == 1 and np.isfinite(last["train_loss"])

@@ -1,0 +1,110 @@
+"""Process start-up: quiet third-party logs in our commands, and TensorFlow kept off accelerators.
+
+Every command line (main, generate, convert, visualize, predict, evaluate, compile, sweep) calls
+`quiet_startup()` first thing. Without it a run prints TensorFlow's C++ notices (oneDNN, CPU
+features, "All log messages before absl::InitializeLog() is called ..."), tf.data warnings, and
+orbax's warnings on every checkpoint read ("Metadata file does not exist"). To see them all again,
+set VIT_JAX_VERBOSE=1 or pass absl's --verbosity (main, generate). Library use (tests, notebooks)
+keeps the libraries' logging.
+
+`hide_accelerators_from_tf()` is the one place that keeps TensorFlow off GPUs and TPUs; the image
+data package calls it on import, before any TF op can run.
+
+`set_cpu_xla_defaults()` sets the XLA flags the trainer wants on CPU (read when the backend
+starts): `--xla_cpu_experimental_ynn_fusion_type=-individual_dot,-individual_convolution`.
+XLA:CPU by default hands each lone dot and convolution to the YNNPACK library; at the widths of
+our small models (192-384) its own emitted loops are faster for those. `python -m
+benchmarks.flag_ab` on 2 cores: ViT-Ti/16 and ViT-S/16 steps 1.25x and 1.35x, BERT 1.22x, the
+GPTs 0.95-0.99x, a lone 4096^2 matmul 0.60x (benchmarks/README.md). The flag is a CPU-backend
+option: runs on GPU or TPU never get it. A value the user already put in XLA_FLAGS wins.
+"""
+
+import importlib.util
+import logging
+import os
+
+VERBOSE_ENV = "VIT_JAX_VERBOSE"
+# Python loggers of libraries that report benign events at WARNING (orbax logs through absl).
+_QUIETED_LOGGERS = ("absl", "tensorflow")
+
+
+class _ErrorsOnly(logging.Filter):
+  """Drops records below ERROR. A filter, not a level: main and generate set absl's verbosity."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR
+
+
+_ERRORS_ONLY = _ErrorsOnly()
+
+
+def verbose_requested() -> bool:
+  """True when the user asked for library logs: VIT_JAX_VERBOSE=1, or absl's --verbosity/-v."""
+  if os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+    return True
+  from absl import flags  # pylint: disable=g-import-not-at-top  (absl is light; argparse CLIs)
+
+  return flags.FLAGS.is_parsed() and "verbosity" in flags.FLAGS and flags.FLAGS["verbosity"].present
+
+
+def quiet_startup(verbose: bool | None = None) -> None:
+  """Silences TF's C++ logs and absl/orbax/TF Python warnings, unless `verbose` (or requested).
+
+  Call before TensorFlow is imported: TF reads TF_CPP_MIN_LOG_LEVEL when it loads. Errors still
+  print. A TF_CPP_MIN_LOG_LEVEL the user set is kept.
+  """
+  if verbose is None:
+    verbose = verbose_requested()
+  if verbose:
+    return
+  # 2: C++ INFO and WARNING hidden (TF and XLA), errors kept. Nothing logged before absl's
+  # InitializeLog also means absl prints no "All log messages before ..." notice.
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  # TF 2.21 logs its oneDNN notice while it loads, whatever TF_CPP_MIN_LOG_LEVEL says; only
+  # turning oneDNN's TF kernels off removes it. TF only feeds data here (decode, crop, resize,
+  # augment), and the digits pipeline's train and eval batches are bit-identical either way.
+  os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+  for name in _QUIETED_LOGGERS:
+    logger = logging.getLogger(name)
+    if _ERRORS_ONLY not in logger.filters:
+      logger.addFilter(_ERRORS_ONLY)
+
+
+def hide_accelerators_from_tf() -> None:
+  """TF only feeds data: the GPUs/TPUs (and their memory) belong to JAX. Imports TensorFlow.
+
+  Effective until TF runs its first op; later calls change nothing (TF allows no change then).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  for kind in ("GPU", "TPU"):
+    try:
+      tf.config.set_visible_devices([], kind)
+    except (RuntimeError, ValueError):  # TF already initialized its devices: too late to change.
+      pass
+
+
+CPU_FLAGS = {
+    "--xla_cpu_experimental_ynn_fusion_type": "-individual_dot,-individual_convolution",
+}
+
+
+def runs_on_cpu() -> bool:
+  """Whether JAX will pick the CPU: JAX_PLATFORMS says so, or no accelerator plugin (libtpu,
+  CUDA, ROCm) is installed. Decided before the backend starts, so nothing of JAX is imported."""
+  platforms = os.environ.get("JAX_PLATFORMS", "")
+  if platforms:
+    return platforms.split(",")[0].strip() == "cpu"
+  plugins = ("libtpu", "jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm7_plugin")
+  return not any(importlib.util.find_spec(name) for name in plugins)
+
+
+def set_cpu_xla_defaults() -> None:
+  """Appends each default to XLA_FLAGS unless the user set that flag, on CPU only; call before
+  jax starts."""
+  if not runs_on_cpu():
+    return
+  current = os.environ.get("XLA_FLAGS", "")
+  extra = [f"{flag}={value}" for flag, value in CPU_FLAGS.items() if flag not in current]
+  if extra:
+    os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
