@@ -5,7 +5,7 @@
 The guard keeps the old params and optimizer state when a step's loss or gradient norm is not
 finite: one `where` per parameter and moment, over the whole state, every step. This builds the
 ViT-Ti/16 and GPT steps of `benchmarks.compare` twice, with the guard and without
-(`make_train_step(guard_nonfinite=False)`), and times them in alternating rounds.
+(`train.update_step(..., guard_nonfinite=False)`), and times them in alternating rounds.
 """
 
 import argparse

@@ -1,11 +1,13 @@
 """Our side of each workload: a step callable that runs one timed unit and waits for it.
 
-Training steps are the trainer's own: `train_step.make_train_step` (gradient accumulation off, the
+Training steps are the trainer's own: `train.update_step` (gradient accumulation off, the
 non-finite guard on) with the task's real `apply`, `totals` and `loss`, optax AdamW, jit-compiled
 with the state donated, exactly as `vit_jax/training/train.py` builds it. The tasks are built
 without data (no dataset is opened and no tokenizer trained): the batches are random tensors of
 the real shapes.
 """
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +21,7 @@ from vit_jax.tasks import base
 from vit_jax.tasks import causal_lm
 from vit_jax.tasks import classification
 from vit_jax.tasks import masked_lm
-from vit_jax.training import train_step
+from vit_jax.training import train
 
 
 class _CausalLM(causal_lm.CausalLM):
@@ -40,13 +42,21 @@ class _MaskedLM(masked_lm.MaskedLM):
 def _runner(task, model, batch, **step_options):
   """One jitted trainer step on `batch`, repeated; returns the callable that times one step.
 
-  `step_options` go to `train_step.make_train_step` (the guard's cost is measured through it).
+  `step_options` go to `train.update_step` (the guard's cost is measured through it).
   """
   params = jax.jit(lambda: model.init(jax.random.PRNGKey(0), *task.model_inputs(batch))["params"])()
   schedule = optax.constant_schedule(1e-4)
   tx = optax.adamw(schedule, weight_decay=0.01)
   step = jax.jit(
-      train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1), **step_options),
+      functools.partial(
+          train.update_step,
+          task=task,
+          model=model,
+          tx=tx,
+          schedule=schedule,
+          step_rng=jax.random.PRNGKey(1),
+          **step_options,
+      ),
       donate_argnums=(0,),
   )
   holder = {"state": {"params": params, "opt_state": tx.init(params), "step": jnp.int32(0)}}

@@ -2,13 +2,14 @@
 
   python benchmarks/remat_memory.py [--batch_size 64]
 
-Prints the temporaries (activations kept for the backward pass) per policy, with and without
-scanned layers, and the ratio to the plain model. The step is the trainer's own
-(vit_jax/training/train_step.py), compiled for abstract state and batch. Figures in the README
-come from this command on the CPU backend.
+Prints the temporaries (activations kept for the backward pass) per policy, with and without scanned
+layers, and the ratio to the plain model. The step is the trainer's own (`update_step` in
+vit_jax/training/train.py), compiled for abstract state and batch. Figures in the README come from
+this command on the CPU backend.
 """
 
 import argparse
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +19,7 @@ import optax
 from vit_jax.models import build_model
 from vit_jax.models import transformer
 from vit_jax.tasks import classification
-from vit_jax.training import train_step
+from vit_jax.training import train
 
 
 def train_step_temp_bytes(model_config: dict, batch_size: int, image_size: int = 224) -> int:
@@ -39,8 +40,13 @@ def train_step_temp_bytes(model_config: dict, batch_size: int, image_size: int =
       "label": jax.ShapeDtypeStruct((batch_size,), jnp.int32),
       "labels": jax.ShapeDtypeStruct((batch_size, num_classes), jnp.float32),
   }
-  step = train_step.make_train_step(
-      task, model, tx, optax.constant_schedule(1e-3), jax.random.PRNGKey(0)
+  step = functools.partial(
+      train.update_step,
+      task=task,
+      model=model,
+      tx=tx,
+      schedule=optax.constant_schedule(1e-3),
+      step_rng=jax.random.PRNGKey(0),
   )
   compiled = jax.jit(step, donate_argnums=(0,)).lower(state, batch).compile()
   return int(compiled.memory_analysis().temp_size_in_bytes)

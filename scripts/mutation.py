@@ -169,14 +169,14 @@ TARGETS = {
     "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
-    "vit_jax/training/train_step.py": (
+    "vit_jax/training/train.py": (
         [
             "tests/training/test_train_step.py",
             "tests/training/test_step_math.py",
             "tests/training/test_health_metrics.py::test_internals_match_the_checkpoints_and_sgds_update",
             "tests/training/test_learning.py::test_loss_falls_by_a_margin[vit-40-0.003-0.2]",
         ],
-        None,
+        ("update_step", "_summed_over_microbatches"),  # the update step, not the loop
     ),
 }
 

@@ -3,13 +3,13 @@
   python -m vit_jax.compile --config=configs/vit.py:dataset=imagenet2012,variant=B/16 \
       --topology=v5p-32
 
-The step is the trainer's own (task, model, optimizer, mesh and partitioning, vit_jax/training/
-build.py) over abstract inputs: no data is read and no array allocated. Printed per device:
-params + optimizer state, temporaries and the total against the chip's HBM, XLA's FLOPs per step
-against the model's own count, and the collectives in the step. Exit code 2 if it does not fit,
-naming what to change. --topology defaults to the config's `target_topology`, else the local
-devices. A TPU topology needs libtpu (`pip install "jax[tpu]"`, see docs/pod.md); on a machine
-without TPUs set JAX_PLATFORMS=cpu so JAX does not wait for one.
+The step is the trainer's own (`prepare` and `jit_update_step` in vit_jax/training/train.py: task,
+model, optimizer, mesh and partitioning) over abstract inputs: no data is read and no array
+allocated. Printed per device: params + optimizer state, temporaries and the total against the
+chip's HBM, XLA's FLOPs per step against the model's own count, and the collectives in the step.
+Exit code 2 if it does not fit, naming what to change. --topology defaults to the config's
+`target_topology`, else the local devices. A TPU topology needs libtpu (`pip install "jax[tpu]"`,
+see docs/pod.md); on a machine without TPUs set JAX_PLATFORMS=cpu so JAX does not wait for one.
 """
 
 import sys
@@ -41,7 +41,7 @@ def main(argv):
   from vit_jax import tasks
   from vit_jax.config import checks
   from vit_jax.training import aot
-  from vit_jax.training import build
+  from vit_jax.training import train
 
   if FLAGS.config is None:
     print("error: --config is required, e.g. --config=configs/vit.py", file=sys.stderr)
@@ -52,9 +52,9 @@ def main(argv):
     name = FLAGS.topology or config.target_topology
     devices = aot.parse_topology(name).devices() if name else None
     task = tasks.build_task_without_data(config)
-    built = build.build_step(config, task, devices)  # mesh and batch checked before compiling
+    setup = train.prepare(config, task, devices)  # mesh and batch checked before compiling
     print(f"Compiling the train step for {name or 'the local devices'}...", flush=True)
-    report = aot.compile_report(built, config.batch_size)
+    report = aot.compile_report(setup, train.jit_update_step(config, setup), config.batch_size)
     print(report.text(), flush=True)
     aot.require_fit(report)
   except errors.USER_ERRORS as e:

@@ -5,6 +5,7 @@ The TPU test needs libtpu's compiler (no TPU): it runs in a venv with `jax[tpu]`
 JAX_PLATFORMS=cpu, and skips where libtpu is absent.
 """
 
+import functools
 import importlib.util
 
 import jax
@@ -19,7 +20,7 @@ from vit_jax.models import build_model
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import optimizer as optimizer_lib
 from vit_jax.training import partitioning
-from vit_jax.training import train_step
+from vit_jax.training import train
 
 VIT = {"name": "vit", "variant": "Ti/16", "depth": 2, "num_classes": 10}
 GPT = {"name": "gpt", "variant": "pico", "vocab_size": 50, "max_len": 200}
@@ -53,7 +54,16 @@ def test_auto_is_the_xla_step_on_cpu(digits_dir):
     model = build_model(model_config)
     params = model.init(jax.random.PRNGKey(0), *task.init_inputs())["params"]
     state = {"params": params, "opt_state": tx.init(params), "step": np.int32(0)}
-    step = jax.jit(train_step.make_train_step(task, model, tx, schedule, jax.random.PRNGKey(1)))
+    step = jax.jit(
+        functools.partial(
+            train.update_step,
+            task=task,
+            model=model,
+            tx=tx,
+            schedule=schedule,
+            step_rng=jax.random.PRNGKey(1),
+        )
+    )
     lowered[impl] = step.lower(state, batch).as_text()
     results[impl] = jax.tree.leaves(step(state, batch))
   assert lowered["auto"] == lowered["xla"]

@@ -1,5 +1,7 @@
 """A BiT ResNet trains through the real trainer like a ViT (configs/resnet.py, the image
-classification task, vit_jax/training/train_step.py) and fine-tunes from its own workdir."""
+classification task, the update step of vit_jax/training/train.py) and fine-tunes from its own
+workdir.
+"""
 
 import jax
 import numpy as np

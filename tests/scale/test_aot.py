@@ -12,7 +12,6 @@ from tests import helpers
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax.training import aot
-from vit_jax.training import build
 from vit_jax.training import flops
 from vit_jax.training import train
 
@@ -54,9 +53,9 @@ def test_count_collectives_reads_sync_and_async_ops():
 def test_report_of_local_compile():
   """State bytes are exactly params + Adam's two moments; XLA's FLOPs are near the model's."""
   config = helpers.vit_config("runlocal", num_classes=10, batch_size=8)
-  built = build.build_step(config, tasks.build_task_without_data(config))
-  report = aot.compile_report(built, config.batch_size)
-  params = flops.count_params(built.abstract_state["params"])
+  setup = train.prepare(config, tasks.build_task_without_data(config))
+  report = aot.compile_report(setup, train.jit_update_step(config, setup), config.batch_size)
+  params = flops.count_params(setup.abstract_state["params"])
   assert abs(report.state_bytes - 3 * 4 * params) < 64  # + the step counter and Adam's count
   assert report.batch_bytes == 8 * (16 * 16 * 3 + 1 + 10) * 4
   assert report.temp_bytes > 0 and report.total_bytes > report.state_bytes

@@ -43,6 +43,42 @@ def test_unknown_config_argument_has_no_traceback(tmp_path):
   conftest.assert_one_line_error(result.stderr, "'foo'")
 
 
+# A config file is user code: what goes wrong in it is the user's error, named by file and line.
+BROKEN_CONFIGS = {
+    "syntax": ("def get_config(:\n  pass\n", 1, "SyntaxError"),
+    "raises": (
+        "import ml_collections\n\n\ndef get_config():\n"
+        "  raise RuntimeError('no such recipe yet')\n",
+        5,
+        "RuntimeError: no such recipe yet",
+    ),
+    "import": ("import vit_jax.no_such_module\n", 1, "ModuleNotFoundError"),
+    "type": ("def get_config():\n  return 1 + 'a'\n", 2, "TypeError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_CONFIGS))
+@pytest.mark.parametrize("module", ["vit_jax.main", "vit_jax.compile"])
+def test_an_error_inside_a_config_file_names_its_line(tmp_path, module, case):
+  source, line, named = BROKEN_CONFIGS[case]
+  config = tmp_path / "broken.py"
+  config.write_text(source)
+  workdir = ["--workdir", str(tmp_path / "w")] if module == "vit_jax.main" else []
+  result = run_module(module, f"--config={config}", *workdir)
+  assert result.returncode == 2, result.stderr[-2000:]
+  conftest.assert_one_line_error(result.stderr, f"broken.py, line {line}: {named}")
+  assert not (tmp_path / "w").exists()
+
+
+def test_a_broken_sweep_file_names_its_line(tmp_path):
+  sweep = tmp_path / "sweep.py"
+  sweep.write_text("def get_sweep():\n  return dict(config=undefined_name)\n")
+  result = run_module("vit_jax.sweep", "run", str(sweep), f"--root={tmp_path / 'root'}")
+  assert result.returncode == 2, result.stderr[-2000:]
+  conftest.assert_one_line_error(result.stderr, "sweep.py, line 2: NameError")
+  assert not (tmp_path / "root").exists()
+
+
 # The other flag values are checked in-process by test_validation.py.
 @pytest.mark.parametrize("flag", ["--bogus=1", "--temperature=-1"])
 def test_bad_generate_flag(tmp_path, flag):

@@ -1,5 +1,7 @@
 """The trainer's update step on real digits batches: the non-finite guard and accumulation."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,7 @@ from tests import helpers
 from vit_jax import tasks
 from vit_jax.models import build_model
 from vit_jax.training import optimizer as optimizer_lib
-from vit_jax.training import train_step
+from vit_jax.training import train
 
 
 def setup(data_dir, **step_options):
@@ -22,8 +24,14 @@ def setup(data_dir, **step_options):
   params = model.init(jax.random.PRNGKey(0), *task.init_inputs())["params"]
   state = {"params": params, "opt_state": tx.init(params), "step": np.int32(0)}
   batch = next(iter(task.train_batches(0, 0, 1)))
-  step = train_step.make_train_step(
-      task, model, tx, schedule, jax.random.PRNGKey(1), **step_options
+  step = functools.partial(
+      train.update_step,
+      task=task,
+      model=model,
+      tx=tx,
+      schedule=schedule,
+      step_rng=jax.random.PRNGKey(1),
+      **step_options,
   )
   return jax.jit(step), state, batch
 
@@ -88,12 +96,23 @@ class _SqrtTask:
     return loss, {}
 
 
+def sqrt_step(task, tx):
+  return functools.partial(
+      train.update_step,
+      task=task,
+      model=None,
+      tx=tx,
+      schedule=lambda s: 0.1,
+      step_rng=jax.random.PRNGKey(0),
+  )
+
+
 def test_a_step_with_only_its_loss_or_only_its_gradients_non_finite_changes_nothing():
   tx = optax.sgd(0.1)
   for w, task in (([0.0, 1.0], _SqrtTask()), ([4.0, 1.0], _SqrtTask(nan_loss=True))):
     params = {"w": jnp.array(w)}
     state = {"params": params, "opt_state": tx.init(params), "step": jnp.int32(0)}
-    step = train_step.make_train_step(task, None, tx, lambda s: 0.1, jax.random.PRNGKey(0))
+    step = sqrt_step(task, tx)
     new_state, metrics = jax.jit(step)(state, {})
     assert np.isfinite(metrics["train_loss"]) != np.isfinite(metrics["grad_norm"])
     assert metrics["finite"] == 0.0 and int(new_state["step"]) == 1
@@ -101,7 +120,7 @@ def test_a_step_with_only_its_loss_or_only_its_gradients_non_finite_changes_noth
   # And a finite step moves: the guard is not simply always on.
   params = {"w": jnp.array([4.0, 1.0])}
   state = {"params": params, "opt_state": tx.init(params), "step": jnp.int32(0)}
-  step = train_step.make_train_step(_SqrtTask(), None, tx, lambda s: 0.1, jax.random.PRNGKey(0))
+  step = sqrt_step(_SqrtTask(), tx)
   new_state, metrics = jax.jit(step)(state, {})
   assert metrics["finite"] == 1.0
   np.testing.assert_allclose(new_state["params"]["w"], [4.0 - 0.1 * 0.25, 1.0 - 0.1 * 0.5])

@@ -1,5 +1,9 @@
 """Reading config files: the `k=v,k=v` argument of `--config=configs/X.py:ARGS` parsed against a
-config's defaults, and one config or sweep file loaded from another by path.
+config's defaults, one config or sweep file loaded from another by path, and the command line.
+
+A config or sweep file is user code: an exception raised while loading it or in its `get_config`
+(a syntax error, a failed import, a `raise`) is the user's error, reported as one line naming the
+file, the line and the message (`user_code_error`), never as our traceback.
 
 The defaults configs share (training schema, data, tokenizer) are in vit_jax/config/defaults.py.
 """
@@ -8,21 +12,66 @@ import ast
 import importlib.util
 import os
 import sys
+import traceback
 
 from absl import flags
 
 from vit_jax import errors
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_loaded_files = set()  # every config or sweep file load_file has loaded: user code
 
 
 def load_file(path: str):
   """The module of the config or sweep file at `path`. Config files are loaded by path, not
   imported (configs/ is no package); each load is a fresh module."""
   path = os.path.normpath(os.path.abspath(path))
+  _loaded_files.add(path)
   name = os.path.splitext(os.path.basename(path))[0]
   module_spec = importlib.util.spec_from_file_location(f"vit_jax_config_file_{name}", path)
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
   return module
+
+
+def user_code_error(error: BaseException, *paths: str) -> errors.ConfigError | None:
+  """A one-line ConfigError for an exception raised in a config or sweep file (`paths`, or any
+  file `load_file` loaded), naming the deepest such file and line; None when the exception did
+  not pass through one, is already a UserError (its message names the fix: an unknown `k=v`
+  argument), or was raised inside vit_jax itself (a bug of ours keeps its traceback).
+
+  ml_collections re-raises a TypeError or ValueError of a config file as a new exception that
+  embeds the traceback as text; the original is its context, so the whole chain is searched.
+  """
+  files = {os.path.normpath(os.path.abspath(p)) for p in paths} | _loaded_files
+  chain, seen = [], error
+  while seen is not None and seen not in chain:
+    chain.append(seen)
+    seen = seen.__cause__ or seen.__context__
+  if any(isinstance(exc, errors.UserError) for exc in chain):
+    return None
+  for exc in chain:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = None
+    if isinstance(exc, SyntaxError) and exc.filename:
+      where = (os.path.normpath(os.path.abspath(exc.filename)), exc.lineno)
+    else:
+      in_files = [f for f in frames if os.path.normpath(os.path.abspath(f.filename)) in files]
+      if in_files:
+        where = (in_files[-1].filename, in_files[-1].lineno)
+        innermost = os.path.abspath(frames[-1].filename)
+        if innermost.startswith(_PACKAGE_DIR + os.sep) and innermost not in files:
+          return None  # raised in our code (called from the file): our bug, keep the traceback
+    if where is None or os.path.normpath(os.path.abspath(where[0])) not in files:
+      continue
+    message = exc.msg if isinstance(exc, SyntaxError) else errors.without_traceback(str(exc))
+    shown = os.path.relpath(where[0])
+    shown = where[0] if shown.startswith("..") else shown
+    return errors.ConfigError(
+        f"{shown}, line {where[1]}: {type(exc).__name__}: {message.strip()}; "
+        "fix the file and rerun."
+    )
+  return None
 
 
 def load_beside(this_file: str, relative_path: str):
@@ -79,9 +128,18 @@ def parse_command_line(flag_values, argv):
           file=sys.stderr,
       )
       sys.exit(2)
+  config_files = [
+      a[len("--config=") :].split(":")[0] for a in argv[1:] if a.startswith("--config=")
+  ]
   try:
     return flag_values(argv)
-  except (flags.Error, ValueError, KeyError, AttributeError, TypeError) as e:
+  except Exception as e:  # pylint: disable=broad-except  (sorted below: the user's, or ours)
+    in_file = user_code_error(e, *config_files)
+    if in_file is not None:
+      print(f"error: {in_file}", file=sys.stderr)
+      sys.exit(2)
+    if not isinstance(e, (flags.Error, ValueError, KeyError, AttributeError, TypeError)):
+      raise
     print(f"error: {errors.without_traceback(str(e))}", file=sys.stderr)
     print(
         "Check the --config.* key names against the config file (they are case-sensitive).",

@@ -13,6 +13,7 @@ from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import defaults
 from vit_jax.evaluate import registry as evaluators
+from vit_jax.training import mesh
 from vit_jax.training import optimizer
 
 CHOICES = {
@@ -83,10 +84,11 @@ def config_problems(config) -> list[str]:
     except errors.ConfigError as e:
       problems.append(f"--config.target_topology: {e}".rstrip("."))
   batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
-  if not problems and batch is not _MISSING and accum is not _MISSING and batch % accum:
-    problems.append(
-        f"--config.batch_size={batch} must be divisible by " f"--config.grad_accum_steps={accum}"
-    )
+  if not problems and batch is not _MISSING and accum is not _MISSING:
+    try:
+      mesh.check_batch(batch, accum)  # the trainer checks the mesh's batch shards too
+    except errors.ConfigError as e:
+      problems.append(str(e).split(";")[0])
   return problems
 
 

@@ -97,11 +97,11 @@ def run_config(checkpoint_path: str, config, ckpt):
   return config, workdir
 
 
-def check_params_fit(built, ckpt, checkpoint_path: str) -> None:
+def check_params_fit(setup, ckpt, checkpoint_path: str) -> None:
   """A ConfigError unless the checkpoint's parameters are exactly those of the config's model."""
   from vit_jax import interop  # pylint: disable=g-import-not-at-top
 
-  want = {k: tuple(v.shape) for k, v in interop.flatten(built.abstract_state["params"]).items()}
+  want = {k: tuple(v.shape) for k, v in interop.flatten(setup.abstract_state["params"]).items()}
   have = {k: tuple(v.shape) for k, v in interop.flatten(ckpt.tree()).items()}
   if want == have:
     return
@@ -128,7 +128,7 @@ def evaluate(checkpoint_path: str, config=None, names=()) -> tuple[dict, list]:
   from vit_jax import tasks
   from vit_jax.config import checks
   from vit_jax.evaluate import registry
-  from vit_jax.training import build
+  from vit_jax.training import train
 
   ckpt = interop.load(checkpoint_path)
   config, workdir = run_config(checkpoint_path, config, ckpt)
@@ -142,10 +142,10 @@ def evaluate(checkpoint_path: str, config=None, names=()) -> tuple[dict, list]:
   config.evals = {n: settings for n, settings in evals.items() if not names or n in names}
   checks.validate_config(config)
   task = tasks.build_task(config, workdir)
-  built = build.build_step(config, task)
-  check_params_fit(built, ckpt, checkpoint_path)
-  evaluators = registry.build(config, task, built)
-  params = jax.device_put(ckpt.tree(), built.state_shardings["params"])
+  setup = train.prepare(config, task)
+  check_params_fit(setup, ckpt, checkpoint_path)
+  evaluators = registry.build(config, task, setup)
+  params = jax.device_put(ckpt.tree(), setup.state_shardings["params"])
   metrics = {f"{e.name}/{k}": v for e in evaluators for k, v in e.run(params).items()}
   return metrics, list(ckpt.notes)
 

@@ -1,8 +1,8 @@
 """The evaluator contract, and the evaluator of a task's own metrics on any split of any dataset.
 
-An evaluator is built once per run (its data checked then) and `run(params)` returns its metrics,
-which the trainer logs as `NAME/metric`. It gets the run's config, task and built step
-(vit_jax/training/build.py: model, mesh, shardings and the jitted eval step).
+An evaluator is setup once per run (its data checked then) and `run(params)` returns its metrics,
+which the trainer logs as `NAME/metric`. It gets the run's config, task and setup
+(vit_jax/training/train.py `Setup`: model, mesh, state shardings and the jitted eval step).
 """
 
 import abc
@@ -17,11 +17,11 @@ from vit_jax.training import mesh as mesh_lib
 class Evaluator(abc.ABC):
   """Runs every `settings.every` steps (and at the last step); `run` returns {metric: float}."""
 
-  def __init__(self, name: str, settings, config, task, built):
+  def __init__(self, name: str, settings, config, task, setup):
     self.name = name
     self.settings = settings
     self.every = settings.every
-    self.config, self.task, self.built = config, task, built
+    self.config, self.task, self.setup = config, task, setup
 
   def key(self, setting: str) -> str:
     """The flag that sets one of this evaluator's keys, for error messages."""
@@ -36,8 +36,8 @@ class TaskEval(Evaluator):
   """The task's eval metrics (`eval_sums`, `eval_summary`) on `settings.split` of
   `settings.dataset`, over at most `settings.max_batches` batches (None: the whole split)."""
 
-  def __init__(self, name, settings, config, task, built):
-    super().__init__(name, settings, config, task, built)
+  def __init__(self, name, settings, config, task, setup):
+    super().__init__(name, settings, config, task, setup)
     self.check_data()
 
   @abc.abstractmethod
@@ -55,9 +55,9 @@ class TaskEval(Evaluator):
     )
 
   def run(self, params) -> dict:
-    mesh, sums = self.built.mesh, None
+    mesh, sums = self.setup.mesh, None
     for batch in self.batches():
       with jax.set_mesh(mesh):  # the target platform for attention_impl=auto, as in aot.py
-        out = self.built.eval_step(params, mesh_lib.global_batch(batch, mesh))
+        out = self.setup.eval_step(params, mesh_lib.global_batch(batch, mesh))
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
     return self.task.eval_summary(jax.device_get(sums))

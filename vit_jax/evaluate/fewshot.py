@@ -90,10 +90,10 @@ class FewShot(base.Evaluator):
   """Probes on `train_split` of `dataset` (default: the run's dataset), scored on `split`; each
   image is read as the run's eval reads it (its image size and crop)."""
 
-  def __init__(self, name, settings, config, task, built):
-    super().__init__(name, settings, config, task, built)
+  def __init__(self, name, settings, config, task, setup):
+    super().__init__(name, settings, config, task, setup)
     self.num_classes = self._check_data()
-    headless = build_model({**built.model_config, "num_classes": 0})  # pre-logits out
+    headless = build_model({**setup.model_config, "num_classes": 0})  # pre-logits out
 
     def features(params, batch):
       features_BxD = task.apply(headless, params, batch, train=False)
@@ -101,8 +101,8 @@ class FewShot(base.Evaluator):
 
     self.features = jax.jit(
         features,
-        in_shardings=(built.state_shardings["params"], built.batch_sharding),
-        out_shardings=built.replicated,
+        in_shardings=(setup.state_shardings["params"], mesh_lib.batch_sharding(setup.mesh)),
+        out_shardings=mesh_lib.replicated(setup.mesh),
     )
 
   def _check_data(self) -> int:
@@ -137,7 +137,7 @@ class FewShot(base.Evaluator):
 
   def _features(self, params, split: str):
     """(features_NxD, labels_N) of every example of `split`, padding dropped."""
-    mesh, dataset = self.built.mesh, self.settings.dataset
+    mesh, dataset = self.setup.mesh, self.settings.dataset
     batches = host_input.eval_batches(
         lambda shard, count: self.task.eval_batches(shard, count, dataset=dataset, split=split),
         self.config.input_shards,

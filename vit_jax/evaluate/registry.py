@@ -168,7 +168,7 @@ def config_problems(config) -> list[str]:
   return problems
 
 
-def build(config, task, built) -> list:
+def build(config, task, setup) -> list:
   """The run's evaluators (vit_jax/evaluate/base.py), each importing only its kind's module.
 
   Building checks each evaluator's data (splits exist, class counts fit the model, a probe has
@@ -178,5 +178,5 @@ def build(config, task, built) -> list:
   for name, settings in evals_of(config).items():
     info = KINDS[settings.kind]
     cls = getattr(importlib.import_module(f"vit_jax.evaluate.{info.module}"), info.cls)
-    evaluators.append(cls(name, settings, config, task, built))
+    evaluators.append(cls(name, settings, config, task, setup))
   return evaluators

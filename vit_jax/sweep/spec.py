@@ -138,10 +138,16 @@ def load(path: str) -> Sweep:
   """Reads and expands a sweep file; a malformed one is a ConfigError naming the problem."""
   if not os.path.isfile(path):
     raise errors.MissingFileError(f"sweep file {path!r} does not exist; see experiments/sweeps/.")
-  module = args.load_file(path)
-  if not hasattr(module, "get_sweep"):
-    raise errors.ConfigError(f"sweep file {path} has no get_sweep() function.")
-  raw = module.get_sweep()
+  try:
+    module = args.load_file(path)
+    if not hasattr(module, "get_sweep"):
+      raise errors.ConfigError(f"sweep file {path} has no get_sweep() function.")
+    raw = module.get_sweep()
+  except Exception as e:  # pylint: disable=broad-except  (the file is user code)
+    in_file = args.user_code_error(e, path)
+    if in_file is None:
+      raise
+    raise in_file from e
   raw = raw.to_dict() if hasattr(raw, "to_dict") else dict(raw)
   return expand(raw, path)
 

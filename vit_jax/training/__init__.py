@@ -1,3 +1,4 @@
-"""The trainer (`train.py`, read top to bottom) and the parts only it uses: the update step,
+"""The trainer (`train.py`, read top to bottom, with its update step) and the parts only it uses:
 optimizer, host input and prefetch, metrics log, preemption, device mesh and partitioning rules,
-multi-process start-up, FLOP accounting and the CPU XLA flags."""
+multi-process start-up, FLOPs and parameter counts (flops.py), training-health metrics and the
+ahead-of-time compile report (aot.py)."""

@@ -14,7 +14,6 @@ import re
 import jax
 
 from vit_jax import errors
-from vit_jax.training import build
 from vit_jax.training import flops
 
 GIB = 2**30
@@ -210,19 +209,20 @@ def advice(config, state_bytes: int, hbm: int | None, mesh_shape: dict) -> list[
   return fixes
 
 
-def compile_report(built: build.Step, batch_size: int) -> Report:
-  """Compiles `built.train_step` for its mesh with abstract inputs; returns per-device figures."""
-  state, batch = built.abstract_inputs(batch_size)
-  devices = built.mesh.devices.flatten()
+def compile_report(setup, train_step, batch_size: int) -> Report:
+  """Compiles the jitted `train_step` (training/train.py `jit_update_step`) for the mesh of
+  `setup` (a train.Setup) with abstract inputs; returns per-device figures."""
+  state, batch = setup.abstract_inputs(batch_size)
+  devices = setup.mesh.devices.flatten()
   try:
     # The mesh in context tells attention_impl=auto the target platform (splash on a TPU slice).
-    with jax.set_mesh(built.mesh):
-      lowered = built.train_step.lower(state, batch)
+    with jax.set_mesh(setup.mesh):
+      lowered = train_step.lower(state, batch)
     compiled = lowered.compile()
   except jax.errors.JaxRuntimeError as e:  # XLA:TPU refuses a program over the chip's HBM
     if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
       raise
-    fixes = advice(built.task.config, 0, None, dict(built.mesh.shape))
+    fixes = advice(setup.task.config, 0, None, dict(setup.mesh.shape))
     reason = str(e).strip().splitlines()[0][:300]
     raise DoesNotFitError(
         f"the train step does not fit a {devices[0].device_kind} (XLA: {reason}); try "
@@ -233,7 +233,7 @@ def compile_report(built: build.Step, batch_size: int) -> Report:
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost  # older JAX: one dict per module
   num_devices = len(devices)
-  state_bytes = shard_bytes(built.abstract_state, built.state_shardings)
+  state_bytes = shard_bytes(setup.abstract_state, setup.state_shardings)
   batch_bytes = shard_bytes(batch, jax.tree.map(lambda b: b.sharding, batch))
   total = (
       memory.argument_size_in_bytes
@@ -243,17 +243,17 @@ def compile_report(built: build.Step, batch_size: int) -> Report:
       + memory.generated_code_size_in_bytes
   )
   model_flops = (
-      flops.train_flops_per_example(built.model_config, built.task.init_inputs(1))
+      flops.train_flops_per_example(setup.model_config, setup.task.init_inputs(1))
       * batch_size
       / num_devices
   )
   hbm = hbm_bytes(devices[0])
-  config = built.task.config
+  config = setup.task.config
   hlo = compiled.as_text()
   return Report(
       device_kind=devices[0].device_kind,
       num_devices=num_devices,
-      mesh=dict(built.mesh.shape),
+      mesh=dict(setup.mesh.shape),
       batch_size=batch_size,
       state_bytes=state_bytes,
       batch_bytes=batch_bytes,
@@ -264,7 +264,7 @@ def compile_report(built: build.Step, batch_size: int) -> Report:
       model_flops=model_flops,
       collectives=count_collectives(hlo),
       kernels=count_kernels(hlo),
-      advice=advice(config, state_bytes, hbm, dict(built.mesh.shape)),
+      advice=advice(config, state_bytes, hbm, dict(setup.mesh.shape)),
   )
 
 

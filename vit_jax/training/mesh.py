@@ -153,6 +153,21 @@ def batch_divisor(mesh: Mesh) -> int:
   return int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
 
 
+def check_batch(batch_size: int, grad_accum_steps: int, mesh: Mesh | None = None) -> None:
+  """The global batch must split evenly over the microbatches, and over the batch shards of
+  `mesh` when one is given (the config checks run before any mesh exists)."""
+  shards = batch_divisor(mesh) if mesh is not None else 1
+  if batch_size % (shards * grad_accum_steps) == 0:
+    return
+  over = f"--config.grad_accum_steps={grad_accum_steps}"
+  if mesh is not None:
+    sizes = ", ".join(f"{a}:{mesh.shape[a]}" for a in BATCH_AXES)
+    over = f"the batch shards ({sizes}) times {over} ({shards * grad_accum_steps})"
+  raise errors.ConfigError(
+      f"--config.batch_size={batch_size} must be divisible by {over}; change one of them."
+  )
+
+
 def global_batch(local_batch: dict, mesh: Mesh) -> dict:
   """Assembles each process's numpy rows into global arrays sharded over the batch axes."""
   sharding = batch_sharding(mesh)

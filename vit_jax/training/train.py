@@ -1,19 +1,28 @@
 """The trainer: one jit-compiled step over a device mesh, for every task and model of the project.
 
-Read top to bottom: task, then model, mesh, optimizer, shardings and the jitted update step
-(build.py, shared with `vit_jax.compile`), the evaluators (`config.evals`, vit_jax/evaluate),
-state (fresh, resumed or fine-tuned), and the loop with logging, checkpoints, preemption and
-non-finite checks. The same code runs on one CPU and on a multi-host pod. The loop waits for the
-devices only at log, save and eval points: between them the host dispatches steps ahead, with
-input batches already on the devices.
+Read top to bottom: the model, mesh, optimizer and state shardings (`prepare`); the update step
+(`update_step`: the loss, its gradients accumulated over microbatches, the non-finite guard and
+the optimizer update) and the eval step; then `train_and_evaluate`: state (fresh, resumed or
+fine-tuned), the evaluators (`config.evals`, vit_jax/evaluate) and the loop with logging,
+checkpoints, preemption and non-finite checks. `vit_jax.compile` compiles the same jitted step
+for a TPU slice (`prepare` and `jit_update_step` over the slice's devices).
+
+The same code runs on one CPU and on a multi-host pod. The loop waits for the devices only at
+log, save and eval points: between them the host dispatches steps ahead, with input batches
+already on the devices.
 """
 
+import dataclasses
+import functools
 import json
 import os
 import time
+from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from vit_jax import checkpoint
 from vit_jax import data
@@ -22,11 +31,199 @@ from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
-from vit_jax.training import build
+from vit_jax.models import build_model
 from vit_jax.training import flops
 from vit_jax.training import host_input
+from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
+from vit_jax.training import optimizer as optimizer_lib
+from vit_jax.training import partitioning
 from vit_jax.training import preemption
+
+# ---- Model, mesh, optimizer and state shardings --------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """What the steps run on: the model, the device mesh, the optimizer and where the state lives."""
+
+  task: Any
+  model_config: dict
+  model: Any
+  mesh: jax.sharding.Mesh
+  tx: optax.GradientTransformation
+  schedule: Callable  # step -> learning rate
+  init_rng: jax.Array
+  step_rng: jax.Array  # folded with the step and microbatch: dropout and other training noise
+  abstract_state: dict  # {"params", "opt_state", "step"} as ShapeDtypeStructs, no shardings
+  state_shardings: dict
+
+  def init_state(self, init_rng) -> dict:
+    params = self.model.init(init_rng, *self.task.init_inputs())["params"]
+    return {"params": params, "opt_state": self.tx.init(params), "step": jnp.array(0, jnp.int32)}
+
+  def sharded_abstract_state(self) -> dict:
+    """The state as ShapeDtypeStructs with their shardings (what a restore or a compile needs)."""
+    return jax.tree.map(_with_sharding, self.abstract_state, self.state_shardings)
+
+  def abstract_inputs(self, batch_size: int) -> tuple:
+    """(state, batch) of the train step as sharded ShapeDtypeStructs: compiling needs no data."""
+    batch_sharding = mesh_lib.batch_sharding(self.mesh)
+    batch_spec = self.task.batch_spec(batch_size)
+    return self.sharded_abstract_state(), {
+        k: _with_sharding(v, batch_sharding) for k, v in batch_spec.items()
+    }
+
+  @functools.cached_property
+  def eval_step(self) -> Callable:
+    """Jitted `(params, batch) -> sums` of the task's eval metrics (every evaluator shares it)."""
+    return jax.jit(
+        functools.partial(eval_step, task=self.task, model=self.model),
+        in_shardings=(self.state_shardings["params"], mesh_lib.batch_sharding(self.mesh)),
+        out_shardings=mesh_lib.replicated(self.mesh),
+    )
+
+
+def _with_sharding(x, sharding) -> jax.ShapeDtypeStruct:
+  return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
+
+
+def prepare(config, task, devices=None) -> Setup:
+  """The model, mesh (over `devices`, default all), optimizer and state shardings of `config`."""
+  model_config = {**config.model.to_dict(), **task.model_overrides()}
+  model = build_model(model_config)
+  mesh = mesh_lib.make_mesh(config.mesh, devices)
+  mesh_lib.check_batch(config.batch_size, config.grad_accum_steps, mesh)
+  tx, schedule = optimizer_lib.build_optimizer(config.optimizer, config.total_steps)
+  init_rng, step_rng = jax.random.split(jax.random.PRNGKey(config.seed))
+  unsharded = Setup(task, model_config, model, mesh, tx, schedule, init_rng, step_rng, {}, {})
+  abstract_state = jax.eval_shape(unsharded.init_state, init_rng)
+  return dataclasses.replace(
+      unsharded,
+      abstract_state=abstract_state,
+      state_shardings=partitioning.tree_shardings(abstract_state, mesh),
+  )
+
+
+# ---- Update step -------------------------------------------------------------------------------
+
+
+def update_step(
+    state: dict,
+    batch: dict,
+    *,
+    task,
+    model,
+    tx: optax.GradientTransformation,
+    schedule: Callable,
+    step_rng: jax.Array,
+    grad_accum_steps: int = 1,
+    nan_at_step: int | None = None,
+    guard_nonfinite: bool = True,
+    log_internals: bool = False,
+) -> tuple[dict, dict]:
+  """One optimizer step on a global batch: (state, batch) -> (new state, scalar metrics).
+
+  The task's loss is normalized by the full batch's totals (examples, tokens), so the losses and
+  gradients of `grad_accum_steps` microbatches, taken one after another, add up to the full
+  batch's. A step whose loss or gradients are not finite changes nothing; the trainer then stops
+  or counts it (`config.nonfinite`). `log_internals` adds the RMS of the parameters, gradients and
+  updates per block group (training/health_metrics.py).
+
+  `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
+  NaN, to exercise the guard. `guard_nonfinite=False` applies every update as it is; it exists to
+  measure what the guard costs (`benchmarks/guard_cost.py`), the trainer keeps it on.
+  """
+  params, step = state["params"], state["step"]
+  totals = task.totals(batch)  # the full batch's normalizers, for every microbatch
+
+  def loss_fn(params, micro_batch, index):
+    rng = jax.random.fold_in(jax.random.fold_in(step_rng, step), index)
+    outputs = task.apply(model, params, micro_batch, train=True, rng=rng)
+    return task.loss(outputs, micro_batch, totals)  # (loss, task metrics)
+
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+  (loss, task_metrics), grads = _summed_over_microbatches(grad_fn, params, batch, grad_accum_steps)
+  if nan_at_step is not None:
+    poison = lambda x: jnp.where(step + 1 == nan_at_step, jnp.nan, x)
+    loss, grads = poison(loss), jax.tree.map(poison, grads)
+  grad_norm = optax.global_norm(grads)
+  finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+
+  def apply_update(grads, params, opt_state):
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+  if guard_nonfinite:
+    # A non-finite step keeps params and optimizer state at their last good values. A branch,
+    # not a `where` per leaf: the good step (nearly all of them) pays no select over the whole
+    # state, which cost about 6% of a ViT-Ti/16 step on CPU.
+    keep = lambda grads, params, opt_state: (params, opt_state)
+    new_params, opt_state = jax.lax.cond(
+        finite, apply_update, keep, grads, params, state["opt_state"]
+    )
+  else:
+    new_params, opt_state = apply_update(grads, params, state["opt_state"])
+  metrics = {
+      "train_loss": loss,
+      "grad_norm": grad_norm,
+      "learning_rate": schedule(step),
+      "finite": finite.astype(jnp.float32),
+      **task_metrics,
+  }
+  if log_internals:  # the update as applied: zero for a skipped non-finite step
+    from vit_jax.training import health_metrics  # pylint: disable=g-import-not-at-top
+
+    updates = jax.tree.map(jnp.subtract, new_params, params)
+    metrics.update(health_metrics.metrics(new_params, grads, updates))
+  return {"params": new_params, "opt_state": opt_state, "step": step + 1}, metrics
+
+
+def _summed_over_microbatches(grad_fn, params, batch: dict, num_micro: int):
+  """`grad_fn(params, micro_batch, index)` summed over `num_micro` equal slices of `batch`, one
+  after another (a scan: one microbatch's activations in memory at a time)."""
+  if num_micro == 1:
+    return grad_fn(params, batch, 0)
+  micro = jax.tree.map(
+      lambda x: x.reshape((num_micro, x.shape[0] // num_micro) + x.shape[1:]), batch
+  )
+  first = grad_fn(params, jax.tree.map(lambda x: x[0], micro), 0)
+
+  def add(total, inputs):
+    index, micro_batch = inputs
+    return jax.tree.map(jnp.add, total, grad_fn(params, micro_batch, index)), None
+
+  rest = (jnp.arange(1, num_micro), jax.tree.map(lambda x: x[1:], micro))
+  return jax.lax.scan(add, first, rest)[0]
+
+
+def jit_update_step(config, setup: Setup) -> Callable:
+  """`update_step` with the run's settings, jitted over the mesh; the state buffers are donated."""
+  step = functools.partial(
+      update_step,
+      task=setup.task,
+      model=setup.model,
+      tx=setup.tx,
+      schedule=setup.schedule,
+      step_rng=setup.step_rng,
+      grad_accum_steps=config.grad_accum_steps,
+      nan_at_step=config.debug_nan_at_step,
+      log_internals=config.get("log_internals", False),
+  )
+  return jax.jit(
+      step,
+      in_shardings=(setup.state_shardings, mesh_lib.batch_sharding(setup.mesh)),
+      out_shardings=(setup.state_shardings, mesh_lib.replicated(setup.mesh)),
+      donate_argnums=(0,),
+  )
+
+
+def eval_step(params, batch: dict, *, task, model) -> dict:
+  """Sums of the task's eval metrics over `batch` (padded rows count nothing)."""
+  return task.eval_sums(task.apply(model, params, batch, train=False), batch)
+
+
+# ---- The run: state, evaluators and the loop ----------------------------------------------------
 
 
 class NonFiniteError(FloatingPointError):
@@ -69,17 +266,17 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
 
-  # ---- Task, model, mesh, optimizer, state shardings and the jitted steps (build.py) ----------
+  # ---- Task, model, mesh, optimizer, state shardings, and the jitted update step --------------
   task = tasks.build_task(config, workdir)
-  built = build.build_step(config, task)
-  model_config, mesh, tx = built.model_config, built.mesh, built.tx
-  abstract_state, state_shardings = built.abstract_state, built.state_shardings
+  setup = prepare(config, task)
+  mesh, tx, state_shardings = setup.mesh, setup.tx, setup.state_shardings
+  train_step = jit_update_step(config, setup)
   # Each checks its data now (splits, class counts, probe sizes): a problem stops the run here.
-  evaluators = evaluator_registry.build(config, task, built)
+  evaluators = evaluator_registry.build(config, task, setup)
   if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
     from vit_jax.training import aot  # pylint: disable=g-import-not-at-top  (only this option)
 
-    report = aot.compile_report(built, config.batch_size)
+    report = aot.compile_report(setup, train_step, config.batch_size)
     print(report.text(), flush=True)
     aot.require_fit(report)
 
@@ -91,19 +288,15 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       workdir,
       config.checkpoint_every,
       config.keep_checkpoints,
-      checkpoint.model_record(model_config, abstract_state["params"], task.record()),
+      checkpoint.model_record(setup.model_config, setup.abstract_state["params"], task.record()),
       async_save=async_save,
   )
-  abstract = jax.tree.map(
-      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-      abstract_state,
-      state_shardings,
-  )
-  latest, state = ckpt.restore_latest_intact(abstract)  # damaged newer steps are moved aside
+  # Damaged newer steps are moved aside.
+  latest, state = ckpt.restore_latest_intact(setup.sharded_abstract_state())
   if latest is not None:
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
   else:
-    state = jax.jit(built.init_state, out_shardings=state_shardings)(built.init_rng)
+    state = jax.jit(setup.init_state, out_shardings=state_shardings)(setup.init_rng)
     if config.init_from:
       # pylint: disable-next=g-import-not-at-top
       from vit_jax import interop  # only here: a run without init_from loads no converter
@@ -117,13 +310,13 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
       state = {"params": params, "opt_state": opt_state, "step": state["step"]}
   start_step = int(state["step"])
-  mfu_meter = flops.MfuMeter(model_config, task.init_inputs(1))  # model FLOPs / device peak
+  mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
     # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py).
     run_info = {
-        "num_params": flops.count_params(abstract_state["params"]),
+        "num_params": flops.count_params(setup.abstract_state["params"]),
         "train_flops_per_example": mfu_meter.flops_per_example,
         "train_examples": task.train_size(),
         "batch_size": config.batch_size,
@@ -134,7 +327,6 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     task.save_assets(workdir)
 
   # ---- Evaluation: each evaluator every `every` steps and at the last step, as NAME/metric ----
-  train_step = built.train_step
   latest_evals = {}  # the last metrics of each evaluator, returned at the end
 
   def evaluate(step: int, params, everything: bool) -> None:
