@@ -4,8 +4,8 @@
 
 Prints the temporaries (activations kept for the backward pass) per policy, with and without
 scanned layers, and the ratio to the plain model. The step is the trainer's own
-(vit_jax/training/train_step.py), compiled for abstract state and batch. Figures in the README
-come from this command on the CPU backend.
+(vit_jax/training/train_step.py), compiled for abstract state and batch. docs/pod.md's note on
+remat and scan_layers on the CPU backend comes from this command.
 """
 
 import argparse
