@@ -2,10 +2,10 @@
 
   python benchmarks/remat_memory.py [--batch_size 64]
 
-Prints the temporaries (activations kept for the backward pass) per policy, with and without scanned
-layers, and the ratio to the plain model. The step is the trainer's own (`update_step` in
-vit_jax/training/train.py), compiled for abstract state and batch. Figures in the README come from
-this command on the CPU backend.
+Prints the temporaries (activations kept for the backward pass) per policy, with and without
+scanned layers, and the ratio to the plain model. The step is the trainer's own (`update_step` in
+vit_jax/training/train.py), compiled for abstract state and batch. docs/pod.md's note on remat and
+scan_layers on the CPU backend comes from this command.
 """
 
 import argparse

@@ -8,10 +8,11 @@ Arguments after the colon (`k=v`, comma separated):
   nsp       add next-sentence prediction ([CLS] A [SEP] B [SEP] pairs).
   runlocal  a few steps only.
 
-Embedded default, character-level (2 CPU cores, see README):
+Embedded default, character-level:
   python -m vit_jax.main --config=configs/bert.py --workdir=workdirs/bert
-  -> eval/mlm_accuracy 0.345 vs eval/majority_accuracy 0.157 (always predicting the most
-     frequent character), in 5 min 56 s wall (10 min 26 s of CPU) on 2 otherwise idle CPU cores.
+  -> should take about 6 min on 2 CPU cores and reach eval/mlm_accuracy about 0.35, against
+     about 0.16 for eval/majority_accuracy, always predicting the most frequent character
+     (measured: docs/results.md).
 
 BERT-base on Wikipedia with NSP, the paper's recipe (Devlin et al. 2019, appendix A.2; the values
 and their sources are in _paper below): batch 256, Adam lr 1e-4 (b2 0.999, epsilon 1e-6), weight
@@ -68,7 +69,7 @@ def get_config(arg=None):
       kernel_init="xavier_uniform",
   )
   c.batch_size = 32
-  # The accelerator recipe's slice (batch 256 x 512 tokens; measured in README.md, "Before you
+  # The accelerator recipe's slice (batch 256 x 512 tokens; measured in docs/pod.md, "Before you
   # spend pod hours").
   c.target_topology = TARGET_TOPOLOGY.get(options["variant"])
   c.total_steps = 2_500

@@ -7,12 +7,12 @@ Arguments after the colon (`k=v`, comma separated):
             The gpt2 presets get GPT-2's pretraining recipe (below).
   runlocal  a few steps only.
 
-Embedded default, character-level (2 CPU cores, see README for the measured figures):
+Embedded default, character-level:
   python -m vit_jax.main --config=configs/gpt.py --workdir=workdirs/gpt
   python -m vit_jax.generate --workdir=workdirs/gpt --prompt="The module"
-  -> eval/bits_per_char 2.666 against eval/unigram_bits_per_char 4.697 (the corpus's unigram
-     character entropy; 43.2% lower), in 12 min 12 s wall (13 min 4 s of CPU) on 2 CPU cores
-     shared with a test run (load average 2.5 to 4).
+  -> should take about 12 min on 2 CPU cores and reach eval/bits_per_char about 2.7, against
+     about 4.7 for eval/unigram_bits_per_char, the corpus's unigram character entropy
+     (measured: docs/results.md).
 
 GPT-2 124M on C4 with a byte-level BPE (GPU/TPU; not run here), GPT-2's recipe (the values and
 their sources are in _gpt2 below): 1024-token context, batch 512, weights N(0, 0.02) with the
@@ -47,7 +47,7 @@ def get_config(arg=None):
       c, "gpt", options["variant"], posemb="learn", remat="none", scan_layers=False
   )
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
-  # The accelerator recipe's slice (batch 512 x 1024 tokens; measured in README.md, "Before you
+  # The accelerator recipe's slice (batch 512 x 1024 tokens; measured in docs/pod.md, "Before you
   # spend pod hours").
   c.target_topology = TARGET_TOPOLOGY.get(options["variant"])
   c.total_steps = 3_000

@@ -9,25 +9,24 @@ Arguments after the colon, `k=v` separated by commas:
   finetune  fine-tune from --config.init_from at the dataset's fine-tuning resolution.
   runlocal  shrink everything to a smoke run of a few steps.
 
-Embedded default (measured on 2 CPU cores, see README):
+Embedded default (bash scripts/train.sh runs the same):
   python -m vit_jax.main --config=configs/vit.py --workdir=workdirs/digits
-  -> test accuracy 98.31% (355 images), 5 min 22 s wall (5 min 26 s of CPU) on 2 CPU cores
-     that another job kept at load average 5 (bash scripts/train.sh runs the same).
+  -> should take about 5 min on 2 CPU cores and reach about 98% test accuracy (measured:
+     docs/results.md).
 
-Synthetic shapes (offline: 50k train / 10k test 32 px images, drawn on first use, about a minute;
-see vit_jax/data/image/shapes.py), ViT with 8x8 patches, 128 wide, 6 blocks, 800 steps:
+Synthetic shapes (offline: 50k train / 10k test 32 px images, drawn on first use; see
+vit_jax/data/image/shapes.py), ViT with 8x8 patches, 128 wide, 6 blocks, 800 steps:
   python -m vit_jax.main --config=configs/vit.py:dataset=synthetic_shapes --workdir=workdirs/shapes
-  -> test accuracy 44.76% (10,000 images; 35.17% at step 400), still rising: 2 min 50 s wall
-     (4 min 57 s of CPU) on 2 otherwise idle CPU cores, dataset already built (680-765
-     examples/s).
+  -> should take about 3 min on 2 CPU cores once the dataset is built and reach about 45% test
+     accuracy, still rising (measured: docs/results.md).
   Fewer training examples for a data-size axis: --config.train_split='train[:10%]' (5,000).
 
 Two marks d px apart, same colour or not (offline: 24 px, built on first use; see
 vit_jax/data/image/marks_pair.py): a ViT with 4x4 patches, width 96, 4 blocks, 2,000 steps of 64,
 with one evaluator per distance; the ViT half of the locality experiment (experiments/locality.py):
   python -m vit_jax.main --config=configs/vit.py:dataset=marks_pair --workdir=workdirs/marks_vit
-  -> 100.0% test accuracy at every distance from 3 to 21 px (2,000 images each), 5 min 42 s
-     wall on 2 CPU cores shared with other jobs (load 3.5-6).
+  -> should take about 6 min on 2 CPU cores and reach 100% test accuracy at every distance from
+     3 to 21 px, 2,000 images each (measured: experiments/results/locality_cpu/README.md).
 
 CIFAR-10 from scratch (ViT-S/4, 32 px; not run here, needs a GPU):
   python -m vit_jax.main --config=configs/vit.py:dataset=cifar10 --workdir=W
@@ -280,10 +279,10 @@ def _cifar(c):
 
 
 # A v5p slice per variant where `python -m vit_jax.compile` finds the ImageNet-1k step (batch
-# 1024, bf16, splash attention, no remat) fits (README.md, "Before you spend pod hours").
+# 1024, bf16, splash attention, no remat) fits (docs/pod.md, "Before you spend pod hours").
 I1K_TOPOLOGY = {"S/16": "v5p-8", "B/16": "v5p-8", "L/16": "v5p-32"}
 # The batch-4096 recipes (AugReg ImageNet-1k, ImageNet-21k): the slices where the ImageNet-21k
-# steps at batch 4096 compile and fit (README.md, "Before you spend pod hours").
+# steps at batch 4096 compile and fit (docs/pod.md, "Before you spend pod hours").
 BATCH_4096_TOPOLOGY = {"S/16": "v5p-32", "B/16": "v5p-32", "L/16": "v5p-64"}
 
 

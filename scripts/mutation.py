@@ -13,7 +13,7 @@ First every targeted test runs once unmutated (a module whose tests fail is skip
 durations set each module's timeout), then the mutants run two at a time (--jobs), each in its
 own copy of the repository. Tests run in forked children of a process that has already imported
 JAX, Flax, optax, TF, torch, timm and transformers (not vit_jax), which saves their import time
-per mutant; --no_fork runs a fresh interpreter instead. Measured time: README, "Tests".
+per mutant; --no_fork runs a fresh interpreter instead. Measured time: docs/results.md.
 """
 
 import argparse

@@ -1,7 +1,9 @@
-"""Checks on the code itself: no import cycles, commands imported by nothing below them, workdir
-file names spelled only in vit_jax/workdir.py, and how many modules a run imports."""
+"""Checks on the code and its documents: no import cycles, commands imported by nothing below them,
+workdir file names spelled only in vit_jax/workdir.py, how many modules a run imports, the command
+lists of README.md and vit_jax/startup.py, and each measured figure written in one document."""
 
 import ast
+import glob
 import os
 import re
 import subprocess
@@ -267,3 +269,118 @@ def test_a_run_imports_what_its_config_needs(tmp_path):
   assert len(gpt) <= 50, sorted(gpt)
   assert not {"vit_jax.data.text.masking", "vit_jax.data.image.shapes"} & (vit | gpt)
   assert "vit_jax.models.vit" not in gpt and not any(m.startswith("vit_jax.interop") for m in gpt)
+
+
+def _command_name(module: str) -> str:
+  return module.removeprefix(f"{PACKAGE}.").removesuffix(".__main__")
+
+
+def package_commands() -> set[str]:
+  """The package's commands as found on disk: top-level modules that run as a program, and
+  subpackages with a __main__."""
+  names = set()
+  for name in os.listdir(os.path.join(ROOT, PACKAGE)):
+    path = os.path.join(ROOT, PACKAGE, name)
+    if name.endswith(".py"):
+      with open(path, encoding="utf-8") as f:
+        if re.search(r"^if __name__ == .__main__.:", f.read(), re.M):
+          names.add(name[:-3])
+    elif os.path.isfile(os.path.join(path, "__main__.py")):
+      names.add(name)
+  return names
+
+
+def test_readme_and_startup_list_the_package_commands():
+  commands = {_command_name(c) for c in COMMANDS}
+  assert package_commands() == commands, "a command was added or removed: update COMMANDS"
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  section = re.search(r"^## Commands\n(.*?)^## ", readme, re.M | re.S)
+  assert section, "README.md has no '## Commands' section"
+  listed = set(re.findall(r"^\| `vit_jax\.(\w+)` \|", section.group(1), re.M))
+  assert listed == commands, f"README.md's command table: {sorted(listed ^ commands)} differ"
+  with open(os.path.join(ROOT, PACKAGE, "startup.py"), encoding="utf-8") as f:
+    docstring = ast.get_docstring(ast.parse(f.read()))
+  named = re.search(r"Every command line \(([^)]*)\)", docstring)
+  assert named, "vit_jax/startup.py's docstring no longer lists the commands"
+  listed = set(re.split(r",\s*", named.group(1)))
+  assert listed == commands, f"vit_jax/startup.py's commands: {sorted(listed ^ commands)} differ"
+
+
+# The documents a user reads, where each measured figure has one home (docs/results.md for the
+# configs' runs, experiments/results/NAME/README.md for a sweep, benchmarks/README.md for speed
+# and memory, docs/pod.md for the TPU compile table); config files are read for their docstring.
+DOCUMENTS = (
+    "README.md",
+    "docs/*.md",
+    "benchmarks/README.md",
+    "experiments/results/*/README.md",
+    "configs/*.py",
+)
+# What counts as a measured figure. A rounded promise ("about 98%", "about 5 min") is not one: a
+# config's docstring promises what docs/results.md measures.
+FIGURE = re.compile(
+    r"(?<![\w.])(?:"
+    r"\d+\.\d+%"  # a percentage with decimals: 98.31%
+    r"|\d+ min \d+ s\b|\d+(?:\.\d+)? s\b"  # a duration: 5 min 22 s, 49 s
+    r"|\d+(?:\.\d+)?x\b"  # a ratio: 0.55x, 78x
+    r"|\d+\.\d{3,}\b"  # a value read to three decimals: bits per character 2.666, accuracy 0.345
+    r"|\d[\d,]*(?:\.\d+)? (?:MiB|GiB|GFLOP/s|img/s|tok/s|examples/s)\b"  # memory, throughput
+    r"|\d{1,3}(?:,\d{3}){2,}"  # a count in the millions: 86,567,656
+    r")"
+)
+# Figures that are facts rather than measurements, so they may be quoted in several documents.
+ALLOWED_REPEATS = {
+    "86,567,656": "ViT-B/16's published parameter count (1000 classes), pinned by "
+    "tests/models/test_param_counts.py",
+}
+
+
+def document_texts() -> dict[str, str]:
+  """{path relative to ROOT: its text} of every document in DOCUMENTS (a config: its docstring)."""
+  texts = {}
+  for pattern in DOCUMENTS:
+    for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
+      with open(path, encoding="utf-8") as f:
+        text = f.read()
+      if path.endswith(".py"):
+        text = ast.get_docstring(ast.parse(text)) or ""
+      texts[os.path.relpath(path, ROOT)] = text
+  return texts
+
+
+def repeated_figures(texts: dict[str, str], allowed=()) -> dict[str, list[str]]:
+  """{figure: the documents that write it} for each figure written in more than one document."""
+  where = {}
+  for path, text in texts.items():
+    for figure in FIGURE.findall(re.sub(r"\s+", " ", text)):  # a figure may wrap across lines
+      where.setdefault(figure, set()).add(path)
+  return {f: sorted(paths) for f, paths in where.items() if len(paths) > 1 and f not in allowed}
+
+
+def test_repeated_figures_finds_a_figure_copied_into_another_document():
+  texts = {
+      "docs/results.md": "test accuracy 98.31% in 5 min\n22 s; BERT 1.32x, 2.666 bits",
+      "README.md": "reaches about 98% (98.31% measured) in 5 min 22 s",
+      "configs/vit.py": "should take about 5 min and reach about 98%; 1.32x; 2.666",
+  }
+  assert repeated_figures(texts) == {
+      "98.31%": ["README.md", "docs/results.md"],
+      "5 min 22 s": ["README.md", "docs/results.md"],
+      "1.32x": ["configs/vit.py", "docs/results.md"],
+      "2.666": ["configs/vit.py", "docs/results.md"],
+  }
+  assert repeated_figures(texts, allowed={"98.31%", "5 min 22 s", "1.32x", "2.666"}) == {}
+
+
+def test_each_measured_figure_is_written_in_one_document():
+  texts = document_texts()
+  assert {"README.md", "docs/results.md", "configs/vit.py"} <= set(texts)
+  repeated = repeated_figures(texts, ALLOWED_REPEATS)
+  assert not repeated, (
+      "a figure is written in several documents; keep it in its home and link there (if two "
+      f"different measurements read the same, write one more precisely): {repeated}"
+  )
+  written = set(FIGURE.findall(re.sub(r"\s+", " ", " ".join(texts.values()))))
+  stale = set(ALLOWED_REPEATS) - written
+  assert not stale, f"ALLOWED_REPEATS lists figures no document writes: {sorted(stale)}"

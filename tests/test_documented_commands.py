@@ -1,4 +1,5 @@
-"""Every `python -m vit_jax.*` command written in README.md and the configs' docstrings works.
+"""Every `python -m vit_jax.*` command written in the documents works: README.md, docs/*.md, the
+sweep write-ups (experiments/results/*/README.md) and the configs' docstrings.
 
 The commands are parsed out of the text (backslash continuations, inline code, a command quoted
 inside `gcloud ... --command "..."`), never copied by hand. A training command's config is
@@ -84,9 +85,16 @@ def _commands_in(text: str):
         yield from _split(span)
 
 
+DOCUMENTS = ("README.md", "docs/*.md", "experiments/results/*/README.md")
+
+
 def documented_commands() -> list[Command]:
-  """Each distinct command of README.md and the config docstrings, in order of appearance."""
-  sources = {"README.md": open(os.path.join(helpers.ROOT, "README.md"), encoding="utf-8").read()}
+  """Each distinct command of the documents and the config docstrings, in order of appearance."""
+  sources = {}
+  for pattern in DOCUMENTS:
+    for path in sorted(glob.glob(os.path.join(helpers.ROOT, pattern))):
+      with open(path, encoding="utf-8") as f:
+        sources[os.path.relpath(path, helpers.ROOT)] = f.read()
   for path in sorted(glob.glob(os.path.join(helpers.ROOT, "configs", "*.py"))):
     with open(path, encoding="utf-8") as f:
       sources[os.path.relpath(path, helpers.ROOT)] = ast.get_docstring(ast.parse(f.read())) or ""
@@ -235,6 +243,8 @@ def test_commands_are_found():
   assert "vit_jax.main --config=configs/gpt.py --workdir=workdirs/gpt" in texts
   assert any(c.flag("config.tokenizer.vocab_size") == "30522" for c in TRAINING)  # continued lines
   assert any(c.flag("config.data_dir") == "gs://BUCKET/tfds" for c in TRAINING)  # gcloud quote
+  sources = {c.source for c in COMMANDS}
+  assert {"README.md", "docs/pod.md", "experiments/results/crossover_cpu/README.md"} <= sources
   assert {c.module for c in COMMANDS} == {
       "vit_jax.main",
       "vit_jax.generate",

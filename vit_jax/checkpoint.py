@@ -80,7 +80,7 @@ def latest_record(workdir: str):
   return step, record
 
 
-# ---- Integrity: fall back past damaged steps (see README, "Survival") --------------------------
+# ---- Integrity: fall back past damaged steps (see docs/errors.md) -------------------------------
 
 
 def step_dirs(path: str) -> list[str]:

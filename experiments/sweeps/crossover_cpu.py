@@ -10,7 +10,8 @@ training-set sizes (1/16 .. all of the 50k, 16x) with the same training recipe.
 The ResNet: three stages of one bottleneck unit, width 32 (8 GroupNorm groups), BiT's 7x7/2 root
 and max pool: 12.4 MFLOPs forward per 32-px image and 0.50 M parameters, against the ViT-w96d4's
 11.1 MFLOPs and 0.32 M. The second command plots test accuracy vs training-set size for both
-(the ViT's runs come from the scaling sweep, run with identical settings). Results: README.
+(the ViT's runs come from the scaling sweep, run with identical settings). Results:
+experiments/results/crossover_cpu/README.md.
 """
 
 import ml_collections

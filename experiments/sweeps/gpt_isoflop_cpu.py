@@ -15,8 +15,8 @@ The models are 1-layer GPTs 8 to 64 wide (heads of 16 channels, 1.8k to 58k para
 with learned positions these tiny models sit on a plateau near 3.9 bits per character for their
 first 2 to 3 million characters (they must first learn to find the previous character), which
 hides how loss trades against size. The vocabulary is set to the corpus's 110 characters plus the
-7 specials so the FLOPs are counted without reading the corpus. Measured: the README's "Scaling
-sweeps" section and experiments/results/gpt_isoflop_cpu/.
+7 specials so the FLOPs are counted without reading the corpus. Measured:
+experiments/results/gpt_isoflop_cpu/README.md.
 """
 
 import ml_collections

@@ -7,7 +7,7 @@ of eval points along the compute axis; the fit is made to their frontier. Runs o
   python -m vit_jax.sweep all experiments/sweeps/gpt_width_cpu.py --root=workdirs/gpt_width \
       --out=experiments/results/gpt_width_cpu
 
-Measured: see experiments/results/gpt_width_cpu/ and the README's "Scaling sweeps" section.
+Measured: experiments/results/gpt_width_cpu/README.md.
 """
 
 import ml_collections

@@ -53,7 +53,7 @@ def get_sweep():
     for epochs in EPOCHS:
       steps = epochs * module.I21K_TRAIN // config.batch_size
       # target_topology: the config's slice, which vit_jax.compile checks by default
-      # (README.md, "Before you spend pod hours").
+      # (docs/pod.md, "Before you spend pod hours").
       runs.append(
           {"config": f"configs/vit.py:{arg}", "model.variant": variant, "total_steps": steps}
       )

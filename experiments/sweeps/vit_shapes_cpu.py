@@ -9,7 +9,8 @@ training-set sizes spanning 16x (1/16 .. all of the 50k), the others on three (1
 Every run takes the same 400 steps of batch 128 (51,200 examples, AdamW, cosine) and evaluates
 every 100 steps on the first 5,000 test images, so each run adds four points on the compute axis.
 The ResNet half of the ViT-vs-ResNet crossover (experiments/sweeps/crossover_cpu.py) trains with
-exactly these settings. Measured wall time and results: README, "Scaling sweeps".
+exactly these settings. Measured wall time and results:
+experiments/results/vit_shapes_cpu/README.md.
 """
 
 import ml_collections

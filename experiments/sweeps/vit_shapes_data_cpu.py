@@ -17,11 +17,9 @@ budget and no held-out split to pick a step on, the final eval is the reading th
 choose on the test images. runs.csv also records each run's best eval. Every run is evaluated
 EVALS_PER_RUN times on the first 5,000 test images (standard error about 0.6 points).
 
-Measured (README, "The data axis: a fixed number of epochs per subset"): 46 min 22 s on 2 CPU
-cores shared with other jobs; the largest model's test error falls from 77.0% (781 images) to
-23.2% (50,000), larger models are better on every subset, but 8 epochs is convergence only up to
-about 1,562 images: the larger subsets are compute-bound, and the data fit's exponent is not
-determined (1.3 to 4.9).
+Measured: experiments/results/vit_shapes_data_cpu/README.md. Larger models are better on every
+subset, but 8 epochs is convergence only up to about 1,562 images: the larger subsets are
+compute-bound, and the data fit's exponent is not determined.
 """
 
 import ml_collections
@@ -34,7 +32,8 @@ SPLIT_SIZE = 50_000  # synthetic_shapes' train split
 LARGEST_SIZES = (781, 1_562, 3_125, 6_250, 12_500, 25_000, 50_000)  # 1/64 .. all
 OTHER_SIZES = LARGEST_SIZES[:-1]  # 1/64 .. 1/2
 # The same number of epochs for every model: a smaller model given more epochs than a larger one
-# wins on the large subsets by its extra steps, not its size (README).
+# wins on the large subsets by its extra steps, not its size
+# (experiments/results/vit_shapes_data_cpu/README.md).
 EPOCHS = 8
 MIN_STEPS = 400
 EVALS_PER_RUN = 8

@@ -32,8 +32,8 @@ def compile_command(*args):
   )
 
 
-# The paper configs on their target_topology (the config's default slice): rows of README.md's
-# "Before you spend pod hours".
+# The paper configs on their target_topology (the config's default slice): rows of docs/pod.md's
+# "Before you spend pod hours" table.
 RECIPES = {
     "vit_b16_i1k": [  # the measured row: batch 1024 with the S/16 recipe's head
         f"--config={helpers.ROOT}/configs/vit.py:dataset=imagenet2012,variant=B/16",

@@ -3,7 +3,7 @@
 `validate_training` is the first thing the trainer does: before any compilation, any file is
 written or any step is trained. A problem is a `ConfigError`, `DataError` or `WorkdirError`
 (vit_jax/errors.py): one line naming the key or file and the fix, exit code 2, nothing touched.
-The README's "Survival" section lists what is checked here.
+docs/errors.md lists what is checked here.
 """
 
 import math
