@@ -104,14 +104,15 @@ def validate_training(config, workdir: str) -> dict:
   validate_config(config)
   workdir_lib.check_workdir(workdir)
   workdir_lib.check_resume(config, workdir)
+  task = tasks.TASKS[config.task]
   # pylint: disable=g-import-not-at-top
-  if config.task == "image_classification":
+  if task.reads_images:
     from vit_jax.data.image import checks as image_checks
 
     return image_checks.check_config(config)
   from vit_jax.data.text import checks as text_checks
 
-  text_checks.check_config(config, tasks.TASKS[config.task].examples)
+  text_checks.check_config(config, task.examples, streams=task.streams)
   return {}
 
 
