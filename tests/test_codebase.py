@@ -11,6 +11,9 @@ import sys
 from vit_jax import models
 from vit_jax import tasks
 from vit_jax import workdir
+from vit_jax.config import checks as config_checks
+from vit_jax.config import defaults
+from vit_jax.data import tfds_builders
 from vit_jax.data.text import datasets as text_datasets
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import registry as model_registry
@@ -228,6 +231,29 @@ def test_each_task_names_its_evaluator_and_what_it_reads():
     assert task.examples == tasks.IMAGES or task.examples in text_datasets.KINDS, name
   for kind in evaluator_registry.KINDS:
     assert evaluator_registry.tasks_of(kind), f"evaluator kind {kind!r} evaluates no task"
+
+
+def test_every_image_dataset_built_here_registers_its_builder():
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  built_here = {n: r.built_here for n, r in tfds_builders.IMAGE_DATASETS.items() if r.built_here}
+  assert built_here, "the offline datasets are rows of IMAGE_DATASETS"
+  for name, module in built_here.items():
+    assert os.path.isfile(os.path.join(ROOT, PACKAGE, "data", "image", f"{module}.py")), module
+    assert tfds_builders.register_built_here(name)
+    assert tfds.builder_cls(name).__module__ == f"vit_jax.data.image.{module}"
+
+
+def test_labeled_text_datasets_carry_their_class_count():
+  for name, row in text_datasets.TFDS_DATASETS.items():
+    labeled = row.kind == "labeled"
+    assert (row.num_classes is not None) == labeled, f"{name}: num_classes {row.num_classes}"
+
+
+def test_each_allowed_value_list_has_one_home():
+  from_modules = set(config_checks.choices({"loss": "softmax_xent"})) - set(defaults.CHOICES)
+  # Defined by the modules that read them, not restated in the schema.
+  assert from_modules == {"loss", "optimizer.name", "optimizer.schedule"}
 
 
 def _compares_task_with_a_name(node) -> bool:

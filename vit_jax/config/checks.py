@@ -15,12 +15,6 @@ from vit_jax.config import defaults
 from vit_jax.evaluate import registry as evaluators
 from vit_jax.training import optimizer
 
-CHOICES = {
-    **defaults.CHOICES,
-    "optimizer.name": optimizer.OPTIMIZERS,
-    "optimizer.schedule": optimizer.SCHEDULES,
-}
-
 _MISSING = object()
 
 
@@ -39,6 +33,23 @@ def has_key(config, dotted: str) -> bool:
   return get(config, dotted) is not _MISSING
 
 
+def choices(config) -> dict[str, tuple]:
+  """The allowed values of each choice key: the schema's (config/defaults.py CHOICES) and the
+  names that the modules reading a key define: the image classification losses and the
+  optimizers and schedules."""
+  losses = {}
+  if has_key(config, "loss"):  # image classification configs: their task imports TF
+    from vit_jax.tasks import classification  # pylint: disable=g-import-not-at-top
+
+    losses["loss"] = tuple(classification.LOSSES)
+  return {
+      **defaults.CHOICES,
+      **losses,
+      "optimizer.name": optimizer.OPTIMIZERS,
+      "optimizer.schedule": optimizer.SCHEDULES,
+  }
+
+
 def config_problems(config) -> list[str]:
   """Every out-of-range, unknown-choice or inconsistent value, each naming its --config key."""
   problems = []
@@ -54,7 +65,7 @@ def config_problems(config) -> list[str]:
     value = get(config, key)
     if value is not _MISSING and not (isinstance(value, (int, float)) and 0 <= value < 1):
       problems.append(f"--config.{key}={value!r} must be in [0, 1)")
-  for key, allowed in CHOICES.items():
+  for key, allowed in choices(config).items():
     value = get(config, key)
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")
