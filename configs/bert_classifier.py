@@ -19,19 +19,19 @@ from ml_collections.config_dict import placeholder
 
 from vit_jax.config import args
 from vit_jax.config import defaults
-
-NUM_CLASSES = {"glue/sst2": 2, "imdb_reviews": 2, "ag_news_subset": 4}
-EVAL_SPLIT = {"glue/sst2": "validation", "imdb_reviews": "test", "ag_news_subset": "test"}
+from vit_jax.data.text import datasets
 
 
 def get_config(arg=None):
   options = args.parse(arg, dict(dataset="glue/sst2", variant="tiny", runlocal=False))
+  # The labeled dataset's class count and eval split (vit_jax/data/text/datasets.py); the run
+  # refuses a dataset that is not labeled.
+  spec = datasets.TFDS_DATASETS.get(options["dataset"])
+  labeled = spec is not None and spec.kind == "labeled"
   c = defaults.text_defaults(
-      "text_classification",
-      options["dataset"],
-      eval_split=EVAL_SPLIT.get(options["dataset"], "test"),
+      "text_classification", options["dataset"], eval_split=spec.eval_split if labeled else "test"
   )
-  c.num_classes = NUM_CLASSES.get(options["dataset"], 2)
+  c.num_classes = spec.num_classes if labeled else 2
   c.seq_len = 128
   c.model = defaults.text_model(
       c,

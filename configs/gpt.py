@@ -55,7 +55,7 @@ def get_config(arg=None):
   c.eval_every = c.checkpoint_every = 500  # saved at least as often as evaluated
   c.eval_max_batches = 40
   # `stream:` datasets (vit_jax/data/text/stream.py): the last `holdout` of the text is held out;
-  # training reads "random" (or "sequential") windows of seq_len + 1 tokens.
+  # training reads windows of seq_len + 1 tokens (`windows`: config/defaults.py CHOICES).
   c.stream = ml_collections.ConfigDict(dict(holdout=0.1, windows="random"))
   if stream.is_stream(c.dataset):
     c.eval_max_batches = None  # the protocol scores the whole held-out text

@@ -75,6 +75,7 @@ from ml_collections.config_dict import placeholder
 
 from vit_jax.config import args
 from vit_jax.config import defaults
+from vit_jax.data import tfds_builders
 from vit_jax.evaluate import registry as evaluators
 from vit_jax.models import vit as vit_model
 
@@ -134,18 +135,20 @@ def get_config(arg=None):
   options = args.parse(
       arg, dict(dataset="sklearn_digits", variant="", finetune=False, runlocal=False)
   )
-  c = defaults.dataset_defaults("image_classification", options["dataset"], eval_split="test")
+  c = defaults.dataset_defaults(
+      "image_classification",
+      options["dataset"],
+      eval_split=tfds_builders.image_dataset(options["dataset"]).eval_split,
+  )
   c.download = False  # let TFDS download and prepare the dataset if it is missing
-  c.bad_images = "skip"  # folder: datasets: "skip" undecodable files (warned, counted) or "error"
+  c.bad_images = "skip"  # a folder: dataset's undecodable files (config/defaults.py CHOICES)
   # folder: datasets whose train and eval splits hold different classes are refused unless true
   c.allow_class_mismatch = False
   c.num_classes = placeholder(int)  # None: read from the dataset
   # Examples shuffled at a time (encoded bytes; files are also read in a new order each epoch).
   c.shuffle_buffer = 10_000
-  c.loss = "softmax_xent"  # or "sigmoid_xent": one binary cross-entropy per class
-  # Eval view: "crop" (the training view: an 87.5% central crop after Inception crops, else the
-  # whole image) or "resize" (the whole image squeezed to image_size x image_size).
-  c.eval_view = "crop"
+  c.loss = "softmax_xent"  # vit_jax/tasks/classification.py LOSSES
+  c.eval_view = "crop"  # what eval sees of an image (config/defaults.py CHOICES)
   c.image_size = 224
   c.model = ml_collections.ConfigDict(
       dict(
@@ -290,7 +293,6 @@ def _imagenet_common(c):
   """What big_vision's ImageNet ViT configs share (vit_s16_i1k.py, vit_i1k.py, vit_i21k.py): data,
   Adam with a bfloat16 first moment, decoupled weight decay 1e-4, 10k warmup, cosine, clip at 1."""
   c.train_split = IMAGENET_TRAIN_SPLIT  # the last 1% is a minival split, as in big_vision
-  c.eval_split = "validation"
   c.num_classes = 1000  # ImageNet-1k; also lets the step compile without the data
   c.image_size = 224
   c.augment.update(inception_crop=True, flip=True)
@@ -364,7 +366,6 @@ def _imagenet21k(c):
 def _finetune(c):
   """ViT paper fine-tuning (vision_transformer configs/common.py): SGD momentum 0.9, no weight
   decay, clip 1, cosine, 384 px, eval on the whole image resized (input_pipeline.py)."""
-  c.eval_split = "validation" if c.dataset == "imagenet2012" else "test"
   c.image_size = 384
   c.eval_view = "resize"
   c.augment.update(inception_crop=True, flip=True)

@@ -1,6 +1,7 @@
 """Checks on the code and its documents: no import cycles, commands imported by nothing below them,
-workdir file names spelled only in vit_jax/workdir.py, how many modules a run imports, the command
-lists of README.md and vit_jax/startup.py, and each measured figure written in one document."""
+workdir file names spelled only in vit_jax/workdir.py, each registry fact in one table, how many
+modules a run imports, the command lists of README.md and vit_jax/startup.py, and each measured
+figure written in one document."""
 
 import ast
 import glob
@@ -9,9 +10,15 @@ import re
 import subprocess
 import sys
 
+from vit_jax import models
 from vit_jax import tasks
 from vit_jax import workdir
+from vit_jax.config import checks as config_checks
+from vit_jax.config import defaults
+from vit_jax.data import tfds_builders
+from vit_jax.data.text import datasets as text_datasets
 from vit_jax.evaluate import registry as evaluator_registry
+from vit_jax.models import registry as model_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "vit_jax"
@@ -204,12 +211,79 @@ def test_workdir_file_names_are_spelled_only_in_the_workdir_module():
   assert not spelled, f"use the names in vit_jax/workdir.py instead: {spelled}"
 
 
-def test_evaluator_kinds_name_tasks_of_the_task_registry():
-  named = {task for kind in evaluator_registry.KINDS.values() for task in kind.tasks}
-  assert named <= set(tasks.TASKS), f"not in vit_jax/tasks: {sorted(named - set(tasks.TASKS))}"
-  kinds = evaluator_registry.KINDS.values()
-  unreported = [t for t in tasks.TASKS if not any(k.task_metrics and t in k.tasks for k in kinds)]
-  assert not unreported, f"no evaluator kind reports the metrics of {unreported}"
+# ---- Each registry fact has one home: what the tables name exists, and nothing restates them --
+def test_every_model_row_names_a_task_and_a_class():
+  no_task = {
+      name: row.task for name, row in model_registry.MODELS.items() if row.task not in tasks.TASKS
+  }
+  assert not no_task, f"model rows whose task is not in vit_jax/tasks TASKS: {no_task}"
+  trains_nothing = set(tasks.TASKS) - {row.task for row in model_registry.MODELS.values()}
+  assert not trains_nothing, f"tasks no model row names: {sorted(trains_nothing)}"
+  for path in model_registry.class_paths():
+    assert isinstance(model_registry.load_class(path), type), path
+  exported = {name for name in models.__all__ if name not in ("build_model", "MODELS")}
+  assert exported == {path.split(".")[1] for path in model_registry.class_paths()}
+
+
+def test_each_task_names_its_evaluator_and_what_it_reads():
+  for name, task in tasks.TASKS.items():
+    kind = evaluator_registry.KINDS.get(task.eval_kind)
+    assert kind is not None and kind.probes is None, f"{name}: eval_kind {task.eval_kind!r}"
+    assert name in evaluator_registry.tasks_of(task.eval_kind)
+    assert task.examples == tasks.IMAGES or task.examples in text_datasets.KINDS, name
+  for kind in evaluator_registry.KINDS:
+    assert evaluator_registry.tasks_of(kind), f"evaluator kind {kind!r} evaluates no task"
+
+
+def test_every_image_dataset_built_here_registers_its_builder():
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  built_here = {n: r.built_here for n, r in tfds_builders.IMAGE_DATASETS.items() if r.built_here}
+  assert built_here, "the offline datasets are rows of IMAGE_DATASETS"
+  for name, module in built_here.items():
+    assert os.path.isfile(os.path.join(ROOT, PACKAGE, "data", "image", f"{module}.py")), module
+    assert tfds_builders.register_built_here(name)
+    assert tfds.builder_cls(name).__module__ == f"vit_jax.data.image.{module}"
+
+
+def test_labeled_text_datasets_carry_their_class_count():
+  for name, row in text_datasets.TFDS_DATASETS.items():
+    labeled = row.kind == "labeled"
+    assert (row.num_classes is not None) == labeled, f"{name}: num_classes {row.num_classes}"
+
+
+def test_each_allowed_value_list_has_one_home():
+  from_modules = set(config_checks.choices({"loss": "softmax_xent"})) - set(defaults.CHOICES)
+  # Defined by the modules that read them, not restated in the schema.
+  assert from_modules == {"loss", "optimizer.name", "optimizer.schedule"}
+
+
+def _compares_task_with_a_name(node) -> bool:
+  """`x.task == "..."` or `x["task"] != "..."`: a test of a task's kind by its name."""
+  if not isinstance(node, ast.Compare):
+    return False
+  operands = [node.left, *node.comparators]
+  names_task = any(
+      (isinstance(o, ast.Attribute) and o.attr == "task")
+      or (isinstance(o, ast.Subscript) and getattr(o.slice, "value", None) == "task")
+      for o in operands
+  )
+  return names_task and any(
+      isinstance(o, ast.Constant) and isinstance(o.value, str) for o in operands
+  )
+
+
+def test_no_module_tells_tasks_apart_by_name():
+  found = []
+  for path in module_files().values():
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read(), path)
+    found += [
+        f"{os.path.relpath(path, ROOT)}:{n.lineno}"
+        for n in ast.walk(tree)
+        if _compares_task_with_a_name(n)
+    ]
+  assert not found, f"read the task's entry (vit_jax/tasks TASKS) instead: {found}"
 
 
 # Runs vit_jax.main as `python -m` does and writes the vit_jax modules it imported. sys.modules,

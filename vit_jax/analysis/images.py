@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from vit_jax import errors
+from vit_jax.data import tfds_builders
 from vit_jax.data.image import augment
 from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import pipeline  # hides accelerators from TF before TF touches them
@@ -77,7 +78,7 @@ def load_images(paths, size: int, crop_fraction: float | None):
 def _tfds_names(dataset: str, data_dir=None):
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
-  sources.register_built_here(dataset)
+  tfds_builders.register_built_here(dataset)
   label = tfds.builder(dataset, data_dir=data_dir).info.features["label"]
   return list(label.names)
 

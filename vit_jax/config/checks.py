@@ -16,12 +16,6 @@ from vit_jax.evaluate import registry as evaluators
 from vit_jax.training import mesh
 from vit_jax.training import optimizer
 
-CHOICES = {
-    **defaults.CHOICES,
-    "optimizer.name": optimizer.OPTIMIZERS,
-    "optimizer.schedule": optimizer.SCHEDULES,
-}
-
 _MISSING = object()
 
 
@@ -40,6 +34,23 @@ def has_key(config, dotted: str) -> bool:
   return get(config, dotted) is not _MISSING
 
 
+def choices(config) -> dict[str, tuple]:
+  """The allowed values of each choice key: the schema's (config/defaults.py CHOICES) and the
+  names that the modules reading a key define: the image classification losses and the
+  optimizers and schedules."""
+  losses = {}
+  if has_key(config, "loss"):  # image classification configs: their task imports TF
+    from vit_jax.tasks import classification  # pylint: disable=g-import-not-at-top
+
+    losses["loss"] = tuple(classification.LOSSES)
+  return {
+      **defaults.CHOICES,
+      **losses,
+      "optimizer.name": optimizer.OPTIMIZERS,
+      "optimizer.schedule": optimizer.SCHEDULES,
+  }
+
+
 def config_problems(config) -> list[str]:
   """Every out-of-range, unknown-choice or inconsistent value, each naming its --config key."""
   problems = []
@@ -55,7 +66,7 @@ def config_problems(config) -> list[str]:
     value = get(config, key)
     if value is not _MISSING and not (isinstance(value, (int, float)) and 0 <= value < 1):
       problems.append(f"--config.{key}={value!r} must be in [0, 1)")
-  for key, allowed in CHOICES.items():
+  for key, allowed in choices(config).items():
     value = get(config, key)
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")
@@ -106,14 +117,15 @@ def validate_training(config, workdir: str) -> dict:
   validate_config(config)
   workdir_lib.check_workdir(workdir)
   workdir_lib.check_resume(config, workdir)
+  task = tasks.TASKS[config.task]
   # pylint: disable=g-import-not-at-top
-  if config.task == "image_classification":
+  if task.reads_images:
     from vit_jax.data.image import checks as image_checks
 
     return image_checks.check_config(config)
   from vit_jax.data.text import checks as text_checks
 
-  text_checks.check_config(config, tasks.TASKS[config.task].examples)
+  text_checks.check_config(config, task.examples, streams=task.streams)
   return {}
 
 

@@ -22,15 +22,23 @@ def follows(c: ml_collections.ConfigDict, key: str):
 
 
 # ---- Schema: the values each key allows ------------------------------------------------------
-# (optimizer.name and optimizer.schedule: the names training/optimizer.py builds, added by
-# config/checks.py, so that loading a config file imports no optax)
+# Each choice is listed once: here, or where a module defines the names it reads, which
+# config/checks.py adds (so that loading a config file imports neither optax nor TensorFlow):
+# optimizer.name and optimizer.schedule (training/optimizer.py OPTIMIZERS and SCHEDULES) and the
+# image classification loss (tasks/classification.py LOSSES). The tokenizer kinds are
+# data/tokenizers TRAINABLE_KINDS.
 CHOICES = {
+    # a non-finite loss or gradient: stop (naming the step), or skip that update
     "nonfinite": ("stop", "skip"),
-    "progress": ("auto", "bar", "lines"),
+    "progress": ("auto", "bar", "lines"),  # auto: a bar on a terminal, else lines
+    # a folder: dataset's undecodable files: skipped (warned, counted), or an error
     "bad_images": ("skip", "error"),
-    "stream.windows": ("random", "sequential"),  # stream: datasets (data/text/stream.py)
-    "eval_view": ("crop", "resize"),  # image eval (data/image/pipeline.py eval_crop_fraction)
-    "loss": ("softmax_xent", "sigmoid_xent"),  # image classification (tasks/classification.py)
+    # how training reads a stream: dataset (data/text/stream.py): windows at random, or in order
+    "stream.windows": ("random", "sequential"),
+    # the image eval view (data/image/pipeline.py eval_crop_fraction): the training view (an
+    # 87.5% central crop after Inception crops, else the whole image), or the whole image
+    # squeezed to image_size x image_size
+    "eval_view": ("crop", "resize"),
 }
 # key -> (lowest allowed value, whether None is allowed)
 AT_LEAST = {
@@ -68,7 +76,7 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.grad_accum_steps = 1  # microbatches per step; the batch is split, gradients averaged
   c.optimizer = ml_collections.ConfigDict(
       dict(
-          name="adamw",  # "adamw" or "sgd"
+          name="adamw",  # training/optimizer.py OPTIMIZERS
           lr=1e-3,
           b1=0.9,
           b2=0.999,
@@ -78,7 +86,7 @@ def training_defaults() -> ml_collections.ConfigDict:
           # True: decay scaled by the schedule only, not by the peak lr (big_vision's "decoupled").
           decoupled_weight_decay=False,
           grad_clip_norm=1.0,  # 0 disables clipping
-          schedule="cosine",  # "cosine", "linear" or "constant" after warmup
+          schedule="cosine",  # after warmup: training/optimizer.py SCHEDULES
           warmup_steps=100,
           end_lr_ratio=0.0,
           mu_dtype=placeholder(
@@ -98,14 +106,14 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.async_checkpoints = placeholder(bool)
   c.init_from = placeholder(str)  # our workdir/checkpoint or an .npz to fine-tune from
   c.input_shards = placeholder(int)  # None: one per process; fix it to make data topology-free
-  c.nonfinite = "stop"  # non-finite loss/grads: "stop" (naming the step) or "skip" the update
+  c.nonfinite = "stop"  # a non-finite loss or gradient (CHOICES)
   c.debug_nan_at_step = placeholder(int)  # fault injection: a NaN loss at this step
   c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
   c.mesh = "data:-1"  # axis sizes (dcn, data, fsdp, model); -1 takes the remaining devices
   # The slice the config is sized for (e.g. "v5p-64"): `vit_jax.compile`'s default --topology.
   c.target_topology = placeholder(str)
   c.check_memory = False  # compile the step before step 1 and stop if it cannot fit (exit 2)
-  c.progress = "auto"  # "bar", "lines" or "auto" (a bar on a terminal)
+  c.progress = "auto"  # how the progress shows (CHOICES)
   c.allow_data_change = False  # resume a workdir on other data (continued pretraining)
   return c
 
@@ -137,7 +145,7 @@ def text_defaults(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use
           # spm_unigram / byte_bpe with a vocab_size (see the configs' accelerator commands).
-          kind="char",  # char, spm_unigram, spm_bpe or byte_bpe (trained on the training split)
+          kind="char",  # trained on the training split; data/tokenizers TRAINABLE_KINDS
           vocab_size=placeholder(int),  # None: every character (char kind only)
           path=placeholder(str),  # an existing SentencePiece .model or tokenizer.json instead
           max_train_texts=20_000,  # documents the tokenizer is trained on

@@ -1,6 +1,13 @@
-"""TFDS builders for every data family (image and text): opened, checked prepared, split-checked.
+"""TFDS datasets: the image datasets known by name, and the builders of every data family (image
+and text): opened, prepared or checked prepared, split-checked.
 
     builder = tfds_builders.open_builder("cifar10", data_dir=None)
+
+IMAGE_DATASETS is the one table of image datasets: a row's default splits are what a config and
+the input pipeline fall back on, and `built_here` names the module that makes the dataset on this
+machine (then registering the builder and preparing it on first use is `open_builder`'s job). The
+table imports nothing heavy, so a config reads it without TensorFlow. Text datasets have their
+rows in data/text/datasets.py.
 
 `open_builder` is the one place a TFDS builder is constructed. Inside `data.opened_once()` (a
 training run) each (name, data_dir) is constructed once, so the config checks, the input pipeline
@@ -8,20 +15,68 @@ and the evaluators read the same builder instead of opening the dataset again to
 Outside it every call constructs afresh (a builder holds its metadata, not the data).
 """
 
+import dataclasses
+import importlib
 import os
 
 from vit_jax import data
 from vit_jax import errors
 
 
+@dataclasses.dataclass(frozen=True)
+class ImageDataset:
+  train_split: str | None  # the default training split; None: evaluation only
+  eval_split: str  # the default eval split
+  # The module under vit_jax/data/image whose import registers the dataset's TFDS builder: made
+  # from what is on this machine (no download), it is prepared on first use. None: TFDS's own.
+  built_here: str | None = None
+
+
+IMAGE_DATASETS = {
+    "imagenet2012": ImageDataset("train", "validation"),
+    "imagenet_v2": ImageDataset(None, "test"),  # Evaluation-only re-collection of ImageNet val.
+    "cifar10": ImageDataset("train", "test"),
+    "cifar100": ImageDataset("train", "test"),
+    "oxford_iiit_pet": ImageDataset("train", "test"),
+    "oxford_flowers102": ImageDataset("train", "test"),
+    "sklearn_digits": ImageDataset("train", "test", built_here="digits"),
+    "synthetic_shapes": ImageDataset("train", "test", built_here="shapes"),
+    # and test_dDD, one per mark distance
+    "marks_pair": ImageDataset("train", "test", built_here="marks_pair"),
+}
+OTHER_IMAGE_DATASET = ImageDataset("train", "test")  # any other TFDS image dataset, or a folder
+
+
+def base_name(name: str) -> str:
+  """A TFDS name without version or config: 'imagenet_v2/matched-frequency' -> 'imagenet_v2',
+  'synthetic_shapes:1.0.0' -> 'synthetic_shapes'."""
+  return name.split("/")[0].split(":")[0]
+
+
+def image_dataset(name: str) -> ImageDataset:
+  """The row of image dataset `name`, or OTHER_IMAGE_DATASET for one the table does not list."""
+  return IMAGE_DATASETS.get(base_name(name), OTHER_IMAGE_DATASET)
+
+
+def register_built_here(name: str) -> bool:
+  """Makes `tfds.builder(name)` resolve when the dataset is built here (importing its module);
+  returns whether it is."""
+  module = image_dataset(name).built_here
+  if module is not None:
+    importlib.import_module(f"vit_jax.data.image.{module}")
+  return module is not None
+
+
 def open_builder(name: str, *, data_dir: str | None, prepare: bool = False):
   """The TFDS builder of `name` ('cifar10', 'imagenet_v2/matched-frequency', 'lm1b:1.1.0'),
-  prepared: with `prepare` it is downloaded or built now when missing, else a
-  DatasetNotPreparedError says how to prepare it."""
+  prepared: with `prepare`, or when it is built here, it is downloaded or built now when
+  missing, else a DatasetNotPreparedError says how to prepare it."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top  (text runs skip TFDS)
 
+  # The datasets built here take seconds (digits) to a minute (shapes): prepared on the spot.
+  built_here = register_built_here(name)
   builder = data.opened(("tfds", name, data_dir), lambda: tfds.builder(name, data_dir=data_dir))
-  ensure_prepared(builder, prepare=prepare)
+  ensure_prepared(builder, prepare=prepare or built_here)
   return builder
 
 

@@ -3,6 +3,7 @@ eval metrics), e.g. the test split, a minival slice of the training split, or an
 with the same classes (ImageNet-V2 for an ImageNet model)."""
 
 from vit_jax import errors
+from vit_jax import tasks
 from vit_jax.evaluate import base
 
 
@@ -11,10 +12,13 @@ class Classification(base.TaskEval):
 
   def check_data(self):
     s, c = self.settings, self.config
-    if c.task == "text_classification":
+    info = tasks.TASKS[c.task]
+    if not info.reads_images:
       from vit_jax.data.text import checks  # pylint: disable=g-import-not-at-top
 
-      checks.check_split(s.dataset, s.split, "labeled", key=self.key("split"), data_dir=c.data_dir)
+      checks.check_split(
+          s.dataset, s.split, info.examples, key=self.key("split"), data_dir=c.data_dir
+      )
       return
     from vit_jax.data.image import checks  # pylint: disable=g-import-not-at-top
 

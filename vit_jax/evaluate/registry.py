@@ -15,6 +15,8 @@ import math
 
 import ml_collections
 
+from vit_jax import tasks
+
 # Evaluator keys that take the run's value unless set: key -> the run's config key.
 FOLLOWS = {
     "dataset": "dataset",
@@ -29,24 +31,19 @@ _RUNS = object()  # a default that follows the run's key (FOLLOWS)
 class Kind:
   module: str  # under vit_jax/evaluate
   cls: str
-  tasks: tuple[str, ...]  # the training tasks (vit_jax/tasks) whose models it evaluates
   keys: dict  # its keys besides `kind` and `every`, with their defaults
-  task_metrics: bool = True  # the task's own eval metrics: the default entry of those tasks
+  # A probe of any model of the tasks that read these examples (vit_jax/tasks TaskInfo.examples).
+  # None: it evaluates the tasks whose own metrics it reports (their TaskInfo.eval_kind).
+  probes: str | None = None
 
 
 _SPLIT_KEYS = {"dataset": _RUNS, "split": _RUNS, "max_batches": _RUNS}
 KINDS = {
-    "classification": Kind(
-        "classification",
-        "Classification",
-        ("image_classification", "text_classification"),
-        _SPLIT_KEYS,
-    ),
+    "classification": Kind("classification", "Classification", _SPLIT_KEYS),
     # big_vision's configs/common_fewshot.py: shots (1, 5, 10, 25), 3 seeds, l2_reg 2 ** 10.
     "fewshot": Kind(
         "fewshot",
         "FewShot",
-        ("image_classification",),
         {
             "dataset": _RUNS,
             "train_split": "train",
@@ -55,19 +52,27 @@ KINDS = {
             "seeds": 3,
             "l2_reg": 2.0**10,
         },
-        task_metrics=False,
+        probes=tasks.IMAGES,
     ),
     # stride: a stream: dataset's sliding window step (vit_jax/data/text/stream.py); None: seq_len
-    "causal_lm": Kind("lm", "CausalLMLoss", ("causal_lm",), {**_SPLIT_KEYS, "stride": None}),
-    "masked_lm": Kind("lm", "MaskedLMLoss", ("masked_lm",), _SPLIT_KEYS),
-    "seq2seq": Kind("lm", "Seq2SeqLoss", ("seq2seq",), _SPLIT_KEYS),
+    "causal_lm": Kind("lm", "CausalLMLoss", {**_SPLIT_KEYS, "stride": None}),
+    "masked_lm": Kind("lm", "MaskedLMLoss", _SPLIT_KEYS),
+    "seq2seq": Kind("lm", "Seq2SeqLoss", _SPLIT_KEYS),
 }
 DEFAULT_NAME = "eval"  # the default entry: the task's own metrics on `eval_split`
 
 
+def tasks_of(kind: str) -> tuple[str, ...]:
+  """The training tasks (vit_jax/tasks) whose models `kind` evaluates."""
+  probes = KINDS[kind].probes
+  if probes is None:
+    return tuple(name for name, task in tasks.TASKS.items() if task.eval_kind == kind)
+  return tuple(name for name, task in tasks.TASKS.items() if task.examples == probes)
+
+
 def default_kind(task: str) -> str:
-  """The kind that reports `task`'s own eval metrics."""
-  return next(k for k, info in KINDS.items() if info.task_metrics and task in info.tasks)
+  """The kind that reports `task`'s own eval metrics (its task entry says which)."""
+  return tasks.TASKS[task].eval_kind
 
 
 def entry(config, kind: str, **settings) -> ml_collections.ConfigDict:
@@ -148,9 +153,9 @@ def config_problems(config) -> list[str]:
       )
       continue
     info = KINDS[kind]
-    if config.get("task") not in info.tasks:
+    if config.get("task") not in tasks_of(kind):
       problems.append(
-          f"{where}.kind={kind!r} evaluates {' and '.join(info.tasks)} models, not "
+          f"{where}.kind={kind!r} evaluates {' and '.join(tasks_of(kind))} models, not "
           f"--config.task={config.get('task')!r}"
       )
     allowed = ("kind", "every", *info.keys)

@@ -2,28 +2,16 @@
 families, and a local-window CNN.
 
 The model classes load on first use (`vit_jax.models.Gpt` imports models/gpt.py then), so a run
-imports only the family its config names.
+imports only the family its config names. Which classes there are comes from the model table
+(registry.py MODELS).
 """
 
-import importlib
-
+from vit_jax.models import registry
 from vit_jax.models.registry import build_model
 from vit_jax.models.registry import MODELS
 
-# class name -> module under vit_jax/models
-_CLASSES = {
-    "Bert": "bert",
-    "BertForMaskedLM": "bert",
-    "BertForPreTraining": "bert",
-    "BertForSequenceClassification": "bert",
-    "Gpt": "gpt",
-    "FNet": "mixer",
-    "LocalCNN": "local_cnn",
-    "MlpMixer": "mixer",
-    "EncoderDecoder": "seq2seq",
-    "ResNetV2": "resnet",
-    "ViT": "vit",
-}
+# class name -> "module.Class" under vit_jax/models
+_CLASSES = {path.split(".")[1]: path for path in registry.class_paths()}
 
 __all__ = [  # noqa: PLE0604 -- the names of _CLASSES, loaded by __getattr__
     "build_model",
@@ -34,5 +22,5 @@ __all__ = [  # noqa: PLE0604 -- the names of _CLASSES, loaded by __getattr__
 
 def __getattr__(name: str):
   if name in _CLASSES:
-    return getattr(importlib.import_module(f"vit_jax.models.{_CLASSES[name]}"), name)
+    return registry.load_class(_CLASSES[name])
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

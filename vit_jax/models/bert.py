@@ -4,7 +4,6 @@
 encoder moves between pretraining, masked-LM and classification models unchanged.
 """
 
-import dataclasses
 from typing import Optional
 
 import flax.linen as nn
@@ -16,29 +15,20 @@ from vit_jax.models import masks
 from vit_jax.models import position
 from vit_jax.models import transformer
 
-
-@dataclasses.dataclass(frozen=True)
-class BertShape:
-  width: int
-  depth: int
-  num_heads: int
-  mlp_dim: int
-
-
 # Turc et al. 2019 ("Well-read students") small BERTs, and the original base/large.
 PRESETS = {
-    "tiny": BertShape(128, 2, 2, 512),
-    "mini": BertShape(256, 4, 4, 1024),
-    "small": BertShape(512, 4, 8, 2048),
-    "medium": BertShape(512, 8, 8, 2048),
-    "base": BertShape(768, 12, 12, 3072),
-    "large": BertShape(1024, 24, 16, 4096),
+    "tiny": transformer.Shape(128, 2, 2, 512),
+    "mini": transformer.Shape(256, 4, 4, 1024),
+    "small": transformer.Shape(512, 4, 8, 2048),
+    "medium": transformer.Shape(512, 8, 8, 2048),
+    "base": transformer.Shape(768, 12, 12, 3072),
+    "large": transformer.Shape(1024, 24, 16, 4096),
 }
 # BERT's modeling.py create_initializer (line 375): truncated normal, initializer_range 0.02.
 INIT = nn.initializers.truncated_normal(stddev=0.02)
 
 
-def preset(name: str) -> BertShape:
+def preset(name: str) -> transformer.Shape:
   if name not in PRESETS:
     raise errors.ConfigError(f"Unknown BERT preset {name!r}; choose one of {list(PRESETS)}.")
   return PRESETS[name]
@@ -65,14 +55,8 @@ class Bert(transformer.BlockOptions, nn.Module, kw_only=True):
   kernel_init: str = "truncated_normal"
   mlp_hidden_dropout: bool = False  # modeling.py drops the layer output only (line 879)
 
-  def shape(self) -> BertShape:
-    base = preset(self.variant)
-    return BertShape(
-        self.width or base.width,
-        self.depth or base.depth,
-        self.num_heads or base.num_heads,
-        self.mlp_dim or base.mlp_dim,
-    )
+  def shape(self) -> transformer.Shape:
+    return preset(self.variant).overridden_by(self)
 
   @nn.compact
   def __call__(

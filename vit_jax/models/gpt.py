@@ -5,7 +5,6 @@ final LayerNorm -> logits = h @ embedding^T. With `decode=True` every attention 
 cache, so generation feeds one new token (or a prompt chunk) per call.
 """
 
-import dataclasses
 from typing import Optional
 
 import flax.linen as nn
@@ -16,24 +15,16 @@ from vit_jax.models import masks
 from vit_jax.models import position
 from vit_jax.models import transformer
 
-
-@dataclasses.dataclass(frozen=True)
-class GptShape:
-  width: int
-  depth: int
-  num_heads: int
-
-
 PRESETS = {
     # Small shapes that train on a CPU in minutes.
-    "pico": GptShape(64, 2, 2),
-    "nano": GptShape(128, 4, 4),
-    "micro": GptShape(256, 6, 8),
+    "pico": transformer.Shape(64, 2, 2),
+    "nano": transformer.Shape(128, 4, 4),
+    "micro": transformer.Shape(256, 6, 8),
     # GPT-2 (Radford et al. 2019).
-    "gpt2": GptShape(768, 12, 12),
-    "gpt2-medium": GptShape(1024, 24, 16),
-    "gpt2-large": GptShape(1280, 36, 20),
-    "gpt2-xl": GptShape(1600, 48, 25),
+    "gpt2": transformer.Shape(768, 12, 12),
+    "gpt2-medium": transformer.Shape(1024, 24, 16),
+    "gpt2-large": transformer.Shape(1280, 36, 20),
+    "gpt2-xl": transformer.Shape(1600, 48, 25),
 }
 # GPT-2's src/model.py: token embeddings N(0, 0.02) (line 155), positions N(0, 0.01) (line 153).
 TOKEN_INIT = nn.initializers.normal(stddev=0.02)
@@ -64,15 +55,12 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
   scale_residual_init: bool = True
   mlp_hidden_dropout: bool = False
 
-  def shape(self) -> GptShape:
+  def shape(self) -> transformer.Shape:
     if self.variant not in PRESETS:
       raise errors.ConfigError(
           f"Unknown GPT preset {self.variant!r}; choose one of {list(PRESETS)}."
       )
-    base = PRESETS[self.variant]
-    return GptShape(
-        self.width or base.width, self.depth or base.depth, self.num_heads or base.num_heads
-    )
+    return PRESETS[self.variant].overridden_by(self)
 
   @nn.compact
   def __call__(

@@ -1,17 +1,57 @@
-"""Builds any model of the project from its config by name.
+"""The one table of models: each name with its class and the task that trains it, and building a
+model from its config by name.
 
-A model config is a mapping with `name` plus the keyword arguments of that model's module,
-e.g. {"name": "vit", "variant": "S/16", "num_classes": 10}. Keys a module does not have are an
+A model config is a mapping with `name` plus the keyword arguments of that model's class,
+e.g. {"name": "vit", "variant": "S/16", "num_classes": 10}. Keys a class does not have are an
 error, never silently dropped.
+
+A new model is one row of MODELS; the task (vit_jax/tasks) that trains it and the classes that
+`vit_jax.models` exports follow from the row.
 """
 
 import dataclasses
 import importlib
 from typing import Any, Mapping
 
-import flax.linen as nn
-
 from vit_jax import errors
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  cls: str  # "module.Class" under vit_jax/models, imported on first use (a ViT run loads no BERT)
+  task: str  # the task (vit_jax/tasks) that trains it
+  # A task model around the BERT encoder: the keys its head takes; the others build the encoder
+  # (ENCODER), which the head wraps. None: the class takes every key.
+  head: tuple[str, ...] | None = None
+
+
+ENCODER = "bert.Bert"
+# Grouped by task, in the order of vit_jax/tasks TASKS.
+MODELS = {
+    "vit": Model("vit.ViT", "image_classification"),
+    "resnet": Model("resnet.ResNetV2", "image_classification"),
+    "mixer": Model("mixer.MlpMixer", "image_classification"),
+    "fnet": Model("mixer.FNet", "image_classification"),
+    "local_cnn": Model("local_cnn.LocalCNN", "image_classification"),
+    "gpt": Model("gpt.Gpt", "causal_lm"),
+    "bert": Model("bert.BertForPreTraining", "masked_lm", head=("next_sentence",)),
+    "bert_mlm": Model("bert.BertForMaskedLM", "masked_lm", head=()),
+    "bert_classifier": Model(
+        "bert.BertForSequenceClassification", "text_classification", head=("num_classes",)
+    ),
+    "seq2seq": Model("seq2seq.EncoderDecoder", "seq2seq"),
+}
+
+
+def class_paths() -> tuple[str, ...]:
+  """Every model class, "module.Class": the rows' and the encoder they wrap."""
+  return tuple(dict.fromkeys([*(row.cls for row in MODELS.values()), ENCODER]))
+
+
+def load_class(path: str):
+  """ "bert.Bert" -> vit_jax.models.bert.Bert, importing that module now."""
+  module, name = path.split(".")
+  return getattr(importlib.import_module(f"vit_jax.models.{module}"), name)
 
 
 def _fields(module_cls) -> set[str]:
@@ -28,47 +68,16 @@ def _make(module_cls, kwargs: Mapping[str, Any], model_name: str, extra=()):
   return module_cls(**{k: v for k, v in kwargs.items() if k not in extra})
 
 
-def _class(path: str):
-  """ "bert.Bert" -> vit_jax.models.bert.Bert, imported on first use (a ViT run loads no BERT)."""
-  module, name = path.split(".")
-  return getattr(importlib.import_module(f"vit_jax.models.{module}"), name)
-
-
-def _plain(path: str):
-  return lambda kwargs, model_name: _make(_class(path), kwargs, model_name)
-
-
-def _bert_task(path: str, head_fields):
-  def build(kwargs, model_name):
-    head = {k: v for k, v in kwargs.items() if k in head_fields}
-    encoder = _make(
-        _class("bert.Bert"), {k: v for k, v in kwargs.items() if k not in head_fields}, model_name
-    )
-    return _class(path)(bert=encoder, **head)
-
-  return build
-
-
-_BUILDERS = {
-    "vit": _plain("vit.ViT"),
-    "mixer": _plain("mixer.MlpMixer"),
-    "fnet": _plain("mixer.FNet"),
-    "resnet": _plain("resnet.ResNetV2"),
-    "local_cnn": _plain("local_cnn.LocalCNN"),
-    "gpt": _plain("gpt.Gpt"),
-    "seq2seq": _plain("seq2seq.EncoderDecoder"),
-    "bert": _bert_task("bert.BertForPreTraining", {"next_sentence"}),
-    "bert_mlm": _bert_task("bert.BertForMaskedLM", set()),
-    "bert_classifier": _bert_task("bert.BertForSequenceClassification", {"num_classes"}),
-}
-MODELS = tuple(_BUILDERS)
-
-
-def build_model(config: Mapping[str, Any], **overrides) -> nn.Module:
-  """Returns the (unbound) Flax module named by config["name"], built from the other keys."""
+def build_model(config: Mapping[str, Any], **overrides):
+  """The (unbound) Flax module named by config["name"], built from the other keys."""
   kwargs = dict(config.to_dict() if hasattr(config, "to_dict") else config)
   kwargs.update(overrides)
   name = kwargs.pop("name", None)
-  if name not in _BUILDERS:
+  if name not in MODELS:
     raise errors.ConfigError(f"Unknown model {name!r}; choose one of {list(MODELS)}.")
-  return _BUILDERS[name](kwargs, name)
+  row = MODELS[name]
+  if row.head is None:
+    return _make(load_class(row.cls), kwargs, name)
+  head = {k: v for k, v in kwargs.items() if k in row.head}
+  encoder_kwargs = {k: v for k, v in kwargs.items() if k not in row.head}
+  return load_class(row.cls)(bert=_make(load_class(ENCODER), encoder_kwargs, name), **head)

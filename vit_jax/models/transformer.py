@@ -21,6 +21,21 @@ from vit_jax.models import layers
 from vit_jax.models import position
 
 
+@dataclasses.dataclass(frozen=True)
+class Shape:
+  """A transformer's size: a family's preset, or a preset with the sizes a model config sets."""
+
+  width: int
+  depth: int
+  num_heads: int
+  mlp_dim: Optional[int] = None  # None: the family sets it from the width (GPT's mlp_ratio)
+
+  def overridden_by(self, model) -> "Shape":
+    """This preset with the width, depth, heads and MLP width that `model` sets (not None)."""
+    fields = dataclasses.fields(self)
+    return Shape(*(getattr(model, f.name, None) or getattr(self, f.name) for f in fields))
+
+
 # repr and eq stay the Flax module's in the families that inherit these fields.
 @dataclasses.dataclass(kw_only=True, repr=False, eq=False)
 class BlockOptions:

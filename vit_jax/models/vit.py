@@ -5,7 +5,6 @@ pre-LN encoder -> pooling (cls token, global average or MAP attention pooling) -
 -> head.
 """
 
-import dataclasses
 import re
 from typing import Optional
 
@@ -16,25 +15,16 @@ from vit_jax import errors
 from vit_jax.models import layers
 from vit_jax.models import transformer
 
-
-@dataclasses.dataclass(frozen=True)
-class Shape:
-  width: int
-  depth: int
-  mlp_dim: int
-  num_heads: int
-
-
 # Published shapes (ViT paper; "M", "g" and "G" from Zhai et al. 2022, "Scaling ViTs").
 PRESETS = {
-    "Ti": Shape(192, 12, 768, 3),
-    "S": Shape(384, 12, 1536, 6),
-    "M": Shape(512, 12, 2048, 8),
-    "B": Shape(768, 12, 3072, 12),
-    "L": Shape(1024, 24, 4096, 16),
-    "H": Shape(1280, 32, 5120, 16),
-    "g": Shape(1408, 40, 6144, 16),
-    "G": Shape(1664, 48, 8192, 16),
+    "Ti": transformer.Shape(192, 12, 3, 768),
+    "S": transformer.Shape(384, 12, 6, 1536),
+    "M": transformer.Shape(512, 12, 8, 2048),
+    "B": transformer.Shape(768, 12, 12, 3072),
+    "L": transformer.Shape(1024, 24, 16, 4096),
+    "H": transformer.Shape(1280, 32, 16, 5120),
+    "g": transformer.Shape(1408, 40, 16, 6144),
+    "G": transformer.Shape(1664, 48, 16, 8192),
 }
 CLASSIFIERS = ("token", "gap", "map", "unpooled")
 
@@ -101,17 +91,9 @@ class ViT(transformer.BlockOptions, nn.Module, kw_only=True):
   head_bias_init: float = 0.0
   posemb_init_std: Optional[float] = None
 
-  def shape(self):
+  def shape(self) -> tuple[transformer.Shape, tuple[int, int]]:
     preset, patch = parse_variant(self.variant)
-    return (
-        Shape(
-            self.width or preset.width,
-            self.depth or preset.depth,
-            self.mlp_dim or preset.mlp_dim,
-            self.num_heads or preset.num_heads,
-        ),
-        patch,
-    )
+    return preset.overridden_by(self), patch
 
   @nn.compact
   def __call__(self, images_BxHxWxC, train: bool = False, return_attention: bool = False):

@@ -13,6 +13,7 @@ from ml_collections import config_flags
 
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import tasks
 from vit_jax.config import checks
 from vit_jax.sweep import spec
 
@@ -46,7 +47,7 @@ def check_splits(run: spec.Run, config) -> None:
   the run itself makes first (`ImageSource.check_split`). The datasets built here are built now,
   as the first run would; one that is not on this machine (a pod's ImageNet) is left to the run,
   which checks it where the data is."""
-  if config.task != "image_classification":
+  if not tasks.TASKS[config.task].reads_images:
     return  # text datasets: the run checks their names and splits
   # pylint: disable-next=g-import-not-at-top  (TensorFlow only for image sweeps)
   from vit_jax.data.image import sources

@@ -4,50 +4,63 @@ Every task is a `base.Task`: the contract, with what each task must provide and 
 the rest. Text tasks share `text_common.TextTask` (the workdir's tokenizer, batches by split),
 and causal LM and seq2seq also `text_common.TokenLossTask` (loss per target token).
 
-This registry is the one list of tasks: the trainer builds from it, the config checks read its
-names and the kind of text examples each reads, and convert, predict and generate read which task
-runs a model and which tasks generate.
+This registry is the one list of tasks and what each one reads: the trainer builds from it, the
+config checks read its names and its examples, the evaluators its default kind, and generate
+which tasks sample. The models a task trains are the rows of vit_jax/models/registry.py MODELS
+that name it.
 """
 
 import dataclasses
 import importlib
 
 from vit_jax import errors
+from vit_jax.models import registry as model_registry
 from vit_jax.tasks import base
+
+IMAGES = "images"  # the examples of an image task; text tasks read a data/text/datasets.py kind
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskInfo:
   module: str  # under vit_jax/tasks
   cls: str
-  models: tuple[str, ...]  # the model names (vit_jax/models/registry.py) this task runs
-  examples: str | None = None  # what its text batches read (data/text/datasets.py kinds)
+  examples: str  # what its batches read: IMAGES, or a text kind (documents, labeled, pairs)
+  # The evaluator kind (vit_jax/evaluate/registry.py) that reports its own metrics: the kind of
+  # its default `eval` entry.
+  eval_kind: str
   generates: bool = False  # `python -m vit_jax.generate` can sample from it
+  streams: bool = False  # trains on `stream:` datasets (vit_jax/data/text/stream.py)
+
+  @property
+  def reads_images(self) -> bool:
+    """Image tasks open an image dataset and size their output by its classes; the others
+    tokenize text and size it by the vocabulary."""
+    return self.examples == IMAGES
 
 
 TASKS = {
     "image_classification": TaskInfo(
-        "classification", "ImageClassification", ("vit", "resnet", "mixer", "fnet", "local_cnn")
+        "classification", "ImageClassification", IMAGES, "classification"
     ),
-    "causal_lm": TaskInfo("causal_lm", "CausalLM", ("gpt",), "documents", generates=True),
-    "masked_lm": TaskInfo("masked_lm", "MaskedLM", ("bert", "bert_mlm"), "documents"),
+    "causal_lm": TaskInfo(
+        "causal_lm", "CausalLM", "documents", "causal_lm", generates=True, streams=True
+    ),
+    "masked_lm": TaskInfo("masked_lm", "MaskedLM", "documents", "masked_lm"),
     "text_classification": TaskInfo(
-        "text_classification", "TextClassification", ("bert_classifier",), "labeled"
+        "text_classification", "TextClassification", "labeled", "classification"
     ),
-    "seq2seq": TaskInfo("seq2seq", "Seq2Seq", ("seq2seq",), "pairs", generates=True),
+    "seq2seq": TaskInfo("seq2seq", "Seq2Seq", "pairs", "seq2seq", generates=True),
 }
 GENERATING = tuple(name for name, info in TASKS.items() if info.generates)
 
 
 def task_of_model(model_name: str) -> str:
   """The task a model runs with (an imported checkpoint names its model, not its task)."""
-  for name, info in TASKS.items():
-    if model_name in info.models:
-      return name
-  raise errors.ConfigError(
-      f"No task runs model {model_name!r}; models with a task: "
-      f"{[m for info in TASKS.values() for m in info.models]}."
-  )
+  if model_name not in model_registry.MODELS:
+    raise errors.ConfigError(
+        f"No task runs model {model_name!r}; models with a task: {list(model_registry.MODELS)}."
+    )
+  return model_registry.MODELS[model_name].task
 
 
 def _task_class(config):
@@ -65,16 +78,17 @@ def build_task(config, workdir: str) -> base.Task:
 def build_task_without_data(config) -> base.Task:
   """The task with its output size from the config instead of the data: no dataset is opened
   and no tokenizer trained. It gives the model and the train step (`batch_spec`), not batches."""
-  if config.task == "image_classification":
+  task_class = _task_class(config)
+  if TASKS[config.task].reads_images:
     if not config.get("num_classes"):
       raise errors.ConfigError(
           "Without data the class count must be in the config: set --config.num_classes."
       )
-    return _task_class(config)(config, num_classes=config.num_classes)
+    return task_class(config, num_classes=config.num_classes)
   vocab_size = config.tokenizer.vocab_size
   if not vocab_size:
     raise errors.ConfigError(
         "Without data the vocabulary size must be in the config: set "
         "--config.tokenizer.vocab_size (e.g. 50257 for GPT-2's, 30522 for BERT's)."
     )
-  return _task_class(config)(config, None, vocab_size=vocab_size)
+  return task_class(config, None, vocab_size=vocab_size)

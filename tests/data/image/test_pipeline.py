@@ -10,6 +10,7 @@ import tensorflow_datasets as tfds
 
 from tests import helpers
 from tests import tiny_configs as configs
+from vit_jax.data import tfds_builders
 from vit_jax.data.image import pipeline
 
 _AUG = pipeline.Augment(randaugment=(2, 9), mixup_alpha=0.2, cutmix_alpha=1.0, label_smoothing=0.1)
@@ -281,7 +282,10 @@ def test_unknown_dataset_lists_known_names():
 def test_default_splits(digits_dir):
   info = pipeline.dataset_info("sklearn_digits", data_dir=digits_dir)
   assert (info.num_classes, info.train_split, info.eval_split) == (10, "train", "test")
-  assert pipeline.DEFAULT_SPLITS["imagenet2012"] == ("train", "validation")
+  imagenet = tfds_builders.image_dataset("imagenet2012")
+  assert (imagenet.train_split, imagenet.eval_split) == ("train", "validation")
+  # Another TFDS dataset (any version or config) falls back on train and test.
+  assert tfds_builders.image_dataset("caltech101:3.0.2") == tfds_builders.OTHER_IMAGE_DATASET
 
 
 def test_imagenet_epochs_count_the_examples_of_the_split_trained_on():

@@ -9,6 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import NearestCentroid
 import tensorflow_datasets as tfds
 
+from vit_jax.data import tfds_builders
 from vit_jax.data.image import pipeline
 from vit_jax.data.image import shape_drawing
 from vit_jax.data.image import shapes
@@ -43,8 +44,9 @@ def test_builds_offline_with_splits_and_class_names(shapes_dir):
   label = builder.info.features["label"]
   assert label.num_classes == 10 and tuple(label.names) == shape_drawing.CLASS_NAMES
   assert builder.info.features["image"].shape == (32, 32, 3)
-  assert pipeline.DEFAULT_SPLITS[shapes.NAME] == ("train", "test")
-  assert pipeline.sources.BUILT_HERE[shapes.NAME] == "shapes"  # the module that registers it
+  row = tfds_builders.IMAGE_DATASETS[shapes.NAME]
+  assert (row.train_split, row.eval_split) == ("train", "test")
+  assert row.built_here == "shapes"  # the module that registers it
 
 
 def test_stored_examples_are_exactly_the_generated_ones(shapes_dir):

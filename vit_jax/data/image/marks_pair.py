@@ -30,18 +30,17 @@ ones. Its accuracy, 1/2 + (j / K - j (j - 1) / (2 K (K - 1))) / 2, peaks at j = 
 A rule that cannot (a = b) peaks at SYMMETRIC_BOUND = 2/3 for K = 4 ("same iff both marks are in
 a chosen half of the colours": 1/2 of "same" pairs, 1/6 of "different" ones).
 
-Registering the builder (importing this module) makes `tfds.builder('marks_pair')` resolve; the
-image sources import it only when the dataset is named and prepare it on first use (about 20 s of
-one core for the 82,000 images; about 60 MB).
+Registering the builder (importing this module) makes `tfds.builder('marks_pair')` resolve;
+vit_jax/data/tfds_builders.py imports it only when a run names the dataset and prepares it on
+first use (about 20 s of one core for the 82,000 images; about 60 MB).
 """
 
-import io
 import itertools
 
 import numpy as np
-from PIL import Image
 import tensorflow_datasets as tfds
 
+from vit_jax.data.image import drawn
 from vit_jax.data.image import shape_drawing
 
 NAME = "marks_pair"
@@ -67,7 +66,6 @@ SPLIT_SIZES = {
 # None: d drawn from DISTANCES; an int: that distance only.
 SPLIT_DISTANCES = {"train": None, "test": None, **{f"test_d{d:02d}": d for d in TEST_DISTANCES}}
 SPLIT_SEEDS = {"train": 11, "test": 12, **{f"test_d{d:02d}": 100 + d for d in TEST_DISTANCES}}
-_CHUNK = 1000  # examples drawn at once (vectorised); the result does not depend on it
 _BACKGROUND = 0.5
 _NOISE_STD = 0.04
 _NUM_UNIFORMS = 8  # per example, before the noise; changing it changes the data
@@ -140,47 +138,26 @@ def _pick(u, count):
   return np.minimum(np.floor(u * count), np.asarray(count) - 1).astype(np.int64)
 
 
-class MarksPair(tfds.core.GeneratorBasedBuilder):
+class MarksPair(drawn.DrawnImages):
   """Two 3x3 coloured marks a given distance apart: the same colour or not. 24x24 RGB."""
 
-  VERSION = tfds.core.Version("1.0.0")
   RELEASE_NOTES = {"1.0.0": "4 colours; train 60,000 and test 2,000 (d 3..21), 2,000 per test_dDD."}
-  url_infos = None  # nothing is downloaded (and it skips tfds's checksum-file lookup)
+  DESCRIPTION = (
+      "Two 3x3 marks of 4 colours whose corners are a given Chebyshev distance apart on "
+      "a noisy grey background; label: the marks have the same colour. Splits test_dDD "
+      "hold one distance DD each."
+  )
 
-  def _info(self) -> tfds.core.DatasetInfo:
-    return tfds.core.DatasetInfo(
-        builder=self,
-        description=(
-            "Two 3x3 marks of 4 colours whose corners are a given Chebyshev distance apart on "
-            "a noisy grey background; label: the marks have the same colour. Splits test_dDD "
-            "hold one distance DD each."
-        ),
-        features=tfds.features.FeaturesDict(
-            {
-                "image": tfds.features.Image(shape=(IMAGE_SIZE, IMAGE_SIZE, 3)),
-                "label": tfds.features.ClassLabel(names=CLASS_NAMES),
-                "distance": tfds.features.Scalar(np.int32),
-            }
-        ),
-        supervised_keys=("image", "label"),
-    )
+  def _features(self) -> dict:
+    distance = tfds.features.Scalar(np.int32)
+    return {**drawn.image_and_label(IMAGE_SIZE, CLASS_NAMES), "distance": distance}
 
-  def _split_generators(self, dl_manager):
-    del dl_manager  # Nothing to download.
-    return {split: self._generate_examples(split) for split in SPLIT_SIZES}
+  def _split_sizes(self) -> dict[str, int]:
+    return SPLIT_SIZES
 
-  def _generate_examples(self, split: str):
-    seed, size, distance = SPLIT_SEEDS[split], SPLIT_SIZES[split], SPLIT_DISTANCES[split]
-    for start in range(0, size, _CHUNK):
-      indices = range(start, min(start + _CHUNK, size))
-      images, layout = draw_many(seed, indices, distance)
-      for i, index in enumerate(indices):
-        example = {"image": _png(images[i]), "label": label_of(index)}
-        yield index, {**example, "distance": int(layout["distance"][i])}
-
-
-def _png(image_SxSx3) -> bytes:
-  """PNG bytes, which TFDS stores as they are (PIL encodes faster than TFDS's TF op)."""
-  buffer = io.BytesIO()
-  Image.fromarray(image_SxSx3).save(buffer, format="PNG")
-  return buffer.getvalue()
+  def _draw(self, split: str, indices: range) -> list[dict]:
+    images, layout = draw_many(SPLIT_SEEDS[split], indices, SPLIT_DISTANCES[split])
+    return [
+        {"image": images[i], "label": label_of(index), "distance": int(layout["distance"][i])}
+        for i, index in enumerate(indices)
+    ]

@@ -38,7 +38,6 @@ from vit_jax.data.image import augment as image_augment
 from vit_jax.data.image import sources
 
 DatasetNotPreparedError = errors.DatasetNotPreparedError
-DEFAULT_SPLITS = sources.DEFAULT_SPLITS
 
 # Tags that keep the seed streams of different purposes independent.
 _EXAMPLE_SEEDS, _BATCH_SEEDS, _SHUFFLE_SEEDS, _FILE_ORDER_SEEDS = 0, 1, 2, 3

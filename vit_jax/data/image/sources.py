@@ -7,14 +7,13 @@ the same examples with their files in a seeded order. Decoding is left to the pi
 skipping examples on resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
-'sklearn_digits', 'synthetic_shapes', 'marks_pair', 'imagenet_v2/matched-frequency',
-'cifar10:3.0.2', ...) or 'folder:/path/to/root' for root/<split>/<class>/*.jpg|png.
-The three built here (sklearn_digits, synthetic_shapes, marks_pair) are prepared on first use.
+'imagenet_v2/matched-frequency', 'cifar10:3.0.2', ...) or 'folder:/path/to/root' for
+root/<split>/<class>/*.jpg|png. The datasets with default splits of their own, and those built
+here (prepared on first use), are the rows of data/tfds_builders.py IMAGE_DATASETS.
 """
 
 import dataclasses
 import functools
-import importlib
 from typing import Callable
 
 import tensorflow as tf
@@ -25,27 +24,6 @@ from vit_jax.data import tfds_builders
 
 FOLDER_PREFIX = "folder:"
 
-# Default (train split, eval split). None: the dataset has no such split.
-DEFAULT_SPLITS: dict[str, tuple[str | None, str]] = {
-    "imagenet2012": ("train", "validation"),
-    "imagenet_v2": (None, "test"),  # Evaluation-only re-collection of ImageNet val.
-    "cifar10": ("train", "test"),
-    "cifar100": ("train", "test"),
-    "oxford_iiit_pet": ("train", "test"),
-    "oxford_flowers102": ("train", "test"),
-    "sklearn_digits": ("train", "test"),
-    "synthetic_shapes": ("train", "test"),
-    "marks_pair": ("train", "test"),  # and test_dDD, one per mark distance
-}
-# Built from what is on this machine (no download), prepared on the spot when missing: the TFDS
-# name -> the module beside this one that registers its builder, imported only when a run names
-# the dataset (a digits run never loads the shapes' drawing code).
-BUILT_HERE = {
-    "sklearn_digits": "digits",
-    "synthetic_shapes": "shapes",
-    "marks_pair": "marks_pair",
-}
-_OTHER_TFDS_SPLITS = ("train", "test")
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
 
@@ -109,30 +87,18 @@ def _check_folder_split(folder, key: str, split: str) -> None:
     raise errors.DataError(f"--config.{key}={split!r} of {name!r} has no images.")
 
 
-def register_built_here(dataset: str) -> str:
-  """Makes `tfds.builder(dataset)` resolve when it is one of BUILT_HERE; returns its TFDS name
-  without version or config ('synthetic_shapes:1.0.0' -> 'synthetic_shapes')."""
-  base_name = dataset.split("/")[0].split(":")[0]
-  if base_name in BUILT_HERE:
-    importlib.import_module(f"vit_jax.data.image.{BUILT_HERE[base_name]}")
-  return base_name
-
-
 def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
-  base_name = register_built_here(dataset)
-  if base_name not in DEFAULT_SPLITS:
+  base_name = tfds_builders.base_name(dataset)
+  if base_name not in tfds_builders.IMAGE_DATASETS:
     try:
       tfds.builder_cls(base_name)
     except tfds.core.DatasetNotFoundError as e:
       raise errors.ConfigError(
-          f"Unknown dataset {dataset!r}. Known: {sorted(DEFAULT_SPLITS)}, any "
+          f"Unknown dataset {dataset!r}. Known: {sorted(tfds_builders.IMAGE_DATASETS)}, any "
           f"other TFDS image classification dataset, or "
           f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png)."
       ) from e
-  # The datasets built here take seconds (digits) to a minute (shapes): prepared on the spot.
-  builder = tfds_builders.open_builder(
-      dataset, data_dir=data_dir, prepare=download or base_name in BUILT_HERE
-  )
+  builder = tfds_builders.open_builder(dataset, data_dir=data_dir, prepare=download)
   features = builder.info.features
   feature_of = dict(features.items())
   if not (
@@ -143,7 +109,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
         f"{dataset!r} is not an image classification dataset: it needs an "
         f"'image' Image and a 'label' ClassLabel feature, got {features}."
     )
-  train_split, eval_split = DEFAULT_SPLITS.get(base_name, _OTHER_TFDS_SPLITS)
+  row = tfds_builders.image_dataset(dataset)
   labels_feature = feature_of.get("labels")
   multi_label = isinstance(labels_feature, tfds.features.Sequence) and isinstance(
       labels_feature.feature, tfds.features.ClassLabel
@@ -205,8 +171,8 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
   return ImageSource(
       name=dataset,
       num_classes=features["label"].num_classes,
-      train_split=train_split,
-      eval_split=eval_split,
+      train_split=row.train_split,
+      eval_split=row.eval_split,
       read=read,
       read_files_shuffled=read_files_shuffled,
       multi_label=multi_label,

@@ -13,10 +13,11 @@ from vit_jax.data.text import stream
 TEXT_SPLITS = ("train", "validation", "test", "all")
 
 
-def check_config(config, examples: str) -> None:
+def check_config(config, examples: str, *, streams: bool = False) -> None:
   """The text dataset `config.dataset` exists, reads `examples` (the task's kind) and has
-  non-empty `train_split` and `eval_split`; a DataError or ConfigError otherwise."""
-  if stream.is_stream(config.dataset) and (config.task != "causal_lm" or "stream" not in config):
+  non-empty `train_split` and `eval_split`; a DataError or ConfigError otherwise. `streams`:
+  the task trains on `stream:` datasets (vit_jax/tasks TaskInfo.streams)."""
+  if stream.is_stream(config.dataset) and not (streams and "stream" in config):
     raise errors.ConfigError(
         f"--config.dataset={config.dataset!r}: stream: datasets train causal LMs "
         f"(configs/gpt.py), not --config.task={config.task!r}."

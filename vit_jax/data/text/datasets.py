@@ -52,6 +52,8 @@ class TfdsText:
   splits: tuple[tuple[str, str], ...] = (("train", "train"), ("validation", "validation"))
   in_memory: bool = False  # Small enough to hold: exact shuffle and resume.
   paragraphs: bool = False  # One huge text: split it at blank lines.
+  num_classes: Optional[int] = None  # labeled: how many classes its labels have
+  eval_split: str = "validation"  # the split a config evaluates on by default
 
 
 TFDS_DATASETS = {
@@ -75,8 +77,12 @@ TFDS_DATASETS = {
         "label",
         splits=(("train", "train"), ("validation", "test")),
         in_memory=True,
+        num_classes=2,
+        eval_split="test",
     ),
-    "glue/sst2": TfdsText("labeled", "glue/sst2", ("sentence",), "label", in_memory=True),
+    "glue/sst2": TfdsText(
+        "labeled", "glue/sst2", ("sentence",), "label", in_memory=True, num_classes=2
+    ),
     # 4 topics; 120,000 train and 7,600 test headlines, each with its description.
     "ag_news_subset": TfdsText(
         "labeled",
@@ -85,6 +91,8 @@ TFDS_DATASETS = {
         "label",
         splits=(("train", "train"), ("validation", "test")),
         in_memory=True,
+        num_classes=4,
+        eval_split="test",
     ),
     "wmt14_translate/de-en": TfdsText("pairs", "wmt14_translate/de-en", ("de", "en")),
 }

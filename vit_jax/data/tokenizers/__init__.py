@@ -35,15 +35,15 @@ __all__ = [
     "load_tokenizer",
 ]
 
-TRAINABLE_KINDS = ("char", "spm_unigram", "spm_bpe", "byte_bpe")
-# The class (saved `kind`) each trainable kind produces: a resumed workdir's tokenizer is checked
-# against it.
+# The kinds that train on a dataset, each with the class (saved `kind`) it produces: a resumed
+# workdir's tokenizer is checked against it.
 SAVED_KIND = {
     "char": CharTokenizer.kind,
     "spm_unigram": SentencePieceTokenizer.kind,
     "spm_bpe": SentencePieceTokenizer.kind,
     "byte_bpe": HfTokenizer.kind,
 }
+TRAINABLE_KINDS = tuple(SAVED_KIND)
 
 
 def build_tokenizer(
