@@ -27,7 +27,7 @@ def tokenizer_for(config, workdir: str):
   if os.path.exists(os.path.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (
-        saved.kind != tokenizers.SAVED_KIND.get(tc.kind, tc.kind)
+        saved.kind != tokenizers.saved_kind(tc.kind)
         or (tc.vocab_size and saved.vocab_size != tc.vocab_size)
     ):
       raise base.TokenizerMismatchError(

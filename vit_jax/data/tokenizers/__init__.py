@@ -9,6 +9,7 @@ resumed runs use the very same vocabulary; a checkpoint that records
 `tok.fingerprint` can be checked with `check_fingerprint`.
 """
 
+import importlib
 import os
 from typing import Callable, Iterable, Optional
 
@@ -17,14 +18,21 @@ from vit_jax.data.tokenizers import base as tokenizer_base
 from vit_jax.data.tokenizers.base import check_fingerprint
 from vit_jax.data.tokenizers.base import Tokenizer
 from vit_jax.data.tokenizers.base import TokenizerMismatchError
-from vit_jax.data.tokenizers.char import CharTokenizer
-from vit_jax.data.tokenizers.hf import HfTokenizer
-from vit_jax.data.tokenizers.spm import SentencePieceTokenizer
 
-__all__ = [
-    "CharTokenizer",
-    "HfTokenizer",
-    "SentencePieceTokenizer",
+# Each trainable kind -> the class that trains it ("module.Class" under vit_jax/data/tokenizers).
+# The classes load on first use: a character-level run imports neither SentencePiece nor Hugging
+# Face tokenizers.
+TRAINERS = {
+    "char": "char.CharTokenizer",
+    "spm_unigram": "spm.SentencePieceTokenizer",
+    "spm_bpe": "spm.SentencePieceTokenizer",
+    "byte_bpe": "hf.HfTokenizer",
+}
+TRAINABLE_KINDS = tuple(TRAINERS)
+_CLASSES = {path.split(".")[1]: path for path in TRAINERS.values()}  # exported by __getattr__
+
+__all__ = [  # noqa: PLE0604 -- the names of _CLASSES, loaded by __getattr__
+    *_CLASSES,
     "Tokenizer",
     "TokenizerMismatchError",
     "TRAINABLE_KINDS",
@@ -33,17 +41,35 @@ __all__ = [
     "load_or_build",
     "load_pretrained",
     "load_tokenizer",
+    "saved_kind",
 ]
 
-# The kinds that train on a dataset, each with the class (saved `kind`) it produces: a resumed
-# workdir's tokenizer is checked against it.
-SAVED_KIND = {
-    "char": CharTokenizer.kind,
-    "spm_unigram": SentencePieceTokenizer.kind,
-    "spm_bpe": SentencePieceTokenizer.kind,
-    "byte_bpe": HfTokenizer.kind,
-}
-TRAINABLE_KINDS = tuple(SAVED_KIND)
+
+def _load_class(path: str) -> type:
+  module, name = path.split(".")
+  return getattr(importlib.import_module(f"vit_jax.data.tokenizers.{module}"), name)
+
+
+def __getattr__(name: str):
+  if name in _CLASSES:
+    return _load_class(_CLASSES[name])
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def saved_kind(kind: str) -> str:
+  """The `kind` a tokenizer trained as `kind` saves (a resumed workdir's is checked against it);
+  a kind that is not trainable is returned as it is."""
+  return _load_class(TRAINERS[kind]).kind if kind in TRAINERS else kind
+
+
+def _tokenizer_load(directory: str) -> Tokenizer:
+  """`Tokenizer.load`, with the class of the saved kind imported first (the cheap ones first)."""
+  kind = tokenizer_base.read_meta(directory).get("kind")
+  for path in dict.fromkeys(TRAINERS.values()):
+    if tokenizer_base.is_registered(kind):
+      break
+    _load_class(path)
+  return Tokenizer.load(directory)
 
 
 def build_tokenizer(
@@ -55,28 +81,27 @@ def build_tokenizer(
     frequent ones). spm_unigram / spm_bpe: SentencePiece (options go to its
     trainer). byte_bpe: Hugging Face byte-level BPE.
   """
-  if kind == "char":
-    return CharTokenizer.train(texts, vocab_size)
   if kind not in TRAINABLE_KINDS:
     raise errors.ConfigError(
         f"Unknown tokenizer kind {kind!r}; known: "
         f"{', '.join(TRAINABLE_KINDS)} (or load_pretrained)."
     )
+  trainer = _load_class(TRAINERS[kind])
+  if kind == "char":
+    return trainer.train(texts, vocab_size)
   if vocab_size is None:
     raise errors.ConfigError(f"Tokenizer kind {kind!r} needs a vocab_size.")
   if kind == "byte_bpe":
-    return HfTokenizer.train_byte_level_bpe(texts, vocab_size, **options)
-  return SentencePieceTokenizer.train(
-      texts, vocab_size, model_type=kind.removeprefix("spm_"), **options
-  )
+    return trainer.train_byte_level_bpe(texts, vocab_size, **options)
+  return trainer.train(texts, vocab_size, model_type=kind.removeprefix("spm_"), **options)
 
 
 def load_pretrained(path: str, special_ids: Optional[dict] = None) -> Tokenizer:
   """Loads an existing SentencePiece `.model` or HF `tokenizer.json`."""
   if path.endswith(".json"):
-    return HfTokenizer.from_file(path, special_ids)
+    return _load_class(TRAINERS["byte_bpe"]).from_file(path, special_ids)
   if path.endswith(".model"):
-    return SentencePieceTokenizer.from_file(path, special_ids)
+    return _load_class(TRAINERS["spm_unigram"]).from_file(path, special_ids)
   raise errors.ConfigError(
       f"Don't know how to load {path!r}: expected a "
       "SentencePiece '.model' or a Hugging Face 'tokenizer.json'."
@@ -85,7 +110,7 @@ def load_pretrained(path: str, special_ids: Optional[dict] = None) -> Tokenizer:
 
 def load_tokenizer(directory: str) -> Tokenizer:
   """Loads a tokenizer saved with `tok.save(directory)`."""
-  return Tokenizer.load(directory)
+  return _tokenizer_load(directory)
 
 
 def load_or_build(
@@ -97,7 +122,7 @@ def load_or_build(
   tokenizer an error instead of a silent vocabulary change.
   """
   if os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
-    tokenizer = Tokenizer.load(directory)
+    tokenizer = _tokenizer_load(directory)
   else:
     tokenizer = build()
     tokenizer.save(directory)

@@ -41,6 +41,11 @@ class TokenizerMismatchError(errors.UserError, ValueError):
   """A tokenizer differs from the one a checkpoint or workdir was made with."""
 
 
+def is_registered(kind: str) -> bool:
+  """Whether the class that saves tokenizers of `kind` has been imported."""
+  return kind in _REGISTRY
+
+
 def require_texts(kind: str, texts: Iterable[str]) -> list[str]:
   """Materializes the non-empty training texts, or says why there are none."""
   texts = [t for t in texts if t and t.strip()]
