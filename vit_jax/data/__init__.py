@@ -42,7 +42,8 @@ AUTOTUNE_RAM_FRACTION = 0.25
 
 def tf_data_options():
   """The tf.data settings of every input pipeline (image train and eval, TFDS text reads), for
-  hosts of many cores such as a TPU v5p host (208 vCPUs, 448 GB; cloud.google.com/tpu/docs/v5p).
+  hosts of many cores such as a TPU v5p host (benchmarks/input_pipeline.py sets its cores against
+  the step's needs).
 
   - A deterministic order, for exact resume.
   - A private thread pool per pipeline, as large as the cores this process may use: the train
@@ -56,7 +57,7 @@ def tf_data_options():
     what fills after it (the shuffle buffer of encoded images, which autotune does not count, and
     the trainer's host copies of checkpoints).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (runs without TF import none)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (runs on embedded text load no TF)
 
   options = tf.data.Options()
   options.deterministic = True
