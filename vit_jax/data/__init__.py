@@ -61,7 +61,8 @@ def tf_data_options():
 
   options = tf.data.Options()
   options.deterministic = True
-  options.threading.private_threadpool_size = len(os.sched_getaffinity(0))
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  options.threading.private_threadpool_size = cores
   options.threading.max_intra_op_parallelism = 1
   memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
   options.autotune.ram_budget = int(AUTOTUNE_RAM_FRACTION * memory)
