@@ -325,10 +325,12 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   }
 
   def save_run_info(step: int) -> None:
-    if jax.process_index() == 0:
+    if jax.process_index() == 0:  # whole or not at all (it is rewritten while the run goes)
       run_info["goodput"] = {"step": step, **times.goodput.summary(log.elapsed())}
-      with open(workdir_lib.run_info_path(workdir), "w", encoding="utf-8") as f:
+      path = workdir_lib.run_info_path(workdir)
+      with open(path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(run_info, f, indent=2)
+      os.replace(path + ".tmp", path)
 
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
