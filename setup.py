@@ -44,6 +44,9 @@ TEST_REQUIRES = [
     # lm-evaluation-harness, for its adapter's test (vit_jax/evaluate/lm_eval_adapter.py); its
     # registry API as of 0.4.13.
     "lm-eval==0.4.13",
+    # TensorBoard's profile plugin (xprof), for the test that opens a `profile_steps` trace with
+    # its own converters; tensorboard-plugin-profile 2.24 is this package under its old name.
+    "xprof==2.24.2",
 ]
 
 # `pip install -e .[tpu]`: libtpu, whose compiler builds train steps for TPU slices on any machine

@@ -3,15 +3,32 @@
 A small TFDS dataset of ImageNet-sized JPEGs (smooth colour fields plus noise, so they compress
 and decode like photos) is built into a data_dir, then read through our real training pipeline
 (`pipeline.train_iterator`: shuffle, decode + Inception crop, resize, flip, normalize, batch).
+
+    python -m benchmarks.input_pipeline [--recipe dataset=imagenet2012,variant=B/16]
+
+reads them through a pod recipe's own input (the task's `train_batches`: its augmentation,
+shuffle buffer and image size) at the recipe's per-host batch on its `target_topology`, and sets
+the images/s per host core against what the step consumes per host core, at most: the host's
+chips at their peak bf16 FLOP/s (training/flops.py) over the model's training FLOPs per image, a
+bound no step reaches (that is 100% MFU), shared by the host's cores.
 """
 
+import argparse
+import json
+import math
 import os
+import tempfile
 import time
 
 import numpy as np
 import tensorflow_datasets as tfds
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = "benchmark_jpegs"
+# A TPU v5p host: 4 chips and 208 vCPUs (cloud.google.com/tpu/docs/v5p, "VM, host and slice
+# properties").
+V5P_CHIPS_PER_HOST = 4
+V5P_HOST_CORES = 208
 
 
 class BenchmarkJpegs(tfds.core.GeneratorBasedBuilder):
@@ -83,3 +100,78 @@ def images_per_sec(
 
 def cores() -> int:
   return len(os.sched_getaffinity(0))
+
+
+def recipe_row(data_dir: str, recipe: str, batches: int = 3, warmup: int = 1) -> dict:
+  """The recipe's input on this machine's cores against its step's needs per v5p host core."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import tasks
+  from vit_jax.config import args
+  from vit_jax.training import aot
+  from vit_jax.training import flops
+
+  config = args.load_file(os.path.join(ROOT, "configs", "vit.py")).get_config(recipe)
+  topology = aot.parse_topology(config.target_topology)
+  assert topology.generation == "v5p", topology
+  chips = math.prod(int(n) for n in topology.shape.split("x"))
+  hosts = chips // V5P_CHIPS_PER_HOST
+  per_host_batch = config.batch_size // hosts
+  task = tasks.build_task_without_data(config)
+  model_config = {**config.model.to_dict(), **task.model_overrides()}
+  flops_per_image = flops.train_flops_per_example(model_config, task.init_inputs(1))
+  peak = dict(flops.PEAK_BF16)["TPU v5"]
+  consumed_per_host = V5P_CHIPS_PER_HOST * peak / flops_per_image  # at 100% MFU: an upper bound
+  # The recipe's own input (its augmentation, shuffle buffer, image size) on the generated JPEGs,
+  # one host's batch.
+  config.update(dataset=NAME, data_dir=data_dir, batch_size=per_host_batch)
+  batches_it = task.train_batches(0, 0, 1)
+  for _ in range(warmup):
+    next(batches_it)
+  start, cpu_start = time.perf_counter(), time.process_time()
+  for _ in range(batches):
+    next(batches_it)
+  images = batches * per_host_batch
+  rate = images / (time.perf_counter() - start)
+  # Per core from the CPU time the pipeline's threads used: what one core does when it is free,
+  # also on a machine that other work shares.
+  per_core = images / (time.process_time() - cpu_start)
+  needed_per_core = consumed_per_host / V5P_HOST_CORES
+  return {
+      "recipe": recipe,
+      "topology": config.target_topology,
+      "hosts": hosts,
+      "per_host_batch": per_host_batch,
+      "augment": {k: v for k, v in config.augment.to_dict().items() if v},
+      "cores": cores(),
+      "images_per_sec": rate,
+      "images_per_cpu_second": per_core,
+      "train_gflops_per_image": flops_per_image / 1e9,
+      "step_needs_per_host_at_most": consumed_per_host,
+      "step_needs_per_core_at_most": needed_per_core,
+      "supply_over_need": per_core / needed_per_core,
+      "load_average": os.getloadavg()[0],
+  }
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+  parser.add_argument("--recipe", default="dataset=imagenet2012,variant=B/16")
+  parser.add_argument("--images", type=int, default=512, help="JPEGs generated")
+  parser.add_argument("--batches", type=int, default=3, help="timed batches, after one warm-up")
+  args = parser.parse_args()
+  with tempfile.TemporaryDirectory() as data_dir:
+    prepare(data_dir, args.images)
+    row = recipe_row(data_dir, args.recipe, batches=args.batches)
+  print(json.dumps(row, indent=2))
+  print(
+      f"{row['recipe']} on {row['topology']}: batch {row['per_host_batch']} per host; input "
+      f"{row['images_per_cpu_second']:.1f} img/s per core (CPU time; {row['cores']} cores here, "
+      f"{row['images_per_sec']:.1f} img/s wall), step "
+      f"needs at most {row['step_needs_per_core_at_most']:.1f} img/s per core of a v5p host "
+      f"({V5P_HOST_CORES} cores): {row['supply_over_need']:.2f}x",
+      flush=True,
+  )
+
+
+if __name__ == "__main__":
+  main()

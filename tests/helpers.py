@@ -9,6 +9,21 @@ from vit_jax.config import args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIT_CONFIG = os.path.join(ROOT, "configs", "vit.py")
+# The step-time breakdown and goodput every train record carries (training/step_timing.py).
+BREAKDOWN_KEYS = (
+    "time/window_s",
+    "time/input_wait_s",
+    "time/dispatch_s",
+    "time/device_wait_s",
+    "time/checkpoint_s",
+    "time/eval_s",
+    "time/compile_s",
+    "time/profile_s",
+    "time/startup_s",
+    "time/productive_s",
+    "input_wait_share",
+    "goodput",
+)
 
 
 def main_command(workdir, config_arg="", *overrides):

@@ -6,6 +6,8 @@ A workdir W holds (each name below is the one place it is spelled):
     W/run_info.json       parameter count, training FLOPs per example, train-set size
     W/metrics.jsonl       one JSON record per logged train or eval step
     W/tensorboard/        TensorBoard events of the same metrics
+    W/tensorboard/plugins/profile/RUN/  jax.profiler traces of `profile_steps` (HOST.xplane.pb for
+                          TensorBoard's profile plugin / xprof, perfetto_trace.json.gz for Perfetto)
     W/checkpoints/STEP/   orbax steps: a `state` item (params, optimizer) and a `model` record
     W/checkpoints/damaged/  steps that failed to restore, set aside (never deleted)
     W/tokenizer/          the tokenizer of a text run
@@ -37,6 +39,9 @@ LOCK_FILE = "lock"  # host, pid and start time of the process writing the workdi
 RUN_INFO_FILE = "run_info.json"
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
+# Where jax.profiler.start_trace(TENSORBOARD_DIR) writes: the folder TensorBoard's profile plugin
+# reads, so one `tensorboard --logdir W/tensorboard` shows the metrics and the traces.
+PROFILES_DIR = os.path.join("plugins", "profile")
 CHECKPOINTS_DIR = "checkpoints"
 DAMAGED_DIR = "damaged"  # under CHECKPOINTS_DIR
 STATE_ITEM = "state"  # orbax items of one checkpoint step
@@ -52,6 +57,7 @@ FILE_NAMES = (
     RUN_INFO_FILE,
     METRICS_FILE,
     TENSORBOARD_DIR,
+    PROFILES_DIR,
     CHECKPOINTS_DIR,
     DAMAGED_DIR,
     TOKENIZER_DIR,
@@ -74,6 +80,11 @@ def metrics_path(workdir: str) -> str:
 
 def tensorboard_dir(workdir: str) -> str:
   return os.path.join(workdir, TENSORBOARD_DIR)
+
+
+def profiles_dir(workdir: str) -> str:
+  """The traces' folder: one RUN folder (a time stamp) per traced window."""
+  return os.path.join(tensorboard_dir(workdir), PROFILES_DIR)
 
 
 def checkpoints_dir(workdir: str) -> str:

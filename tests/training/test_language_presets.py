@@ -44,6 +44,7 @@ def test_preset_runs_under_mock_data(tmp_path, config_name, arg, eval_key):
   rows = [r for r in helpers.read_metrics(tmp_path) if "train_loss" in r]
   assert [r["step"] for r in rows] == [1, 2, 3, 4]
   assert all(np.isfinite(r["train_loss"]) for r in rows)
+  assert all(set(helpers.BREAKDOWN_KEYS) <= set(r) for r in rows)  # the step-time breakdown
   assert np.isfinite(result[eval_key])
   assert (tmp_path / "tokenizer" / "tokenizer_meta.json").is_file()
 

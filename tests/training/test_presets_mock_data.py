@@ -30,6 +30,7 @@ def test_preset_runs_train_and_eval(tmp_path, dataset, variant, image_size, num_
   train_rows = [r for r in rows if "train_loss" in r]
   assert [r["step"] for r in train_rows] == [1, 2, 3, 4]
   assert all(np.isfinite(r["train_loss"]) for r in train_rows)
+  assert all(set(helpers.BREAKDOWN_KEYS) <= set(r) for r in train_rows)  # the step-time breakdown
   assert 0.0 <= result["eval/accuracy"] <= 1.0 and result["eval/examples"] == 16  # 2 batches of 8
   head = result["final_params"]["head"]["kernel"]
   assert head.shape[-1] == num_classes

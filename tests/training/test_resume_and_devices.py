@@ -1,5 +1,7 @@
-"""Resume after SIGKILL ends with the same params as a straight run; 8 devices match 1 device."""
+"""Resume after SIGKILL ends with the same params as a straight run and a lower goodput, counting
+the recomputed steps; 8 devices match 1 device."""
 
+import json
 import os
 import signal
 import subprocess
@@ -29,6 +31,22 @@ def final_params(workdir, step):
   return interop.read_params(os.path.join(workdir, "checkpoints", str(step)))
 
 
+def last_train_step(workdir) -> int:
+  """The last step a (running) trainer logged, from its metrics file; 0 before any."""
+  try:
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+      lines = f.read().split("\n")[:-1]  # whole lines: the trainer may be writing the last
+  except FileNotFoundError:
+    return 0
+  steps = [json.loads(line)["step"] for line in lines if '"train_loss"' in line]
+  return steps[-1] if steps else 0
+
+
+def goodput(workdir) -> dict:
+  with open(os.path.join(workdir, "run_info.json"), encoding="utf-8") as f:
+    return json.load(f)["goodput"]
+
+
 @pytest.mark.slow
 def test_sigkill_after_checkpoint_then_resume_equals_straight_run(tmp_path, digits_dir):
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
@@ -41,12 +59,18 @@ def test_sigkill_after_checkpoint_then_resume_equals_straight_run(tmp_path, digi
   )
   checkpoint_20 = resumed / "checkpoints" / "20"
   deadline = time.time() + 300
-  while not checkpoint_20.is_dir() and proc.poll() is None and time.time() < deadline:
+  # Killed a few steps past the checkpoint, so that the resumed run recomputes them.
+  while (
+      not (checkpoint_20.is_dir() and last_train_step(resumed) >= 22)
+      and proc.poll() is None
+      and time.time() < deadline
+  ):
     time.sleep(0.02)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   assert checkpoint_20.is_dir(), "the run never wrote its step-20 checkpoint"
   assert not (resumed / "checkpoints" / "40").exists(), "killed too late: the run had finished"
+  killed_at = last_train_step(resumed)
 
   again = helpers.run(cmd)
   assert again.returncode == 0, again.stderr[-3000:]
@@ -55,6 +79,17 @@ def test_sigkill_after_checkpoint_then_resume_equals_straight_run(tmp_path, digi
   assert a.keys() == b.keys()
   for key in a:
     np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
+
+  # Goodput: the restart's second start-up and compile, and the steps past the checkpoint that
+  # the killed run had trained and the resumed one trained again, are lost time.
+  straight_goodput, resumed_goodput = goodput(straight), goodput(resumed)
+  assert straight_goodput["recomputed_steps"] == 0 and straight_goodput["step"] == 40
+  assert resumed_goodput["recomputed_steps"] == killed_at - 20 > 0
+  assert resumed_goodput["recomputed_s"] > 0
+  assert 0 < resumed_goodput["goodput"] < straight_goodput["goodput"] < 1
+  records = [r for r in helpers.read_metrics(resumed) if "train_loss" in r]
+  assert [r["step"] for r in records] == list(range(1, killed_at + 1)) + list(range(21, 41))
+  assert records[-1]["recomputed_steps"] == killed_at - 20
 
 
 @pytest.mark.slow

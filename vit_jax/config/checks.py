@@ -94,6 +94,14 @@ def config_problems(config) -> list[str]:
       aot.parse_topology(topology)
     except errors.ConfigError as e:
       problems.append(f"--config.target_topology: {e}".rstrip("."))
+  profile_steps = get(config, "profile_steps")
+  if profile_steps not in (None, "", _MISSING):
+    from vit_jax.training import profiling  # pylint: disable=g-import-not-at-top  (only if set)
+
+    try:
+      profiling.parse_steps(profile_steps)
+    except errors.ConfigError as e:
+      problems.append(str(e))
   batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
   if not problems and batch is not _MISSING and accum is not _MISSING:
     try:

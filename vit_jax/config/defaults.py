@@ -114,6 +114,11 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.target_topology = placeholder(str)
   c.check_memory = False  # compile the step before step 1 and stop if it cannot fit (exit 2)
   c.progress = "auto"  # how the progress shows (CHOICES)
+  # "START:STOP": a jax.profiler trace of steps START..STOP-1 (numbered as in metrics.jsonl) in
+  # W/tensorboard/plugins/profile (training/profiling.py); "" traces nothing. Process 0 only,
+  # unless profile_all_processes.
+  c.profile_steps = ""
+  c.profile_all_processes = False
   c.allow_data_change = False  # resume a workdir on other data (continued pretraining)
   return c
 

@@ -6,6 +6,7 @@ is opened once, so the checks, the input pipeline and the evaluators share it.
 """
 
 import contextlib
+import os
 from typing import Callable, Hashable, TypeVar
 
 SPLIT_KEYS = ("train_split", "eval_split")  # the config keys that name a split of the dataset
@@ -33,3 +34,36 @@ def opened(key: Hashable, open_fn: Callable[[], _T]) -> _T:
   if key not in _opened:
     _opened[key] = open_fn()
   return _opened[key]
+
+
+# The share of the host's memory that tf.data's autotuner may fill with its buffers.
+AUTOTUNE_RAM_FRACTION = 0.25
+
+
+def tf_data_options():
+  """The tf.data settings of every input pipeline (image train and eval, TFDS text reads), for
+  hosts of many cores such as a TPU v5p host (benchmarks/input_pipeline.py sets its cores against
+  the step's needs).
+
+  - A deterministic order, for exact resume.
+  - A private thread pool per pipeline, as large as the cores this process may use: the train
+    pipeline and an eval pass that runs beside its prefetch each get their own pool instead of
+    queueing in TF's one shared pool (big_vision sets one of 48 threads,
+    big_vision/input_pipeline.py `_add_tpu_host_options`).
+  - One thread per op: the parallelism is across examples (`num_parallel_calls`), and nested
+    op-level threads would oversubscribe the cores.
+  - An autotune RAM budget of AUTOTUNE_RAM_FRACTION of the host's memory, fixed up front:
+    autotune's default, half of the memory free when the pipeline starts, does not leave room for
+    what fills after it (the shuffle buffer of encoded images, which autotune does not count, and
+    the trainer's host copies of checkpoints).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (runs on embedded text load no TF)
+
+  options = tf.data.Options()
+  options.deterministic = True
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  options.threading.private_threadpool_size = cores
+  options.threading.max_intra_op_parallelism = 1
+  memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  options.autotune.ram_budget = int(AUTOTUNE_RAM_FRACTION * memory)
+  return options

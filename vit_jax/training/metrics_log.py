@@ -1,6 +1,7 @@
 """Training logs: `metrics.jsonl`, TensorBoard events, and a progress bar or plain lines with ETA.
 
-Only process 0 writes; other processes get a writer that does nothing.
+Only process 0 writes; other processes get a writer that does nothing. Keys under `time/` (the
+step-time breakdown, training/step_timing.py) go to the file and TensorBoard, not to the console.
 """
 
 import json
@@ -11,6 +12,8 @@ import time
 import jax
 
 from vit_jax import workdir as workdir_lib
+
+DETAIL_PREFIX = "time/"  # logged to the file and TensorBoard only
 
 
 class MetricsLog:
@@ -31,10 +34,14 @@ class MetricsLog:
     self.start_step = start_step
     self.start_time = time.time()
     self.started = self.start_time if started is None else started
+    self.earlier_records, self.elapsed_before = [], 0.0
     if not self.enabled:
       return
     path = workdir_lib.metrics_path(workdir)
-    self.elapsed_before = earlier_elapsed(path)
+    self.earlier_records = earlier_records(path)  # earlier attempts' (resumes: goodput)
+    self.elapsed_before = max(
+        (float(r.get("elapsed_s", 0.0)) for r in self.earlier_records), default=0.0
+    )
     self.jsonl = open(path, "a", encoding="utf-8")
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 
@@ -52,17 +59,23 @@ class MetricsLog:
       return float("nan")
     return (time.time() - self.start_time) / done * (self.total_steps - step)
 
+  def elapsed(self) -> float:
+    """Wall time since the first attempt began, summed over resumes (records' `elapsed_s`)."""
+    return self.elapsed_before + time.time() - self.started
+
   def write(self, step: int, metrics: dict) -> None:
     if not self.enabled:
       return
     row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
-    row["elapsed_s"] = round(self.elapsed_before + time.time() - self.started, 3)
+    row["elapsed_s"] = round(self.elapsed(), 3)
     self.jsonl.write(json.dumps(row) + "\n")
     self.jsonl.flush()
     for key, value in metrics.items():
       self.tb.add_scalar(key, float(value), step)
     self.tb.flush()
-    summary = "  ".join(f"{k}={float(v):.4g}" for k, v in metrics.items())
+    summary = "  ".join(
+        f"{k}={float(v):.4g}" for k, v in metrics.items() if not k.startswith(DETAIL_PREFIX)
+    )
     if self.bar is not None:
       self.bar.write(f"step {step}: {summary}")
     else:
@@ -83,15 +96,17 @@ class MetricsLog:
     self.tb.close()
 
 
-def earlier_elapsed(path: str) -> float:
-  """The largest `elapsed_s` in an existing metrics file (0 for a new run or older logs)."""
+def earlier_records(path: str) -> list[dict]:
+  """The records of an existing metrics file, in order (none for a new run)."""
   if not os.path.isfile(path):
-    return 0.0
-  latest = 0.0
+    return []
+  records = []
   with open(path, encoding="utf-8") as f:
     for line in f:
       try:
-        latest = max(latest, float(json.loads(line).get("elapsed_s", 0.0)))
-      except (ValueError, AttributeError):  # a line torn by a killed run
+        record = json.loads(line)
+      except ValueError:  # a line torn by a killed run
         continue
-  return latest
+      if isinstance(record, dict) and isinstance(record.get("step"), int):
+        records.append(record)
+  return records

@@ -4,8 +4,10 @@ Read top to bottom: the model, mesh, optimizer and state shardings (`prepare`); 
 (`update_step`: the loss, its gradients accumulated over microbatches, the non-finite guard and
 the optimizer update) and the eval step; then `train_and_evaluate`: state (fresh, resumed or
 fine-tuned), the evaluators (`config.evals`, vit_jax/evaluate) and the loop with logging,
-checkpoints, preemption and non-finite checks. `vit_jax.compile` compiles the same jitted step
-for a TPU slice (`prepare` and `jit_update_step` over the slice's devices).
+checkpoints, preemption and non-finite checks, each log window's time breakdown and the run's
+goodput (training/step_timing.py), and `profile_steps` traces (training/profiling.py).
+`vit_jax.compile` compiles the same jitted step for a TPU slice (`prepare` and `jit_update_step`
+over the slice's devices).
 
 The same code runs on one CPU and on a multi-host pod. The loop waits for the devices only at
 log, save and eval points: between them the host dispatches steps ahead, with input batches
@@ -39,6 +41,7 @@ from vit_jax.training import metrics_log
 from vit_jax.training import optimizer as optimizer_lib
 from vit_jax.training import partitioning
 from vit_jax.training import preemption
+from vit_jax.training import step_timing
 
 # ---- Model, mesh, optimizer and state shardings --------------------------------------------------
 
@@ -311,19 +314,27 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       state = {"params": params, "opt_state": opt_state, "step": state["step"]}
   start_step = int(state["step"])
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
+  # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py), and the
+  # run's goodput so far (training/step_timing.py), rewritten at each logged step and at the end.
+  run_info = {
+      "num_params": flops.count_params(setup.abstract_state["params"]),
+      "train_flops_per_example": mfu_meter.flops_per_example,
+      "train_examples": task.train_size(),
+      "batch_size": config.batch_size,
+      "total_steps": config.total_steps,
+  }
+
+  def save_run_info(step: int) -> None:
+    if jax.process_index() == 0:  # whole or not at all (it is rewritten while the run goes)
+      run_info["goodput"] = {"step": step, **times.goodput.summary(log.elapsed())}
+      path = workdir_lib.run_info_path(workdir)
+      with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(run_info, f, indent=2)
+      os.replace(path + ".tmp", path)
+
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
       f.write(config.to_json_best_effort(indent=2))
-    # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py).
-    run_info = {
-        "num_params": flops.count_params(setup.abstract_state["params"]),
-        "train_flops_per_example": mfu_meter.flops_per_example,
-        "train_examples": task.train_size(),
-        "batch_size": config.batch_size,
-        "total_steps": config.total_steps,
-    }
-    with open(workdir_lib.run_info_path(workdir), "w", encoding="utf-8") as f:
-      json.dump(run_info, f, indent=2)
     task.save_assets(workdir)
 
   # ---- Evaluation: each evaluator every `every` steps and at the last step, as NAME/metric ----
@@ -347,6 +358,17 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   )
   batches = host_input.prefetch_to_mesh(train_batches, mesh, config.prefetch_batches)
   watcher = preemption.PreemptionWatcher()
+  trace = None  # a jax.profiler trace of config.profile_steps (by default on process 0 only)
+  if config.get("profile_steps") and (
+      jax.process_index() == 0 or config.get("profile_all_processes")
+  ):
+    from vit_jax.training import profiling  # pylint: disable=g-import-not-at-top  (only if set)
+
+    trace = profiling.TraceWindow(config.profile_steps, workdir_lib.tensorboard_dir(workdir))
+  times = step_timing.StepTimes(
+      step_timing.Goodput.resumed(log.earlier_records, start_step), time.time() - started
+  )
+  save_run_info(start_step)
   pending, last_step = [], start_step
   last_time = time.time()
   skipped = 0
@@ -365,9 +387,15 @@ def _train_and_evaluate(config, workdir: str) -> dict:
 
   try:
     for step in range(start_step, config.total_steps):
-      batch = next(batches)
-      with jax.set_mesh(mesh):  # the target platform for attention_impl=auto (splash on TPU)
-        state, metrics = train_step(state, batch)
+      if trace:
+        with times.timing("profile"):
+          trace.at_step(step + 1, state)
+      with jax.profiler.StepTraceAnnotation("train", step_num=step + 1):
+        with times.timing("input_wait"):
+          batch = next(batches)
+        # The target platform for attention_impl=auto (splash on TPU) is the mesh's.
+        with times.timing("compile" if step == start_step else "dispatch"), jax.set_mesh(mesh):
+          state, metrics = train_step(state, batch)
       pending.append(metrics)
       done = step + 1
       is_last = done == config.total_steps
@@ -380,7 +408,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       )
       preempted = watcher.should_stop(sync_point)
       if sync_point or preempted:
-        fetched = jax.device_get(pending)
+        with times.timing("device_wait"):
+          fetched = jax.device_get(pending)
         skipped += check_finite(fetched, last_step)
         averaged = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0] if k != "finite"}
         now = time.time()
@@ -388,12 +417,15 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
         if skipped:
           averaged["skipped_steps"] = skipped
-        if done % config.log_every == 0 or is_last:
-          log.write(done, averaged)
+        if done % config.log_every == 0 or is_last or preempted:
+          log.write(done, {**averaged, **times.window(log.elapsed())})
+          save_run_info(done)
         pending, last_time, last_step = [], now, done
-      ckpt.save(done, state, force=is_last or preempted)  # first: a failing eval loses nothing
+      with times.timing("checkpoint"):  # first: a failing eval loses nothing
+        ckpt.save(done, state, force=is_last or preempted)
       if is_last or any(done % e.every == 0 for e in evaluators):
-        evaluate(done, state["params"], everything=is_last)
+        with times.timing("eval"):
+          evaluate(done, state["params"], everything=is_last)
         last_time = time.time()  # eval time is not training throughput
       log.advance(done)
       if preempted:
@@ -409,7 +441,10 @@ def _train_and_evaluate(config, workdir: str) -> dict:
             f"total_steps=0: saved the initialized model as step 0 in {ckpt.directory}.", flush=True
         )
       evaluate(start_step, state["params"], everything=True)
+    save_run_info(max(start_step, last_step))
   finally:
+    if trace:
+      trace.close()  # a window that the run ended inside
     watcher.close()
     ckpt.close()
     log.close()

@@ -305,3 +305,32 @@ def test_imagenet_epochs_count_the_examples_of_the_split_trained_on():
     variant_config = configs.load("vit", f"dataset=imagenet2012,variant={run['model.variant']}")
     budgets = [e * trained_on // variant_config.batch_size for e in sweep.EPOCHS]
     assert run["total_steps"] in budgets, run
+
+
+def test_the_shuffle_buffer_is_at_most_the_shard_and_says_so(digits_dir, capsys):
+  source = pipeline.sources.open_source("sklearn_digits", data_dir=digits_dir)
+  # train[:40] in 3 input shards: 14, 13 and 13 examples (TFDS's even split).
+  shares = [int(source.read("train[:40]", index, 3).cardinality()) for index in range(3)]
+  assert shares == [14, 13, 13] and pipeline.largest_share(40, 3) == 14
+  (batch,) = _take(
+      _train(digits_dir, global_batch_size=15, shuffle_buffer=1_000, process_count=3), 1
+  )
+  assert batch["image"].shape[0] == 5
+  assert "shuffle_buffer=1000 is more than the 14 examples of input shard 0 of 3" in (
+      capsys.readouterr().out
+  )
+  _take(_train(digits_dir, global_batch_size=15, shuffle_buffer=14, process_count=3), 1)
+  assert "shuffle_buffer" not in capsys.readouterr().out  # a buffer within the shard: no note
+
+
+def test_the_i1k_recipe_on_a_v5p_64_buffers_at_most_a_hosts_share():
+  config = configs.load("vit", "dataset=imagenet2012,variant=L/16")
+  assert (config.target_topology, config.shuffle_buffer) == ("v5p-64", 250_000)
+  hosts = 8  # v5p-64: 32 chips, 4 per host (cloud.google.com/tpu/docs/v5p, "2x4x4": 8 hosts)
+  # Host 0's share of train[:99%] (1,268,355 images) by TFDS's own rule for a process's split.
+  share_split = tfds.split_for_jax_process(config.train_split, process_index=0, process_count=hosts)
+  (absolute,) = share_split.to_absolute({"train": types.SimpleNamespace(num_examples=1_281_167)})
+  share = absolute.to - (absolute.from_ or 0)
+  assert share == pipeline.largest_share(1_268_355, hosts) == 158_545
+  assert pipeline.host_shuffle_buffer(config.shuffle_buffer, share) == share < 250_000
+  assert pipeline.host_shuffle_buffer(10_000, share) == 10_000

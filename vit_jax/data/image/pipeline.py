@@ -21,8 +21,17 @@ produces the same batches as the original run.
 
 Each epoch reads the share's files in a new order, drawn from (seed, process, e)
 (a folder's images are files, so its whole share is permuted), then shuffles
-examples in a buffer of `shuffle_buffer` (big_vision: 250k for ImageNet). Sources
-without a file list (mocked TFDS data) are read in their fixed order.
+examples in a buffer of `shuffle_buffer` (big_vision: 250k for ImageNet), at most
+the share (`host_shuffle_buffer`). Sources without a file list (mocked TFDS data)
+are read in their fixed order.
+
+Host input at pod scale: a process's share is the split divided by the input
+shards (one per process by default), so it shrinks as the slice grows: ImageNet's
+train[:99%] on a v5p-64 (8 hosts) is about 158k images per host, less than the
+i1k recipe's 250k buffer. A buffer that holds the whole share is read whole
+before each epoch's first batch and on each resume; the pipeline says so when it
+happens. Every pipeline runs with `data.tf_data_options()` (a private thread pool
+per pipeline as large as the host's cores, an autotune RAM budget).
 """
 
 import dataclasses
@@ -33,6 +42,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.image import augment as image_augment
 from vit_jax.data.image import sources
@@ -110,6 +120,14 @@ def train_iterator(
     raise errors.DataError(f"{dataset} {split} has no examples for process {process_index}.")
   base_seed_2 = tf.constant([seed, process_index], tf.int64)
   read_files_shuffled = source.read_files_shuffled(split, process_index, process_count)
+  buffer_size = host_shuffle_buffer(shuffle_buffer, share_size)
+  if buffer_size < shuffle_buffer:
+    print(
+        f"note: shuffle_buffer={shuffle_buffer} is more than the {share_size:,} examples of input "
+        f"shard {process_index} of {process_count} ({dataset} {split}): the buffer holds the "
+        "whole shard, which each epoch and each resume reads before its first batch.",
+        flush=True,
+    )
 
   def epoch(e):
     if read_files_shuffled is None:
@@ -123,9 +141,7 @@ def train_iterator(
         maxval=None,
         dtype=tf.int64,
     )
-    shuffled = examples.shuffle(
-        min(shuffle_buffer, share_size), seed=shuffle_seed, reshuffle_each_iteration=False
-    )
+    shuffled = examples.shuffle(buffer_size, seed=shuffle_seed, reshuffle_each_iteration=False)
     return shuffled.enumerate().map(lambda i, ex: (e * share_size + i, ex))
 
   def preprocess(index, example):
@@ -175,7 +191,7 @@ def train_iterator(
   ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.map(mix, num_parallel_calls=tf.data.AUTOTUNE)
-  ds = ds.with_options(_options()).prefetch(tf.data.AUTOTUNE)
+  ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
   return ds.as_numpy_iterator()
 
 
@@ -266,7 +282,7 @@ def eval_iterator(
   ds = share.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
   ds = ds.batch(batch_size, drop_remainder=True).map(add_labels)
-  ds = ds.with_options(_options()).prefetch(tf.data.AUTOTUNE)
+  ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
   return EvalIterator(ds, num_examples=num_examples, num_batches=num_batches)
 
 
@@ -304,10 +320,13 @@ def _cardinality(ds: tf.data.Dataset, name: str) -> int:
   return n
 
 
-def _options() -> tf.data.Options:
-  options = tf.data.Options()
-  options.deterministic = True
-  # tf.data runs many maps in parallel already; one thread per op avoids
-  # oversubscribing the host cores.
-  options.threading.max_intra_op_parallelism = 1
-  return options
+def largest_share(split_size: int, shard_count: int) -> int:
+  """The examples of the largest of `shard_count` shares of a split (tfds.even_splits sizes)."""
+  return -(-split_size // shard_count)
+
+
+def host_shuffle_buffer(shuffle_buffer: int, share_size: int) -> int:
+  """The shuffle buffer of a process's share: `shuffle_buffer`, at most the share. A larger one
+  would hold no more examples; to shuffle without reading the whole share first, choose a
+  `shuffle_buffer` below it."""
+  return min(shuffle_buffer, share_size)

@@ -243,6 +243,7 @@ def _tfds_source(
   # pylint: disable=import-outside-toplevel  (only TFDS datasets load TFDS)
   import tensorflow_datasets as tfds
 
+  from vit_jax import data
   from vit_jax.data import tfds_builders
 
   tfds_split = dict(spec.splits).get(split, split)
@@ -250,7 +251,7 @@ def _tfds_source(
   convert = functools.partial(_convert, spec, kind)
 
   def read(process_split, shuffle_seed=None) -> Iterator[Any]:
-    read_config = tfds.ReadConfig(shuffle_seed=shuffle_seed)
+    read_config = tfds.ReadConfig(shuffle_seed=shuffle_seed, options=data.tf_data_options())
     ds = builder.as_dataset(
         split=process_split, shuffle_files=shuffle_seed is not None, read_config=read_config
     )
