@@ -23,3 +23,14 @@ def digits_dir(tmp_path_factory):
   data_dir = str(tmp_path_factory.mktemp("tfds_digits"))
   pipeline.dataset_info("sklearn_digits", data_dir=data_dir)
   return data_dir
+
+
+@pytest.fixture(scope="session")
+def gcs():
+  """A Cloud Storage API on localhost (tests/gcs_emulator.py), shared by the session; this process
+  and the commands it starts reach it through the environment. Each test takes its own folder:
+  `gcs.new_dir()`."""
+  from tests import gcs_emulator  # pylint: disable=g-import-not-at-top
+
+  with gcs_emulator.running() as emulator:
+    yield emulator

@@ -4,12 +4,12 @@ Only process 0 writes; other processes get a writer that does nothing.
 """
 
 import json
-import os
 import sys
 import time
 
 import jax
 
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 
 
@@ -35,7 +35,7 @@ class MetricsLog:
       return
     path = workdir_lib.metrics_path(workdir)
     self.elapsed_before = earlier_elapsed(path)
-    self.jsonl = open(path, "a", encoding="utf-8")
+    self.jsonl = storage.appender(path)
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 
     self.tb = SummaryWriter(workdir_lib.tensorboard_dir(workdir))
@@ -85,10 +85,10 @@ class MetricsLog:
 
 def earlier_elapsed(path: str) -> float:
   """The largest `elapsed_s` in an existing metrics file (0 for a new run or older logs)."""
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     return 0.0
   latest = 0.0
-  with open(path, encoding="utf-8") as f:
+  with storage.open(path, encoding="utf-8") as f:
     for line in f:
       try:
         latest = max(latest, float(json.loads(line).get("elapsed_s", 0.0)))

@@ -15,7 +15,6 @@ already on the devices.
 import dataclasses
 import functools
 import json
-import os
 import time
 from typing import Any, Callable
 
@@ -27,6 +26,7 @@ import optax
 from vit_jax import checkpoint
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
@@ -249,7 +249,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
     checkpoint.discard_partial_saves(workdir)
     saved = checkpoint.step_dirs(workdir)
     then = (
-        f"rerun the same command to resume from step {os.path.basename(saved[0])}, the last good "
+        f"rerun the same command to resume from step {storage.name(saved[0])}, the last good "
         f"checkpoint ({saved[0]})"
         if saved
         else "rerun the same command (no checkpoint was saved yet)"
@@ -262,7 +262,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
   data_notes = checks.validate_training(config, workdir)  # before anything is written
-  os.makedirs(workdir, exist_ok=True)
+  storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
 
@@ -312,8 +312,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   start_step = int(state["step"])
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
-    with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
-      f.write(config.to_json_best_effort(indent=2))
+    storage.write_text(workdir_lib.config_path(workdir), config.to_json_best_effort(indent=2))
     # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py).
     run_info = {
         "num_params": flops.count_params(setup.abstract_state["params"]),
@@ -322,8 +321,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         "batch_size": config.batch_size,
         "total_steps": config.total_steps,
     }
-    with open(workdir_lib.run_info_path(workdir), "w", encoding="utf-8") as f:
-      json.dump(run_info, f, indent=2)
+    storage.write_text(workdir_lib.run_info_path(workdir), json.dumps(run_info, indent=2))
     task.save_assets(workdir)
 
   # ---- Evaluation: each evaluator every `every` steps and at the last step, as NAME/metric ----
