@@ -6,7 +6,11 @@ import os
 
 import pytest
 
+from tests import gcs_emulator
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# gs:// paths go to the emulator of the `gcs` fixture (below); these settings are read once.
+os.environ.update(gcs_emulator.PROCESS_SETTINGS)
 
 # torchvision (which timm imports) segfaults when it loads after TensorFlow in one process, and a
 # test module may import TF (through our data pipeline) before the timm tests run.
@@ -30,7 +34,5 @@ def gcs():
   """A Cloud Storage API on localhost (tests/gcs_emulator.py), shared by the session; this process
   and the commands it starts reach it through the environment. Each test takes its own folder:
   `gcs.new_dir()`."""
-  from tests import gcs_emulator  # pylint: disable=g-import-not-at-top
-
   with gcs_emulator.running() as emulator:
     yield emulator

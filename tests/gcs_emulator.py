@@ -20,16 +20,23 @@ import uuid
 BUCKET = "vit-jax-test"
 
 
+# Read once per process, at first use (epath on any path; gcsfs on import): tests/conftest.py
+# sets them before any test runs.
+PROCESS_SETTINGS = {
+    "EPATH_USE_TF": "false",  # epath through gcsfs: TensorFlow's GCS client has no endpoint flag
+    # gcsfs asks Cloud Storage's control API (gRPC, which the emulator lacks) for the bucket type.
+    "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+}
+
+
 def environment(port: int) -> dict:
   """What points each client at the emulator (none of it is needed on a real bucket)."""
   url = f"http://localhost:{port}"
   return {
+      **PROCESS_SETTINGS,
       "STORAGE_EMULATOR_HOST": url,  # google-cloud-storage and gcsfs
       "TENSORSTORE_GCS_HTTP_URL": url,  # TensorStore, which writes orbax's arrays
       "GOOGLE_AUTH_TOKEN_FOR_TESTING": "test",  # TensorStore: no credentials lookup
-      "EPATH_USE_TF": "false",  # epath through gcsfs: TensorFlow's GCS client has no endpoint flag
-      # gcsfs asks Cloud Storage's control API (gRPC, which the emulator lacks) for the bucket type.
-      "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
   }
 
 

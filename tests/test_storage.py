@@ -83,6 +83,8 @@ def test_names_and_containment(gcs):
   assert storage.is_remote(root) and not storage.is_remote("/tmp/x") and not storage.is_remote("x")
   assert storage.absolute(root) == root  # no working directory in a bucket
   assert storage.bucket(storage.join(root, "a")) == f"gs://{gcs.bucket}"
+  assert storage.parent(storage.join(root, "a")) == root
+  assert storage.parent(storage.parent(root)) == f"gs://{gcs.bucket}"  # as "/" is its own
   assert storage.is_within(storage.join(root, "a", "b"), root)
   assert not storage.is_within(root, storage.join(root, "a"))
   assert not storage.is_within("/tmp", root)

@@ -19,6 +19,7 @@ Object storage has no directories, appends, renames or locks, so for a gs:// pat
 
 import builtins
 import contextlib
+import functools
 import importlib
 import os
 import shutil
@@ -110,10 +111,12 @@ def is_within(path, folder) -> bool:
 
 
 def parent(path) -> str:
+  """The folder holding `path`; a bucket's is the bucket itself, as "/" is its own parent."""
   if is_remote(path):
     from etils import epath  # pylint: disable=g-import-not-at-top
 
-    return os.fspath(epath.Path(path).parent)
+    path = epath.Path(path)
+    return os.fspath(path if os.fspath(path) == bucket(path) else path.parent)
   return os.path.dirname(path)
 
 
@@ -378,12 +381,17 @@ def _remote_output_path(dst, overwrite: bool):
 # ---- Objects written only over the version the caller holds (gs:// only) ------------------------
 
 
-def _blob(path):
-  _epath(path)  # the client check
+@functools.cache
+def _client():
   from google.cloud import storage as gcs  # pylint: disable=g-import-not-at-top
 
+  return gcs.Client()
+
+
+def _blob(path):
+  _epath(path)  # the client check
   parts = urllib.parse.urlsplit(os.fspath(path))
-  return gcs.Client().bucket(parts.netloc).blob(parts.path.lstrip("/"))
+  return _client().bucket(parts.netloc).blob(parts.path.lstrip("/"))
 
 
 def _refused():
