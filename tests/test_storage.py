@@ -163,3 +163,9 @@ def test_a_held_bucket_lock_is_renewed(gcs, monkeypatch):
   finally:
     workdir_lib.unlock(workdir)
   assert "lock" not in gcs.objects(workdir)
+
+
+def test_a_workdir_in_a_missing_bucket_is_refused(gcs):
+  del gcs  # the API that answers "no such bucket"
+  with pytest.raises(errors.WorkdirError, match="bucket gs://no-such-bucket does not exist"):
+    workdir_lib.check_workdir("gs://no-such-bucket/w")

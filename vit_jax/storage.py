@@ -402,12 +402,20 @@ def _refused():
 
 
 def create_object(path, text: str) -> int | None:
-  """Writes object `path` only if it does not exist; its generation, or None if it exists."""
+  """Writes object `path` only if it does not exist; its generation, or None if it exists. A
+  bucket this account may not write to is a StorageError."""
+  from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+
   blob = _blob(path)
   try:
     blob.upload_from_string(text, if_generation_match=0)
   except _refused():
     return None
+  except exceptions.Forbidden as e:
+    raise errors.StorageError(
+        f"cannot write {path}: this account may not write to {bucket(path)} ({e.message}); "
+        "grant it write access to the bucket (e.g. roles/storage.objectUser) or use another one."
+    ) from e
   return blob.generation
 
 

@@ -142,10 +142,14 @@ def check_workdir(workdir: str) -> None:
 
 def _check_bucket_workdir(workdir: str) -> None:
   storage.check(workdir)  # the client packages
-  if not storage.isdir(storage.bucket(workdir)):
+  try:
+    readable, why = storage.isdir(storage.bucket(workdir)), ""
+  except Exception as e:  # pylint: disable=broad-except  (each client raises its own kind)
+    readable, why = False, f" ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
+  if not readable:
     raise errors.WorkdirError(
         f"--workdir={workdir}: the bucket {storage.bucket(workdir)} does not exist or this "
-        "account cannot read it; create it, or fix the name or the account's permissions."
+        f"account cannot read it{why}; create it, or fix the name or the account's permissions."
     )
   if storage.isfile(workdir):
     raise errors.WorkdirError(
