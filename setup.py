@@ -27,6 +27,12 @@ INSTALL_REQUIRES = [
     "tokenizers",
 ]
 
+# `pip install -e .[gcs]`: paths in Cloud Storage (gs://BUCKET/...) for workdirs, sweep roots and
+# every command's inputs and outputs (vit_jax/storage.py): fsspec's GCS file system, which etils
+# epath uses where EPATH_USE_TF=false, and Google's client, for the workdir lock's generation
+# preconditions and TensorBoard's event files.
+GCS_REQUIRES = ["gcsfs", "google-cloud-storage>=2.14"]
+
 TEST_REQUIRES = [
     "pytest",
     "pytest-xdist",
@@ -47,6 +53,10 @@ TEST_REQUIRES = [
     # TensorBoard's profile plugin (xprof), for the test that opens a `profile_steps` trace with
     # its own converters; tensorboard-plugin-profile 2.24 is this package under its old name.
     "xprof==2.24.2",
+    # Paths in a bucket, tested on a local Cloud Storage API (tests/gcs_emulator.py); pinned,
+    # since the tests add generation preconditions to its request handlers.
+    *GCS_REQUIRES,
+    "gcp-storage-emulator==2026.7.19",
 ]
 
 # `pip install -e .[tpu]`: libtpu, whose compiler builds train steps for TPU slices on any machine
@@ -61,5 +71,5 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=setuptools.find_packages(include=["vit_jax", "vit_jax.*"]),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "tpu": TPU_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "tpu": TPU_REQUIRES, "gcs": GCS_REQUIRES},
 )

@@ -6,7 +6,11 @@ import os
 
 import pytest
 
+from tests import gcs_emulator
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# gs:// paths go to the emulator of the `gcs` fixture (below); these settings are read once.
+os.environ.update(gcs_emulator.PROCESS_SETTINGS)
 
 # torchvision (which timm imports) segfaults when it loads after TensorFlow in one process, and a
 # test module may import TF (through our data pipeline) before the timm tests run.
@@ -23,3 +27,12 @@ def digits_dir(tmp_path_factory):
   data_dir = str(tmp_path_factory.mktemp("tfds_digits"))
   pipeline.dataset_info("sklearn_digits", data_dir=data_dir)
   return data_dir
+
+
+@pytest.fixture(scope="session")
+def gcs():
+  """A Cloud Storage API on localhost (tests/gcs_emulator.py), shared by the session; this process
+  and the commands it starts reach it through the environment. Each test takes its own folder:
+  `gcs.new_dir()`."""
+  with gcs_emulator.running() as emulator:
+    yield emulator

@@ -8,15 +8,17 @@ import json
 import logging
 import os
 import re
-import shutil
 import sys
 import traceback
 import warnings
 
 import jax
+from jax.experimental import multihost_utils
+import numpy as np
 import orbax.checkpoint as ocp
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 
 
@@ -65,7 +67,7 @@ def read_record(manager: ocp.CheckpointManager, step: int) -> dict:
 def latest_record(workdir: str):
   """(step, model record) of the latest checkpoint in `workdir`; FileNotFoundError if none."""
   directory = workdir_lib.checkpoints_dir(workdir)
-  if not os.path.isdir(directory):
+  if not storage.isdir(directory):
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
   manager = ocp.CheckpointManager(
       directory,
@@ -86,11 +88,15 @@ def latest_record(workdir: str):
 def step_dirs(path: str) -> list[str]:
   """Finished step directories of a workdir or a `checkpoints/` dir, newest first."""
   path = workdir_lib.checkpoints_of(path)
-  steps = [d for d in os.listdir(path) if d.isdigit()] if os.path.isdir(path) else []
-  return [os.path.join(path, d) for d in sorted(steps, key=int, reverse=True)]
+  steps = [d for d in storage.listdir(path) if d.isdigit()] if storage.isdir(path) else []
+  dirs = [storage.join(path, d) for d in sorted(steps, key=int, reverse=True)]
+  if storage.is_remote(path):  # written in place, finished by orbax's commit marker: see below
+    dirs = [d for d in dirs if ocp.step.is_path_finalized(d)]
+  return dirs
 
 
-# Orbax writes a step into `STEP.orbax-checkpoint-tmp...` and renames it when complete.
+# Orbax writes a step into `STEP.orbax-checkpoint-tmp...` and renames it when complete; in a bucket
+# (no rename) it writes `STEP` in place and marks it complete with a commit file at the end.
 _PARTIAL_STEP = re.compile(r"\d+\.orbax-checkpoint-tmp.*")
 
 
@@ -98,21 +104,27 @@ def discard_partial_saves(workdir: str) -> list[str]:
   """Deletes the unfinished step directories a failed save left in `workdir/checkpoints` (they
   hold no usable state and may hold the space a rerun needs); returns their paths."""
   directory = workdir_lib.checkpoints_dir(workdir)
-  names = os.listdir(directory) if os.path.isdir(directory) else []
-  partial = [os.path.join(directory, n) for n in names if _PARTIAL_STEP.fullmatch(n)]
+  names = storage.listdir(directory) if storage.isdir(directory) else []
+  partial = [storage.join(directory, n) for n in names if _PARTIAL_STEP.fullmatch(n)]
+  if storage.is_remote(directory):
+    partial += [
+        storage.join(directory, n)
+        for n in names
+        if n.isdigit() and not ocp.step.is_path_finalized(storage.join(directory, n))
+    ]
   for path in partial:
-    shutil.rmtree(path, ignore_errors=True)
+    storage.rmtree(path, ignore_errors=True)
   return partial
 
 
 def set_aside(step_dir: str) -> str:
   """Moves a damaged step to `checkpoints/damaged/STEP` (never deletes it); returns the new path."""
-  damaged = os.path.join(os.path.dirname(step_dir), workdir_lib.DAMAGED_DIR)
-  os.makedirs(damaged, exist_ok=True)
-  target, n = os.path.join(damaged, os.path.basename(step_dir)), 1
-  while os.path.lexists(target):  # the same step damaged again: keep both
-    target, n = os.path.join(damaged, f"{os.path.basename(step_dir)}.{n}"), n + 1
-  os.rename(step_dir, target)
+  damaged = workdir_lib.damaged_dir(storage.parent(step_dir))
+  storage.makedirs(damaged)
+  target, n = storage.join(damaged, storage.name(step_dir)), 1
+  while storage.exists(target):  # the same step damaged again: keep both
+    target, n = storage.join(damaged, f"{storage.name(step_dir)}.{n}"), n + 1
+  storage.move(step_dir, target)
   return target
 
 
@@ -198,8 +210,9 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
 
   One that fails is damaged only if an older one then reads with the same code, so a bug in our
   code (every step fails) still raises its own traceback and nothing is moved. Each damaged step
-  is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer) or left in
-  place (readers: generate, convert, init_from). User errors (another model) are not damage.
+  is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer: by process 0
+  alone, see `Checkpointer.restore_latest_intact`) or left in place (readers: generate, convert,
+  init_from). User errors (another model) are not damage.
   """
   quiet_abandoned_reads()  # before reading: a failed read's siblings report after it
   failed = []
@@ -214,10 +227,12 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
     for bad, e in failed:
       reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
       reason = reason.split(" See full TensorStore details")[0][:160]  # orbax appends a spec
-      where = f"; moved to {set_aside(bad)}" if move_damaged else ""
+      where = ""
+      if move_damaged:
+        where = f"; moved to {set_aside(bad)}" if jax.process_index() == 0 else "; set aside"
       print(
           f"warning: checkpoint {bad} is unreadable ({type(e).__name__}: {reason}); using step "
-          f"{os.path.basename(step_dir)}{where}.",
+          f"{storage.name(step_dir)}{where}.",
           file=sys.stderr,
           flush=True,
       )
@@ -262,13 +277,27 @@ class Checkpointer:
 
   def restore_latest_intact(self, abstract_state):
     """(step, state) of the newest readable checkpoint, damaged newer ones moved aside; (None,
-    None) if there is none."""
-    read = lambda d: self.restore(int(os.path.basename(d)), abstract_state)
+    None) if there is none.
+
+    Every process reads; process 0 alone moves the damaged steps, and the others wait for it
+    here (the all-gather below), so that no process lists a step half moved. The processes must
+    agree on the step (damage that only some of them read would make them differ: an error).
+    """
+    read = lambda d: self.restore(int(storage.name(d)), abstract_state)
     step_dir, state = first_intact(step_dirs(self.directory), read, move_damaged=True)
-    if step_dir is None:
+    step = None if step_dir is None else int(storage.name(step_dir))
+    if jax.process_count() > 1:
+      chosen = multihost_utils.process_allgather(np.int32(-1 if step is None else step))
+      if len(set(chosen.tolist())) > 1:
+        raise errors.CheckpointError(
+            f"The processes read different checkpoints of {self.directory} (steps "
+            f"{sorted(set(chosen.tolist()))}, -1: none): a step is damaged where only some of "
+            "them read. Move the newer steps to checkpoints/damaged by hand and rerun."
+        )
+    if step is None:
       return None, None
     self.manager.reload()  # forget the steps moved aside
-    return int(os.path.basename(step_dir)), state
+    return step, state
 
   def restore(self, step: int, abstract_state):
     self.check_model(step)

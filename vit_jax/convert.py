@@ -27,11 +27,11 @@ overwrite=False)`, and `load` / `save` / `from_tree` (see vit_jax.interop).
 
 import argparse
 import json
-import os
 import sys
 
 from vit_jax import errors
 from vit_jax import startup
+from vit_jax import storage
 from vit_jax.interop import convert
 from vit_jax.interop import FORMATS
 from vit_jax.interop import LAYOUTS
@@ -40,9 +40,8 @@ from vit_jax.interop import LAYOUTS
 def _model_arg(text: str | None) -> dict | None:
   if not text:
     return None
-  if os.path.isfile(text):
-    with open(text, encoding="utf-8") as f:
-      text = f.read()
+  if storage.isfile(text):
+    text = storage.read_text(text)
   try:
     value = json.loads(text)
   except json.JSONDecodeError as e:

@@ -51,6 +51,11 @@ class ConversionError(UserError, ValueError):
   express."""
 
 
+class MissingExtraError(UserError, ImportError):
+  """A path or option needs packages of an optional extra that is not installed (gs:// paths:
+  the `gcs` extra); the message gives the install command."""
+
+
 class StorageError(UserError, OSError):
   """The file system refused a write: it is full, over quota, read-only or not ours to write."""
 

@@ -6,7 +6,6 @@ its parameters and the tokenizer all come from the workdir, so they always match
 """
 
 import json
-import os
 import sys
 
 from absl import app
@@ -39,6 +38,7 @@ def load_workdir(workdir: str):
   from vit_jax import checkpoint
   from vit_jax import errors
   from vit_jax import interop
+  from vit_jax import storage
   from vit_jax import workdir as workdir_lib
   from vit_jax.data import tokenizers
   from vit_jax.data.tokenizers import base
@@ -48,9 +48,8 @@ def load_workdir(workdir: str):
   if not step_dirs:
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
   step_dir, (params, record) = checkpoint.first_intact(step_dirs, orbax_format.read_step)
-  step = os.path.basename(step_dir)
-  with open(workdir_lib.config_path(workdir), encoding="utf-8") as f:
-    task = json.load(f)["task"]
+  step = storage.name(step_dir)
+  task = json.loads(storage.read_text(workdir_lib.config_path(workdir)))["task"]
   tokenizer = tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(workdir))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:

@@ -11,7 +11,6 @@ print one line per image or mask; --output=FILE.json keeps them all. Bad input: 
 """
 
 import json
-import os
 
 from absl import app
 from absl import flags
@@ -19,6 +18,7 @@ from absl import logging
 
 from vit_jax import errors
 from vit_jax import startup
+from vit_jax import storage
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Our workdir, an .npz, or a Hugging Face model directory.")
@@ -40,7 +40,7 @@ def run():
     raise errors.ConfigError("pass --checkpoint and either --image (files or folders) or --text.")
   if FLAGS.top_k < 1:
     raise errors.ConfigError(f"--top_k must be at least 1, got {FLAGS.top_k}.")
-  if FLAGS.output and os.path.exists(FLAGS.output):
+  if FLAGS.output and storage.exists(FLAGS.output):
     raise errors.ConfigError(
         f"--output {FLAGS.output} exists; choose a new file (nothing was written)."
     )
@@ -70,7 +70,7 @@ def main(argv):
     results, lines = run()
     print("\n".join(lines))
     if FLAGS.output:
-      with open(FLAGS.output, "x", encoding="utf-8") as f:
+      with storage.open(FLAGS.output, "x", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
 
 

@@ -24,6 +24,9 @@ Safety: nothing already saved is replaced, mixed up or lost by a careless comman
 - `vit_jax.convert` refuses a destination that is, contains, or lies inside its source.
 - One writer at a time: the trainer and the sweep runner hold `LOCK_FILE` in their workdir (or
   sweep root) while they run; a second one is refused, naming the holder.
+
+A workdir is a local folder or a Cloud Storage one (gs://BUCKET/...); every path here goes through
+vit_jax/storage.py, so both work the same.
 """
 
 import datetime
@@ -31,8 +34,11 @@ import fcntl
 import json
 import os
 import socket
+import sys
+import threading
 
 from vit_jax import errors
+from vit_jax import storage
 
 CONFIG_FILE = "config.json"
 LOCK_FILE = "lock"  # host, pid and start time of the process writing the workdir
@@ -67,19 +73,19 @@ FILE_NAMES = (
 
 
 def config_path(workdir: str) -> str:
-  return os.path.join(workdir, CONFIG_FILE)
+  return storage.join(workdir, CONFIG_FILE)
 
 
 def run_info_path(workdir: str) -> str:
-  return os.path.join(workdir, RUN_INFO_FILE)
+  return storage.join(workdir, RUN_INFO_FILE)
 
 
 def metrics_path(workdir: str) -> str:
-  return os.path.join(workdir, METRICS_FILE)
+  return storage.join(workdir, METRICS_FILE)
 
 
 def tensorboard_dir(workdir: str) -> str:
-  return os.path.join(workdir, TENSORBOARD_DIR)
+  return storage.join(workdir, TENSORBOARD_DIR)
 
 
 def profiles_dir(workdir: str) -> str:
@@ -88,25 +94,33 @@ def profiles_dir(workdir: str) -> str:
 
 
 def checkpoints_dir(workdir: str) -> str:
-  return os.path.abspath(os.path.join(workdir, CHECKPOINTS_DIR))
+  return storage.absolute(storage.join(workdir, CHECKPOINTS_DIR))
+
+
+def damaged_dir(checkpoints: str) -> str:
+  return storage.join(checkpoints, DAMAGED_DIR)
 
 
 def tokenizer_dir(workdir: str) -> str:
-  return os.path.join(workdir, TOKENIZER_DIR)
+  return storage.join(workdir, TOKENIZER_DIR)
 
 
 def train_log_path(workdir: str) -> str:
-  return os.path.join(workdir, TRAIN_LOG_FILE)
+  return storage.join(workdir, TRAIN_LOG_FILE)
+
+
+def lock_path(workdir: str) -> str:
+  return storage.join(workdir, LOCK_FILE)
 
 
 def sweep_file(root: str) -> str:
-  return os.path.join(root, SWEEP_FILE)
+  return storage.join(root, SWEEP_FILE)
 
 
 def checkpoints_of(path: str) -> str:
   """`path/checkpoints` when `path` is a workdir, else `path` (already a checkpoints dir)."""
-  path = os.path.abspath(path)
-  return checkpoints_dir(path) if os.path.isdir(checkpoints_dir(path)) else path
+  path = storage.absolute(path)
+  return checkpoints_dir(path) if storage.isdir(checkpoints_dir(path)) else path
 
 
 DATA_KEYS = ("dataset", "train_split")
@@ -115,6 +129,9 @@ TOKENIZER_KEYS = ("tokenizer.kind", "tokenizer.vocab_size", "tokenizer.path")
 
 def check_workdir(workdir: str) -> None:
   """Raises WorkdirError unless `workdir` is (or can be created as) a writable directory."""
+  if storage.is_remote(workdir):
+    _check_bucket_workdir(workdir)
+    return
   path = os.path.abspath(workdir)
   if os.path.exists(path) and not os.path.isdir(path):
     raise errors.WorkdirError(
@@ -134,6 +151,23 @@ def check_workdir(workdir: str) -> None:
     )
 
 
+def _check_bucket_workdir(workdir: str) -> None:
+  storage.check(workdir)  # the client packages
+  try:
+    readable, why = storage.isdir(storage.bucket(workdir)), ""
+  except Exception as e:  # pylint: disable=broad-except  (each client raises its own kind)
+    readable, why = False, f" ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
+  if not readable:
+    raise errors.WorkdirError(
+        f"--workdir={workdir}: the bucket {storage.bucket(workdir)} does not exist or this "
+        f"account cannot read it{why}; create it, or fix the name or the account's permissions."
+    )
+  if storage.isfile(workdir):
+    raise errors.WorkdirError(
+        f"--workdir={workdir} is a file, not a directory; pass a new " "directory path."
+    )
+
+
 def _flat(config: dict, prefix: str = "") -> dict:
   out = {}
   for key, value in config.items():
@@ -147,10 +181,10 @@ def _flat(config: dict, prefix: str = "") -> dict:
 def saved_config(workdir: str) -> dict | None:
   """The flattened config.json of an earlier run in `workdir`, or None."""
   path = config_path(workdir)
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     return None
   try:
-    with open(path, encoding="utf-8") as f:
+    with storage.open(path, encoding="utf-8") as f:
       return _flat(json.load(f))
   except (OSError, ValueError) as e:
     raise errors.WorkdirError(
@@ -182,34 +216,55 @@ def check_resume(config, workdir: str) -> None:
 
 def check_convert_paths(src: str, dst: str) -> None:
   """Raises WorkdirError if writing `dst` could replace or damage `src`."""
-  src_real, dst_real = os.path.realpath(src), os.path.realpath(dst)
-  inside = lambda a, b: os.path.commonpath([a, b]) == b  # a is b or lies inside b
-  if inside(dst_real, src_real) or inside(src_real, dst_real):
+  if storage.is_within(dst, src) or storage.is_within(src, dst):
     raise errors.WorkdirError(
         f"destination {dst} is, contains or lies inside the source {src}; "
         "write to a path outside it. Nothing was changed."
     )
 
 
-_held_locks = {}  # realpath -> the open lock file
+# A bucket has no flock: its lock is an object that its holder rewrites every LOCK_RENEW_S, and
+# that another process takes over once its holder is gone (see `_BucketLock`).
+LOCK_RENEW_S = 60
+LOCK_STALE_S = 600
+_held_locks = {}  # realpath (local) or gs:// path -> the open lock file or the _BucketLock
+
+
+def _holder() -> dict:
+  started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+  return {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
+
+
+def _describe(holder: dict) -> str:
+  return f"pid {holder['pid']} on host {holder['host']} (started {holder['started']})"
+
+
+def _in_use(what: str, workdir: str, holder: str, hint: str = "") -> errors.WorkdirError:
+  return errors.WorkdirError(
+      f"{what}={workdir} is in use by {holder}; wait for it to finish or stop it, or use "
+      f"another directory{hint}. Nothing was changed."
+  )
 
 
 def lock(workdir: str, what: str = "--workdir") -> None:
   """Makes this process the only writer of `workdir` until `unlock` or its exit; WorkdirError if
   another live process holds it (naming that process).
 
-  The lock is an advisory `flock` on `workdir/lock`, so the kernel drops it when its holder ends
-  in any way (SIGKILL included) and a file left behind never blocks a rerun; `unlock` deletes
-  the file. Only one process of a multi-process job calls this (the trainer's process 0); a
-  workdir that is not on a local file system (gs://...) is not locked. Idempotent within a
-  process.
+  On a local file system the lock is an advisory `flock` on `workdir/lock`, so the kernel drops it
+  when its holder ends in any way (SIGKILL included) and a file left behind never blocks a rerun;
+  `unlock` deletes the file. In a bucket it is the object `workdir/lock`, created only if absent
+  (see `_BucketLock`). Only one process of a multi-process job calls this (the trainer's process
+  0). Idempotent within a process.
   """
-  if "://" in workdir:
+  if storage.is_remote(workdir):
+    key = storage.absolute(workdir)
+    if key not in _held_locks:
+      _held_locks[key] = _BucketLock.acquire(workdir, what)
     return
   key = os.path.realpath(workdir)
   if key in _held_locks:
     return
-  path = os.path.join(workdir, LOCK_FILE)
+  path = lock_path(workdir)
   while True:
     handle = open(path, "a+", encoding="utf-8")  # pylint: disable=consider-using-with  (kept open)
     try:
@@ -218,10 +273,7 @@ def lock(workdir: str, what: str = "--workdir") -> None:
       handle.seek(0)
       holder = handle.read().strip() or "another process"
       handle.close()
-      raise errors.WorkdirError(
-          f"{what}={workdir} is in use by {holder}; wait for it to finish or stop it, or use "
-          "another directory. Nothing was changed."
-      ) from e
+      raise _in_use(what, workdir, holder) from e
     try:  # the holder may have deleted the file between our open and flock: lock the new one
       if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
         break
@@ -230,14 +282,18 @@ def lock(workdir: str, what: str = "--workdir") -> None:
     handle.close()
   handle.seek(0)
   handle.truncate()
-  started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-  handle.write(f"pid {os.getpid()} on host {socket.gethostname()} (started {started})\n")
+  handle.write(_describe(_holder()) + "\n")
   handle.flush()
   _held_locks[key] = handle
 
 
 def unlock(workdir: str) -> None:
   """Releases `lock(workdir)` and deletes the lock file; nothing if this process holds none."""
+  if storage.is_remote(workdir):
+    held = _held_locks.pop(storage.absolute(workdir), None)
+    if held is not None:
+      held.release()
+    return
   handle = _held_locks.pop(os.path.realpath(workdir), None)
   if handle is None:
     return
@@ -246,3 +302,84 @@ def unlock(workdir: str) -> None:
   except FileNotFoundError:
     pass
   handle.close()  # closing the only descriptor releases the flock
+
+
+class _BucketLock:
+  """The lock object of a workdir in a bucket: JSON naming its holder's host, pid and start time.
+
+  It is created only if absent (a generation precondition: of two processes, one wins). Its
+  holder rewrites it every LOCK_RENEW_S seconds while it runs and deletes it on release. A lock
+  object is stale, and taken over (with a warning naming the old holder), when its holder is on
+  this host and no longer running, or when it was not rewritten for LOCK_STALE_S seconds (its
+  host died or lost the bucket); otherwise the workdir is refused. Deleting the object by hand
+  (`gcloud storage rm gs://.../lock`) breaks a lock at once.
+  """
+
+  def __init__(self, path: str, text: str, generation: int):
+    self.path, self.text, self.generation = path, text, generation
+    self._stop = threading.Event()
+    self._renewer = threading.Thread(target=self._renew, name="workdir-lock", daemon=True)
+    self._renewer.start()
+
+  @classmethod
+  def acquire(cls, workdir: str, what: str) -> "_BucketLock":
+    path = lock_path(workdir)
+    text = json.dumps(_holder())
+    for _ in range(5):  # another process may create, renew or delete it between our requests
+      generation = storage.create_object(path, text)
+      if generation is not None:
+        return cls(path, text, generation)
+      found = storage.read_object(path)
+      if found is None:
+        continue
+      held, held_generation, written = found
+      holder = json.loads(held)
+      why_stale = _why_stale(holder, written)
+      if why_stale is None:
+        hint = (
+            f" (if that process is gone, its lock is taken over {LOCK_STALE_S // 60} minutes "
+            f"after its last renewal, or at once if you delete {path})"
+        )
+        raise _in_use(what, workdir, _describe(holder), hint)
+      generation = storage.replace_object(path, text, held_generation)
+      if generation is not None:
+        print(
+            f"warning: {what}={workdir}: took over the lock of {_describe(holder)}, {why_stale}.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return cls(path, text, generation)
+    raise _in_use(what, workdir, "another process (its lock changes as we read it)")
+
+  def _renew(self) -> None:
+    while not self._stop.wait(LOCK_RENEW_S):
+      generation = storage.replace_object(self.path, self.text, self.generation)
+      if generation is None:
+        print(
+            f"warning: the lock {self.path} was deleted or taken over by another process; this "
+            "run no longer holds it.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+      self.generation = generation
+
+  def release(self) -> None:
+    self._stop.set()
+    self._renewer.join()
+    storage.delete_object(self.path, self.generation)
+
+
+def _why_stale(holder: dict, written: datetime.datetime) -> str | None:
+  """Why a lock object is stale (its holder is gone), or None while its holder may be running."""
+  if holder.get("host") == socket.gethostname():
+    try:
+      os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+      return "which is no longer running"
+    except PermissionError:  # another user's process: it runs
+      pass
+  age = (datetime.datetime.now(datetime.timezone.utc) - written).total_seconds()
+  if age > LOCK_STALE_S:
+    return f"whose lock was last renewed {age / 60:.0f} minutes ago"
+  return None

@@ -8,7 +8,7 @@ import pytest
 
 from tests.interop import helpers
 from vit_jax import interop
-from vit_jax.interop import atomic
+from vit_jax import storage
 
 VIT = dict(name="vit", variant="Ti/8", width=32, depth=2, num_heads=4, mlp_dim=64, num_classes=5)
 GPT = dict(name="gpt", vocab_size=50, variant="pico", width=32, depth=2, num_heads=4, max_len=16)
@@ -151,7 +151,7 @@ def test_failure_while_writing_leaves_nothing(tmp_path):
     (tmp_path / "existing").mkdir(exist_ok=True)
     (tmp_path / "existing" / "old.txt").write_text("old")
     with pytest.raises(OSError, match="disk full"):
-      with atomic.output_path(str(tmp_path / target), overwrite=True) as staged:
+      with storage.output_path(str(tmp_path / target), overwrite=True) as staged:
         os.makedirs(staged)
         with open(os.path.join(staged, "half.bin"), "wb") as f:
           f.write(b"partial")

@@ -130,3 +130,22 @@ def test_only_orbax_reads_never_started_are_quiet():
     gc.collect()
   messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
   assert messages == ["coroutine 'another_coroutine' was never awaited"]
+
+
+@pytest.mark.slow
+def test_two_processes_set_a_damaged_step_aside_once(trained_copy, digits_dir, tmp_path):
+  """Both processes find step 6 damaged; process 0 alone moves it (a second move would find it
+  gone, or keep a copy as damaged/6.1) and process 1 waits for it, then both resume from 4."""
+  conftest.damage(str(trained_copy / "checkpoints" / "6"), "no_manifest")
+  logs = tmp_path / "logs"
+  launch = [sys.executable, os.path.join(helpers.ROOT, "scripts", "launch_local.py"), "-n", "2"]
+  result = helpers.run(
+      [*launch, "--log_dir", str(logs), "--", *conftest.tiny_command(trained_copy, digits_dir)]
+  )
+  other = (logs / "process_1.log").read_text()
+  assert result.returncode == 0, result.stderr[-3000:] + other[-3000:]
+  assert os.listdir(trained_copy / "checkpoints" / "damaged") == ["6"]
+  assert "moved to" in result.stderr and "at step 4" in result.stdout
+  assert "checkpoints/6 is unreadable" in other and "set aside" in other
+  assert "Traceback" not in other
+  assert (trained_copy / "checkpoints" / "6" / "state").is_dir()  # trained again to the end

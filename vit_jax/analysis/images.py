@@ -6,11 +6,11 @@ prediction the trainer's evaluation made.
 """
 
 import json
-import os
 
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.data import tfds_builders
 from vit_jax.data.image import augment
 from vit_jax.data.image import folder as image_folder
@@ -36,19 +36,16 @@ def expand(paths) -> list:
   """Files as given, and the image files under each folder (recursively, sorted)."""
   files = []
   for path in paths:
-    if os.path.isdir(path):
+    if storage.isdir(path):
       found = sorted(
-          os.path.join(root, name)
-          for root, _, names in os.walk(path)
-          for name in names
-          if name.lower().endswith(_EXTENSIONS)
+          f for f in storage.files_under(path) if storage.name(f).lower().endswith(_EXTENSIONS)
       )
       if not found:
         raise errors.MissingFileError(
             f"No image files (.jpg/.png/.bmp/.gif) under the folder {path}."
         )
       files.extend(found)
-    elif os.path.isfile(path):
+    elif storage.isfile(path):
       files.append(path)
     else:
       raise errors.MissingFileError(f"Image file {path} does not exist.")
@@ -61,8 +58,7 @@ def load_images(paths, size: int, crop_fraction: float | None):
 
   crops = []
   for path in paths:
-    with open(path, "rb") as f:
-      data = f.read()
+    data = storage.read_bytes(path)
     try:
       crop = augment.eval_crop(tf.constant(data), size, crop_fraction)
     except (tf.errors.InvalidArgumentError, ValueError) as e:
@@ -87,8 +83,7 @@ def class_names(loaded, num_classes: int, labels_file: str | None = None) -> lis
   """Names for the model's classes: a labels file (one per line) if given, else the dataset info
   of the workdir's dataset, a Hugging Face config's id2label, or ImageNet's for 1000 classes."""
   if labels_file:
-    with open(labels_file, encoding="utf-8") as f:
-      names = [line.strip() for line in f if line.strip()]
+    names = [line.strip() for line in storage.read_text(labels_file).splitlines() if line.strip()]
   elif loaded.workdir_config:
     dataset = loaded.workdir_config["dataset"]
     if dataset.startswith(sources.FOLDER_PREFIX):
@@ -106,10 +101,9 @@ def class_names(loaded, num_classes: int, labels_file: str | None = None) -> lis
 
 
 def _imported_names(path: str, num_classes: int) -> list:
-  hf_config = os.path.join(path, hf_format.HF_CONFIG)
-  if os.path.isdir(path) and os.path.isfile(hf_config):
-    with open(hf_config, encoding="utf-8") as f:
-      id2label = json.load(f).get("id2label") or {}
+  hf_config = storage.join(path, hf_format.HF_CONFIG)
+  if storage.isdir(path) and storage.isfile(hf_config):
+    id2label = json.loads(storage.read_text(hf_config)).get("id2label") or {}
     if len(id2label) == num_classes:
       return [id2label[str(i)] for i in range(num_classes)]
   if num_classes == 1000:  # TFDS's own imagenet2012 label file (WordNet ids), offline

@@ -4,10 +4,10 @@ Hugging Face directory) through `vit_jax.interop`."""
 
 import dataclasses
 import json
-import os
 
 from vit_jax import errors
 from vit_jax import interop
+from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets as interop_assets
@@ -48,22 +48,21 @@ class Loaded:
 def _workdir_config(path: str) -> dict:
   """Our workdir's config.json ({} for anything else: a Hugging Face config has no "task")."""
   config_path = workdir_lib.config_path(path)
-  if not os.path.isfile(config_path):
+  if not storage.isfile(config_path):
     return {}
-  with open(config_path, encoding="utf-8") as f:
-    config = json.load(f)
+  config = json.loads(storage.read_text(config_path))
   return config if "task" in config else {}
 
 
 def load(path: str) -> Loaded:
   """Reads `path` with every layer its own module (no scan, no remat: same params, and the
   attention weights can be sown per layer)."""
-  if not os.path.exists(path):
+  if not storage.exists(path):
     raise errors.MissingFileError(
         f"{path} does not exist; pass one of our workdirs, an .npz or a "
         "Hugging Face model directory."
     )
-  config = _workdir_config(path) if os.path.isdir(path) else {}
+  config = _workdir_config(path) if storage.isdir(path) else {}
   if config and not _has_checkpoint(path):
     raise errors.MissingFileError(
         f"The workdir {path} has no checkpoint yet (nothing in "
@@ -92,9 +91,9 @@ def load(path: str) -> Loaded:
 
 def _has_checkpoint(workdir: str) -> bool:
   directory = workdir_lib.checkpoints_dir(workdir)
-  return os.path.isdir(directory) and any(
-      d.isdigit() and os.path.isdir(os.path.join(directory, d, workdir_lib.STATE_ITEM))
-      for d in os.listdir(directory)
+  return storage.isdir(directory) and any(
+      d.isdigit() and storage.isdir(storage.join(directory, d, workdir_lib.STATE_ITEM))
+      for d in storage.listdir(directory)
   )
 
 
@@ -140,8 +139,8 @@ def tokenizer(loaded: Loaded):
 
   if loaded.workdir_config:
     return tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(loaded.path))
-  hf_file = os.path.join(loaded.path, interop_assets.HF_TOKENIZER)
-  if os.path.isdir(loaded.path) and os.path.isfile(hf_file):
+  hf_file = storage.join(loaded.path, interop_assets.HF_TOKENIZER)
+  if storage.isdir(loaded.path) and storage.isfile(hf_file):
     return tokenizers.load_pretrained(hf_file)
   raise errors.MissingFileError(
       f"No tokenizer for {loaded.path}: text needs one of our workdirs or a "

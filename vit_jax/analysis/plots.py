@@ -8,11 +8,14 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 import numpy as np
 
+from vit_jax import storage
+
 _DPI = 100
 
 
 def _save(fig, path: str) -> str:
-  fig.savefig(path, dpi=_DPI, bbox_inches="tight")
+  with storage.open(path, "wb") as f:
+    fig.savefig(f, format="png", dpi=_DPI, bbox_inches="tight")
   plt.close(fig)
   return path
 

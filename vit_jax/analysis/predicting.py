@@ -1,11 +1,10 @@
 """Top-k predictions: class names for image files (ViT), token fills for `[MASK]` (masked LM)."""
 
-import os
-
 import jax
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.analysis import images as images_lib
 from vit_jax.analysis import loading
 
@@ -103,7 +102,7 @@ def fill_masks(loaded, text: str, *, top_k: int = 5) -> dict:
 
 def describe_image(result: dict) -> str:
   best = ", ".join(f"{t['name']} {100 * t['probability']:.1f}%" for t in result["top_k"])
-  return f"{os.path.basename(result['file'])}: {best}"
+  return f"{storage.name(result['file'])}: {best}"
 
 
 def describe_masks(result: dict) -> list:

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.analysis import attention
 from vit_jax.analysis import images as images_lib
 from vit_jax.analysis import loading
@@ -85,7 +86,7 @@ def visualize_images(
       loaded.flat[structure.EMBEDDING_KEY], components
   )
   # "class/file.jpg": files of a folder dataset often repeat their names across classes.
-  names = [os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f)) for f in files]
+  names = [os.path.join(storage.name(storage.parent(f)), storage.name(f)) for f in files]
   summary = {
       "model": loaded.model,
       "images": files,
@@ -185,7 +186,9 @@ def visualize_text(loaded, text: str, *, layers=None, heads=None):
 
 def check_output_dir(output_dir: str) -> None:
   """Nothing already saved is overwritten: the output directory must be new or empty."""
-  if os.path.exists(output_dir) and not (os.path.isdir(output_dir) and not os.listdir(output_dir)):
+  if storage.exists(output_dir) and not (
+      storage.isdir(output_dir) and not storage.listdir(output_dir)
+  ):
     raise errors.ConfigError(
         f"--output_dir {output_dir} exists and is not an empty directory; choose a "
         "new one (nothing was written)."
@@ -195,10 +198,9 @@ def check_output_dir(output_dir: str) -> None:
 def write(output_dir: str, summary: dict, writers: dict) -> list:
   """Writes every PNG and summary.json into a new (or empty) `output_dir`; returns the paths."""
   check_output_dir(output_dir)
-  os.makedirs(output_dir, exist_ok=True)
-  written = [writer(os.path.join(output_dir, name)) for name, writer in writers.items()]
+  storage.makedirs(output_dir)
+  written = [writer(storage.join(output_dir, name)) for name, writer in writers.items()]
   summary = {**summary, "files": sorted(writers)}
-  path = os.path.join(output_dir, SUMMARY)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(summary, f, indent=1, default=str)
+  path = storage.join(output_dir, SUMMARY)
+  storage.write_text(path, json.dumps(summary, indent=1, default=str))
   return written + [path]

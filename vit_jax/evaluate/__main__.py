@@ -21,7 +21,6 @@ a dataset that does not fit the model): one `error:` line, exit code 2.
 """
 
 import json
-import os
 
 from absl import app
 from absl import flags
@@ -31,6 +30,7 @@ from ml_collections import config_flags
 from vit_jax import data
 from vit_jax import errors
 from vit_jax import startup
+from vit_jax import storage
 from vit_jax.config import args as config_args
 
 startup.set_cpu_xla_defaults()  # before the backend starts; see startup.py
@@ -49,8 +49,8 @@ def workdir_of(path: str) -> str | None:
   """Our workdir holding `path` (the workdir itself or one of its steps), or None."""
   from vit_jax import workdir as workdir_lib  # pylint: disable=g-import-not-at-top
 
-  for candidate in (path, os.path.dirname(os.path.dirname(os.path.abspath(path)))):
-    if os.path.isfile(workdir_lib.config_path(candidate)) and os.path.isdir(
+  for candidate in (path, storage.parent(storage.parent(storage.absolute(path)))):
+    if storage.isfile(workdir_lib.config_path(candidate)) and storage.isdir(
         workdir_lib.checkpoints_dir(candidate)
     ):
       return candidate
@@ -74,8 +74,9 @@ def run_config(checkpoint_path: str, config, ckpt):
           f"{checkpoint_path} is not one of our workdirs, so it has no data settings: pass "
           "--config=configs/<family>.py:dataset=NAME (the model is read from the checkpoint)."
       )
-    with open(workdir_lib.config_path(workdir), encoding="utf-8") as f:
-      config = ml_collections.ConfigDict(json.load(f))
+    config = ml_collections.ConfigDict(
+        json.loads(storage.read_text(workdir_lib.config_path(workdir)))
+    )
   else:
     config = ml_collections.ConfigDict(config.to_dict())  # unlocked, references resolved
   if workdir is None:  # imported: its architecture is the checkpoint's
@@ -88,8 +89,8 @@ def run_config(checkpoint_path: str, config, ckpt):
     config.model = ml_collections.ConfigDict(ckpt.model)
     if "num_classes" in ckpt.model and "num_classes" in config:
       config.num_classes = ckpt.model["num_classes"]
-    hf_tokenizer = os.path.join(checkpoint_path, assets.HF_TOKENIZER)
-    if config.get("tokenizer") is not None and os.path.isfile(hf_tokenizer):
+    hf_tokenizer = storage.join(checkpoint_path, assets.HF_TOKENIZER)
+    if config.get("tokenizer") is not None and storage.isfile(hf_tokenizer):
       config.tokenizer.path = hf_tokenizer
   if FLAGS.batch_size:
     config.batch_size = FLAGS.batch_size
@@ -168,7 +169,7 @@ def main(argv):
       raise errors.ConfigError(
           "pass --checkpoint (a workdir, an .npz or a Hugging Face directory)."
       )
-    if FLAGS.output and os.path.exists(FLAGS.output):
+    if FLAGS.output and storage.exists(FLAGS.output):
       raise errors.ConfigError(
           f"--output {FLAGS.output} exists; choose a new file (nothing was written)."
       )
@@ -178,7 +179,7 @@ def main(argv):
       print(f"checkpoint: {note}")
     print(table(metrics), flush=True)
     if FLAGS.output:
-      with open(FLAGS.output, "x", encoding="utf-8") as f:
+      with storage.open(FLAGS.output, "x", encoding="utf-8") as f:
         json.dump({"checkpoint": FLAGS.checkpoint, "notes": notes, "metrics": metrics}, f, indent=1)
 
 

@@ -1,11 +1,10 @@
 """Load, save and convert checkpoints between our workdirs, `.npz` files and Hugging Face dirs."""
 
-import os
-
 import jax
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.interop import finetune
 from vit_jax.interop import flat_params
@@ -19,9 +18,9 @@ FORMATS = ("npz", "hf", "orbax")
 
 def detect_format(path: str) -> str:
   """ "npz" for a file, "hf" for a directory with config.json, else "orbax" (our workdir)."""
-  if not os.path.exists(path):
+  if not storage.exists(path):
     raise errors.MissingFileError(f"{path} does not exist.")
-  if os.path.isfile(path):
+  if storage.isfile(path):
     return "npz"
   return "hf" if hf_format.is_hf_dir(path) else "orbax"
 

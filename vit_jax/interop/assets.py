@@ -7,10 +7,10 @@ directory keeps `tokenizer.json`, with its special tokens named in `tokenizer_co
 """
 
 import json
-import os
 
 import tokenizers as tokenizers_lib
 
+from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
@@ -23,7 +23,7 @@ _HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 def read_workdir_tokenizer(workdir: str):
   """The workdir's saved tokenizer, or None when it has none (an image model)."""
   directory = workdir_lib.tokenizer_dir(workdir)
-  if not os.path.isfile(os.path.join(directory, base.META_FILE)):
+  if not storage.isfile(storage.join(directory, base.META_FILE)):
     return None
   return tokenizers.load_tokenizer(directory)
 
@@ -37,8 +37,7 @@ def write_workdir_assets(workdir: str, model: dict, tokenizer) -> None:
       "model": model,
       "written_by": "vit_jax.convert (weights only: no training settings)",
   }
-  with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
-    json.dump(record, f, indent=2, sort_keys=True)
+  storage.write_text(workdir_lib.config_path(workdir), json.dumps(record, indent=2, sort_keys=True))
 
 
 def _token_text(value):
@@ -49,17 +48,17 @@ def _token_text(value):
 def read_hf_tokenizer(path: str, hf_config: dict):
   """The directory's `tokenizer.json` as our HfTokenizer (None without one), its special ids
   taken from the directory's own files where they say which token is which."""
-  if not os.path.isfile(os.path.join(path, HF_TOKENIZER)):
+  if not storage.isfile(storage.join(path, HF_TOKENIZER)):
     return None
-  meta = os.path.join(path, base.META_FILE)  # written by our export: the exact special ids
-  if os.path.isfile(meta):
+  meta = storage.join(path, base.META_FILE)  # written by our export: the exact special ids
+  if storage.isfile(meta):
     return tokenizers.load_tokenizer(path)
-  raw = tokenizers_lib.Tokenizer.from_file(os.path.join(path, HF_TOKENIZER))
+  raw = tokenizers_lib.Tokenizer.from_str(storage.read_text(storage.join(path, HF_TOKENIZER)))
   named = {}
   for name in ("special_tokens_map.json", _HF_TOKENIZER_CONFIG):  # the latter wins
-    if os.path.isfile(os.path.join(path, name)):
-      with open(os.path.join(path, name), encoding="utf-8") as f:
-        named.update({k: _token_text(v) for k, v in json.load(f).items()})
+    if storage.isfile(storage.join(path, name)):
+      saved = json.loads(storage.read_text(storage.join(path, name)))
+      named.update({k: _token_text(v) for k, v in saved.items()})
   special_ids = {}
   for special in base.SPECIAL_NAMES:  # the token named, else the id config.json gives
     text = named.get(f"{special}_token")
@@ -86,6 +85,7 @@ def write_hf_tokenizer(tokenizer, path: str) -> list:
   for special, token_id in tokenizer.special_ids.items():
     if token_id is not None:
       config[f"{special}_token"] = tokenizer.id_to_piece(token_id)
-  with open(os.path.join(path, _HF_TOKENIZER_CONFIG), "w", encoding="utf-8") as f:
-    json.dump(config, f, indent=2, sort_keys=True)
+  storage.write_text(
+      storage.join(path, _HF_TOKENIZER_CONFIG), json.dumps(config, indent=2, sort_keys=True)
+  )
   return [f"wrote the tokenizer ({HF_TOKENIZER}, vocab {tokenizer.vocab_size})"]

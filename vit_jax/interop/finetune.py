@@ -18,13 +18,13 @@ not, and any model of ours fine-tunes from our own workdirs and .npz files.
 """
 
 import dataclasses
-import os
 from typing import Callable, Optional
 
 import jax
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.interop import flat_params
 from vit_jax.interop import hf_format
 from vit_jax.interop import models
@@ -156,7 +156,7 @@ def _describe(config: dict) -> str:
 
 def read_pretrained(path: str) -> tuple[dict, list]:
   """(flat params in our names with one entry per layer, notes) from any format."""
-  if not path or not os.path.exists(path):
+  if not path or not storage.exists(path):
     raise errors.MissingFileError(f"init_from={path!r} does not exist.")
   if hf_format.is_hf_dir(path):
     ckpt = hf_format.read(path)

@@ -3,7 +3,6 @@ writes them (sharded `model.safetensors.index.json` is read too), and the tokeni
 (`tokenizer.json`, see `assets`) when there is one. Needs neither torch nor transformers, and
 never unpickles: a directory with only `pytorch_model.bin` is refused."""
 
-import glob
 import json
 import os
 
@@ -12,9 +11,9 @@ import safetensors
 from safetensors import numpy as safetensors_np
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
-from vit_jax.interop import atomic
 from vit_jax.interop import hf_bert
 from vit_jax.interop import hf_gpt2
 from vit_jax.interop import hf_vit
@@ -31,22 +30,22 @@ INDEX = "model.safetensors.index.json"
 def is_hf_dir(path: str) -> bool:
   """A directory with config.json that is not one of our workdirs (they hold a config.json too)."""
   ours = (workdir_lib.CHECKPOINTS_DIR, workdir_lib.STATE_ITEM)
-  return os.path.isfile(os.path.join(path, HF_CONFIG)) and not any(
-      os.path.isdir(os.path.join(path, d)) for d in ours
+  return storage.isfile(storage.join(path, HF_CONFIG)) and not any(
+      storage.isdir(storage.join(path, d)) for d in ours
   )
 
 
 def read_dir(path: str) -> tuple[dict, dict]:
   """(config.json as a dict, {tensor name: np.ndarray})."""
-  with open(os.path.join(path, HF_CONFIG), encoding="utf-8") as f:
-    config = json.load(f)
-  if os.path.isfile(os.path.join(path, WEIGHTS)):
+  config = json.loads(storage.read_text(storage.join(path, HF_CONFIG)))
+  if storage.isfile(storage.join(path, WEIGHTS)):
     files = [WEIGHTS]
-  elif os.path.isfile(os.path.join(path, INDEX)):
-    with open(os.path.join(path, INDEX), encoding="utf-8") as f:
-      files = sorted(set(json.load(f)["weight_map"].values()))
+  elif storage.isfile(storage.join(path, INDEX)):
+    files = sorted(
+        set(json.loads(storage.read_text(storage.join(path, INDEX)))["weight_map"].values())
+    )
   else:
-    found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(path, "*")))
+    found = sorted(n for n in storage.listdir(path) if not n.startswith("."))
     raise errors.ConversionError(
         f"{path} has no {WEIGHTS} (or {INDEX}); found {found}. Only safetensors are read, never "
         "pickled .bin files: re-save the model with save_pretrained(dir) (safetensors by default)."
@@ -54,10 +53,11 @@ def read_dir(path: str) -> tuple[dict, dict]:
   tensors = {}
   for name in files:
     try:
-      tensors.update(safetensors_np.load_file(os.path.join(path, name)))
+      with storage.local_copy(storage.join(path, name)) as local:
+        tensors.update(safetensors_np.load_file(local))
     except (safetensors.SafetensorError, OSError, ValueError) as e:  # truncated or corrupted
       raise errors.ConversionError(
-          f"Cannot read {os.path.join(path, name)} as safetensors ({e}); "
+          f"Cannot read {storage.join(path, name)} as safetensors ({e}); "
           "the file is damaged: re-save or re-download it."
       ) from e
   return config, tensors
@@ -101,7 +101,7 @@ def write(ckpt: models.Checkpoint, path: str, overwrite: bool = False) -> list:
   for special in ("bos", "eos", "pad"):  # what transformers' generate and padding look up
     if config.get(f"{special}_token_id") is None and ids.get(special) is not None:
       config[f"{special}_token_id"] = ids[special]
-  with atomic.output_path(path, overwrite) as staged:
+  with storage.output_path(path, overwrite) as staged:  # a local folder
     os.makedirs(staged)
     with open(os.path.join(staged, HF_CONFIG), "w", encoding="utf-8") as f:
       json.dump(config, f, indent=2, sort_keys=True)

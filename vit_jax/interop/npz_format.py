@@ -11,20 +11,25 @@ import zlib
 import numpy as np
 
 from vit_jax import errors
-from vit_jax.interop import atomic
+from vit_jax import storage
 from vit_jax.interop import models
 from vit_jax.interop import vit_npz
 
 
 def read(path: str) -> tuple[dict, list]:
   """(flat params in our names, notes)."""
-  if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and say so
+  with storage.local_copy(path) as local:
+    return _read(path, local)
+
+
+def _read(path: str, local: str) -> tuple[dict, list]:
+  if not zipfile.is_zipfile(local):  # np.load would try it as a pickle and say so
     raise errors.ConversionError(
         f"{path} is not an .npz file (not a zip archive); pass a file "
         "written by np.savez or vit_jax.convert."
     )
   try:
-    with np.load(path, allow_pickle=False) as data:
+    with np.load(local, allow_pickle=False) as data:
       flat = {k: data[k] for k in data.files}
   except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
     # truncated or bit-flipped archives, and pickled object arrays, which are refused
@@ -55,6 +60,6 @@ def write(ckpt: models.Checkpoint, path: str, layout: str = "vit", overwrite: bo
     flat = vit_npz.to_big_vision(flat)
   # numpy has no bfloat16: such arrays would not load back without pickle.
   flat = {k: v.astype(np.float32) if v.dtype.kind == "V" else v for k, v in flat.items()}
-  with atomic.output_path(path, overwrite) as staged:
+  with storage.output_path(path, overwrite) as staged:
     with open(staged, "wb") as f:
       np.savez(f, **flat)

@@ -7,17 +7,15 @@ a config.json naming the task, with no optimizer state: it is for fine-tuning
 (`--config.init_from=W`), evaluation and `vit_jax.generate`, not for resuming a training run.
 """
 
-import os
-
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from vit_jax import checkpoint
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
-from vit_jax.interop import atomic
 from vit_jax.interop import flat_params
 from vit_jax.interop import models
 
@@ -26,16 +24,16 @@ def find_step_dir(path: str) -> str:
   """The step directory of a workdir or `checkpoints/` dir (its latest finished step, step 0
   included), or `path` itself when it is one step's directory."""
   path = workdir_lib.checkpoints_of(path)
-  if os.path.isdir(os.path.join(path, workdir_lib.STATE_ITEM)):
+  if storage.isdir(storage.join(path, workdir_lib.STATE_ITEM)):
     return path
-  steps = ocp.step.checkpoint_steps(path) if os.path.isdir(path) else []
+  steps = ocp.step.checkpoint_steps(path) if storage.isdir(path) else []
   if not steps:
     raise errors.ConversionError(
         f"{path} is not a vit_jax workdir or checkpoint: no finished checkpoint step with a "
         "'state' directory found."
     )
-  step_dir = os.path.join(path, str(max(steps)))
-  if not os.path.isdir(os.path.join(step_dir, workdir_lib.STATE_ITEM)):
+  step_dir = storage.join(path, str(max(steps)))
+  if not storage.isdir(storage.join(step_dir, workdir_lib.STATE_ITEM)):
     raise errors.ConversionError(f"{step_dir} has no 'state' directory.")
   return step_dir
 
@@ -53,7 +51,7 @@ def read_params(path: str) -> dict:
 
 
 def _read_step_params(step_dir: str) -> dict:
-  state = read_state_dir(os.path.join(find_step_dir(step_dir), workdir_lib.STATE_ITEM))
+  state = read_state_dir(storage.join(find_step_dir(step_dir), workdir_lib.STATE_ITEM))
   return {k: np.asarray(v) for k, v in flat_params.flatten(state["params"]).items()}
 
 
@@ -73,7 +71,7 @@ def read(path: str) -> models.Checkpoint:
   """Params of the newest intact step (or the step directory given), the recorded model config
   and the workdir's tokenizer."""
   step_dir, (params, record) = checkpoint.first_intact(_candidates(path), read_step)
-  workdir = os.path.dirname(os.path.dirname(step_dir))  # W/checkpoints/<step>
+  workdir = storage.parent(storage.parent(step_dir))  # W/checkpoints/<step>
   return models.Checkpoint(
       params, dict(record["model"]), [f"read {step_dir}"], assets.read_workdir_tokenizer(workdir)
   )
@@ -81,8 +79,8 @@ def read(path: str) -> models.Checkpoint:
 
 def read_step(step_dir: str):
   """(flat params, model record) of one step; any failure marks the step damaged."""
-  record_dir = os.path.join(step_dir, workdir_lib.MODEL_ITEM)
-  if not os.path.isdir(record_dir):
+  record_dir = storage.join(step_dir, workdir_lib.MODEL_ITEM)
+  if not storage.isdir(record_dir):
     raise FileNotFoundError(f"{step_dir} has no model record ('model' directory)")
   params = _read_step_params(step_dir)
   return params, ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
@@ -92,7 +90,7 @@ def write(ckpt: models.Checkpoint, path: str, overwrite: bool = False) -> None:
   tree = ckpt.tree()
   task = {"tokenizer": ckpt.tokenizer.fingerprint} if ckpt.tokenizer is not None else {}
   record = checkpoint.model_record(ckpt.model, tree, task)
-  with atomic.output_path(path, overwrite) as staged:
+  with storage.output_path(path, overwrite) as staged:
     saver = checkpoint.Checkpointer(staged, 1, 1, record)
     try:
       saver.save(0, {"params": tree, "step": np.zeros((), np.int32)}, force=True)

@@ -16,11 +16,11 @@ format: vit_jax/sweep/spec.py.
 """
 
 import argparse
-import os
 import sys
 
 from vit_jax import errors
 from vit_jax import startup
+from vit_jax import storage
 from vit_jax.sweep import checks
 from vit_jax.sweep import collect as collect_lib
 from vit_jax.sweep import fits as fits_lib
@@ -55,8 +55,8 @@ def parse_args(argv):
 
 
 def _evals(out: str) -> list[dict]:
-  path = os.path.join(out, collect_lib.EVALS_CSV)
-  if not os.path.isfile(path):
+  path = storage.join(out, collect_lib.EVALS_CSV)
+  if not storage.isfile(path):
     raise errors.MissingFileError(f"{path} does not exist; run `collect` first.")
   return collect_lib.read_csv(path)
 

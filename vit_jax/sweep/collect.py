@@ -11,10 +11,11 @@ evaluator, "eval" (the task's own metrics on its eval split).
 """
 
 import csv
+import io
 import json
 import math
-import os
 
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import runner
 from vit_jax.sweep import spec
@@ -56,15 +57,13 @@ def metric_values(row: dict) -> dict:
 def describe(name: str, workdir: str) -> dict | None:
   """The run's settings from config.json and run_info.json; None if it never started."""
   config_path = workdir_lib.config_path(workdir)
-  if not os.path.isfile(config_path):
+  if not storage.isfile(config_path):
     return None
-  with open(config_path, encoding="utf-8") as f:
-    config = json.load(f)
+  config = json.loads(storage.read_text(config_path))
   info = {}
   info_path = workdir_lib.run_info_path(workdir)
-  if os.path.isfile(info_path):
-    with open(info_path, encoding="utf-8") as f:
-      info = json.load(f)
+  if storage.isfile(info_path):
+    info = json.loads(storage.read_text(info_path))
   model = config.get("model", {})
   label = " ".join(str(model[k]) for k in ("name", "variant") if model.get(k))
   if model.get("block_counts"):  # custom stages override the ResNet variant's
@@ -142,21 +141,22 @@ def collect(sweep: spec.Sweep, root: str, out: str) -> tuple[list[dict], list[di
   runner.check_root(sweep, root, create=False)
   runs, evals = [], []
   for run in sweep.runs:
-    summary, rows = run_rows(run.name, os.path.join(root, run.name), run.budget_flops)
+    summary, rows = run_rows(run.name, storage.join(root, run.name), run.budget_flops)
     runs.append(summary)
     evals.extend(rows)
-  os.makedirs(out, exist_ok=True)
-  write_csv(os.path.join(out, RUNS_CSV), RUN_COLUMNS, runs)
-  write_csv(os.path.join(out, EVALS_CSV), EVAL_COLUMNS, evals)
+  storage.makedirs(out)
+  write_csv(storage.join(out, RUNS_CSV), RUN_COLUMNS, runs)
+  write_csv(storage.join(out, EVALS_CSV), EVAL_COLUMNS, evals)
   return runs, evals
 
 
 def write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
-  with open(path, "w", encoding="utf-8", newline="") as f:
-    writer = csv.DictWriter(f, columns, extrasaction="ignore")
-    writer.writeheader()
-    for row in rows:
-      writer.writerow({k: _cell(row.get(k)) for k in columns})
+  text = io.StringIO(newline="")
+  writer = csv.DictWriter(text, columns, extrasaction="ignore")
+  writer.writeheader()
+  for row in rows:
+    writer.writerow({k: _cell(row.get(k)) for k in columns})
+  storage.write_bytes(path, text.getvalue().encode("utf-8"))  # csv's own \r\n line ends
 
 
 def _cell(value):
@@ -169,8 +169,8 @@ def _cell(value):
 
 def read_csv(path: str) -> list[dict]:
   """Rows of a CSV written here, numbers as numbers, empty cells as None, final as bool."""
-  with open(path, encoding="utf-8", newline="") as f:
-    return [{k: _parse(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
+  rows = csv.DictReader(io.StringIO(storage.read_bytes(path).decode("utf-8"), newline=""))
+  return [{k: _parse(k, v) for k, v in row.items()} for row in rows]
 
 
 def _parse(key: str, text: str):

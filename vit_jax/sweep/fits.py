@@ -19,11 +19,11 @@ With both joint and isoflop, fit.json's `optimal_size_exponent` puts their two e
 
 import json
 import math
-import os
 
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.sweep import isoflop
 from vit_jax.sweep import joint
 from vit_jax.sweep import powerlaw
@@ -200,18 +200,16 @@ def joint_entry(metric: str, evals: list[dict], *, samples: int = 200, seed: int
 
 
 def write(result: dict, out: str) -> str:
-  path = os.path.join(out, FIT_JSON)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(result, f, indent=2)
+  path = storage.join(out, FIT_JSON)
+  storage.write_text(path, json.dumps(result, indent=2))
   return path
 
 
 def read(out: str) -> dict | None:
-  path = os.path.join(out, FIT_JSON)
-  if not os.path.isfile(path):
+  path = storage.join(out, FIT_JSON)
+  if not storage.isfile(path):
     return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return json.loads(storage.read_text(path))
 
 
 def curve(fit_entry: dict, x_low: float, x_high: float, count: int = 200):

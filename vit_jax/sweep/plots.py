@@ -3,7 +3,6 @@ joint fit's compute-optimal loss), error vs training-set size per model size, er
 (log-log), and the IsoFLOP profiles with the optimal model size per budget."""
 
 import math
-import os
 
 import matplotlib
 
@@ -13,6 +12,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 import numpy as np
 
+from vit_jax import storage
 from vit_jax.sweep import fits as fits_lib
 from vit_jax.sweep import joint
 
@@ -83,8 +83,7 @@ def _finish(ax, fig, x_label: str, y_label: str, title: str, path: str) -> str:
   decimals = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}")
   ax.yaxis.set_major_formatter(decimals)  # errors read better as 0.2 than as 2 x 10^-1
   ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-  fig.savefig(path, dpi=_DPI, bbox_inches="tight")
-  plt.close(fig)
+  _save(fig, path)
   return path
 
 
@@ -244,20 +243,25 @@ def isoflop_plot(fit: dict | None, metric: str, path: str, title: str) -> str | 
   right.grid(True, which="both", alpha=0.25)
   right.legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=_DPI, bbox_inches="tight")
-  plt.close(fig)
+  _save(fig, path)
   return path
 
 
+def _save(fig, path: str) -> None:
+  with storage.open(path, "wb") as f:
+    fig.savefig(f, format="png", dpi=_DPI, bbox_inches="tight")
+  plt.close(fig)
+
+
 def plot_all(sweep, evals: list[dict], fit: dict | None, out: str) -> list[str]:
-  name = os.path.splitext(os.path.basename(sweep.path))[0]
+  name = storage.name(sweep.path).removesuffix(".py")
   made = [
-      compute_plot(evals, sweep.metric, fit, os.path.join(out, "compute.png"), name),
-      axis_plot(evals, sweep.metric, "data", fit, os.path.join(out, "data.png"), name),
+      compute_plot(evals, sweep.metric, fit, storage.join(out, "compute.png"), name),
+      axis_plot(evals, sweep.metric, "data", fit, storage.join(out, "data.png"), name),
       # Best loss per model size means nothing across compute budgets: isoflop.png instead.
       None
       if any(r.get("budget_flops") for r in evals)
-      else axis_plot(evals, sweep.metric, "params", fit, os.path.join(out, "params.png"), name),
-      isoflop_plot(fit, sweep.metric, os.path.join(out, "isoflop.png"), name),
+      else axis_plot(evals, sweep.metric, "params", fit, storage.join(out, "params.png"), name),
+      isoflop_plot(fit, sweep.metric, storage.join(out, "isoflop.png"), name),
   ]
   return [p for p in made if p]

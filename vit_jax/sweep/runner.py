@@ -15,18 +15,20 @@ import sys
 import time
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import spec
+
+LOG_UPLOAD_S = 30  # a run's log in a bucket is uploaded again this often while it runs
 
 
 def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
   """Refuses a root that holds another sweep (or something else); writes sweep.json if `create`."""
   identity = sweep.identity()
   path = workdir_lib.sweep_file(root)
-  if os.path.isfile(path):
+  if storage.isfile(path):
     try:
-      with open(path, encoding="utf-8") as f:
-        saved = json.load(f)
+      saved = json.loads(storage.read_text(path))
     except (OSError, ValueError) as e:
       raise errors.WorkdirError(f"{path} is unreadable ({e}); use a new --root.") from e
     if saved.get("sweep_hash") != identity["sweep_hash"]:
@@ -36,16 +38,15 @@ def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
           "sweep; nothing in the root was changed."
       )
     return
-  if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+  if storage.exists(root) and (not storage.isdir(root) or storage.listdir(root)):
     raise errors.WorkdirError(
         f"--root={root} is not empty and has no {workdir_lib.SWEEP_FILE}, so it is not this "
         "sweep's root; use a new or empty folder. Nothing in it was changed."
     )
   if not create:
     raise errors.MissingFileError(f"--root={root} holds no sweep yet; run the sweep first.")
-  os.makedirs(root, exist_ok=True)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(identity, f, indent=2)
+  storage.makedirs(root)
+  storage.write_text(path, json.dumps(identity, indent=2))
 
 
 def _difference(saved: dict, now: dict) -> str:
@@ -63,10 +64,10 @@ def _difference(saved: dict, now: dict) -> str:
 def read_metrics(workdir: str) -> list[dict]:
   """The records of `workdir/metrics.jsonl` (a torn last line of a killed run is ignored)."""
   path = workdir_lib.metrics_path(workdir)
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     return []
   rows = []
-  with open(path, encoding="utf-8") as f:
+  with storage.open(path, encoding="utf-8") as f:
     for line in f:
       try:
         rows.append(json.loads(line))
@@ -107,17 +108,17 @@ def run_all(sweep: spec.Sweep, configs: dict, root: str) -> int:
 def _run_each(sweep: spec.Sweep, configs: dict, root: str) -> int:
   failed, skipped = [], 0
   for i, run in enumerate(sweep.runs, 1):
-    workdir = os.path.join(root, run.name)
+    workdir = storage.join(root, run.name)
     total_steps = configs[run.name].total_steps
     prefix = f"[{i}/{len(sweep.runs)}] {run.name}"
     if is_finished(workdir, total_steps):
       print(f"{prefix}: finished, skipped.", flush=True)
       skipped += 1
       continue
-    resuming = os.path.isdir(workdir_lib.checkpoints_dir(workdir))
+    resuming = storage.isdir(workdir_lib.checkpoints_dir(workdir))
     log_path = workdir_lib.train_log_path(workdir)
     print(f"{prefix}: {'resuming' if resuming else 'starting'} (log: {log_path})", flush=True)
-    os.makedirs(workdir, exist_ok=True)
+    storage.makedirs(workdir)
     start = time.time()
     code = _run(run.argv(root, python=sys.executable), workdir, log_path)
     took = f"{time.time() - start:.0f} s"
@@ -142,20 +143,33 @@ def _run_each(sweep: spec.Sweep, configs: dict, root: str) -> int:
 
 def _run(argv: list[str], workdir: str, log_path: str) -> int:
   del workdir  # the command names it
-  with open(log_path, "a", encoding="utf-8") as log:
+  with storage.appender(log_path) as log:
     log.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n")
     log.flush()
     # The run imports the same vit_jax as this process, wherever the sweep is started from.
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [spec.REPO_ROOT, env.get("PYTHONPATH")]))
-    return subprocess.run(
-        argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False
-    ).returncode
+    if not storage.is_remote(log_path):  # the run writes the file itself
+      return subprocess.run(
+          argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False
+      ).returncode
+    # A bucket object cannot be written by the child: its lines pass through here, and the log
+    # is uploaded again every LOG_UPLOAD_S seconds and at the end.
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, errors="replace"
+    ) as run:
+      uploaded = time.time()
+      for line in run.stdout:
+        log.write(line)
+        if time.time() - uploaded > LOG_UPLOAD_S:
+          log.flush()
+          uploaded = time.time()
+    return run.returncode
 
 
 def _tail(path: str, count: int) -> list[str]:
   try:
-    with open(path, encoding="utf-8", errors="replace") as f:
-      return [line.rstrip() for line in f.readlines()[-count:]]
+    text = storage.read_bytes(path).decode("utf-8", errors="replace")
   except OSError:
     return []
+  return [line.rstrip() for line in text.splitlines()[-count:]]

@@ -42,6 +42,7 @@ import os
 import re
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.config import args
 
 SWEEP_KEYS = ("config", "fixed", "runs", "grid", "name", "metric", "fits")
@@ -69,7 +70,7 @@ class Run:
         "vit_jax.main",
         f"--config={resolve_config(self.config)}",
         *self.flags(),
-        f"--workdir={os.path.join(root, self.name)}",
+        f"--workdir={storage.join(root, self.name)}",
     ]
 
 

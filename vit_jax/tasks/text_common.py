@@ -1,13 +1,13 @@
 """What every text task shares: the tokenizer kept with the workdir, and masked sums."""
 
 import abc
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
@@ -24,7 +24,7 @@ def tokenizer_for(config, workdir: str):
   """
   tc = config.tokenizer
   directory = workdir_lib.tokenizer_dir(workdir)
-  if os.path.exists(os.path.join(directory, base.META_FILE)):
+  if storage.exists(storage.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (
         saved.kind != tokenizers.saved_kind(tc.kind)
@@ -39,7 +39,7 @@ def tokenizer_for(config, workdir: str):
   if tc.path:
     return tokenizers.load_pretrained(tc.path)
   init_dir = workdir_lib.tokenizer_dir(config.get("init_from") or "")
-  if config.get("init_from") and os.path.exists(os.path.join(init_dir, base.META_FILE)):
+  if config.get("init_from") and storage.exists(storage.join(init_dir, base.META_FILE)):
     return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
   if stream.is_stream(config.dataset):  # the training text only: the tail stays unseen
     texts = stream.tokenizer_texts(config.dataset, config.stream.holdout)[: tc.max_train_texts]
@@ -126,7 +126,7 @@ class TokenLossTask(TextTask):
 
 def save_tokenizer(tokenizer, workdir: str) -> None:
   directory = workdir_lib.tokenizer_dir(workdir)
-  if not os.path.exists(os.path.join(directory, base.META_FILE)):
+  if not storage.exists(storage.join(directory, base.META_FILE)):
     tokenizer.save(directory)
 
 

@@ -5,12 +5,12 @@ step-time breakdown, training/step_timing.py) go to the file and TensorBoard, no
 """
 
 import json
-import os
 import sys
 import time
 
 import jax
 
+from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 
 DETAIL_PREFIX = "time/"  # logged to the file and TensorBoard only
@@ -42,7 +42,7 @@ class MetricsLog:
     self.elapsed_before = max(
         (float(r.get("elapsed_s", 0.0)) for r in self.earlier_records), default=0.0
     )
-    self.jsonl = open(path, "a", encoding="utf-8")
+    self.jsonl = storage.appender(path)
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
 
     self.tb = SummaryWriter(workdir_lib.tensorboard_dir(workdir))
@@ -98,10 +98,10 @@ class MetricsLog:
 
 def earlier_records(path: str) -> list[dict]:
   """The records of an existing metrics file, in order (none for a new run)."""
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     return []
   records = []
-  with open(path, encoding="utf-8") as f:
+  with storage.open(path, encoding="utf-8") as f:
     for line in f:
       try:
         record = json.loads(line)

@@ -17,7 +17,6 @@ already on the devices.
 import dataclasses
 import functools
 import json
-import os
 import time
 from typing import Any, Callable
 
@@ -29,6 +28,7 @@ import optax
 from vit_jax import checkpoint
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
@@ -252,7 +252,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
     checkpoint.discard_partial_saves(workdir)
     saved = checkpoint.step_dirs(workdir)
     then = (
-        f"rerun the same command to resume from step {os.path.basename(saved[0])}, the last good "
+        f"rerun the same command to resume from step {storage.name(saved[0])}, the last good "
         f"checkpoint ({saved[0]})"
         if saved
         else "rerun the same command (no checkpoint was saved yet)"
@@ -265,7 +265,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
   data_notes = checks.validate_training(config, workdir)  # before anything is written
-  os.makedirs(workdir, exist_ok=True)
+  storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
 
@@ -327,14 +327,10 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   def save_run_info(step: int) -> None:
     if jax.process_index() == 0:  # whole or not at all (it is rewritten while the run goes)
       run_info["goodput"] = {"step": step, **times.goodput.summary(log.elapsed())}
-      path = workdir_lib.run_info_path(workdir)
-      with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(run_info, f, indent=2)
-      os.replace(path + ".tmp", path)
+      storage.replace_text(workdir_lib.run_info_path(workdir), json.dumps(run_info, indent=2))
 
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
-    with open(workdir_lib.config_path(workdir), "w", encoding="utf-8") as f:
-      f.write(config.to_json_best_effort(indent=2))
+    storage.write_text(workdir_lib.config_path(workdir), config.to_json_best_effort(indent=2))
     task.save_assets(workdir)
 
   # ---- Evaluation: each evaluator every `every` steps and at the last step, as NAME/metric ----

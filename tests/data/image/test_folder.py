@@ -68,3 +68,26 @@ def test_folder_through_train_and_eval(folder):
 def test_missing_folder_is_a_clear_error(tmp_path):
   with pytest.raises(FileNotFoundError, match="does not exist"):
     pipeline.dataset_info(f"folder:{tmp_path}/nope")
+
+
+def test_a_folder_in_a_bucket_reads_as_the_local_one(folder, gcs):
+  """The same files under gs:// (listed and read through vit_jax/storage.py) give the same
+  dataset: classes, counts, and each example's bytes and label in the same order."""
+  root = gcs.new_dir("folder")
+  gcs.upload(folder, root)
+  local, remote = image_folder.ImageFolder.scan(folder), image_folder.ImageFolder.scan(root)
+  assert remote.class_names == local.class_names
+  assert remote.num_examples("train") == local.num_examples("train") == 12
+  read = lambda scanned: [
+      (ex["image"], ex["label"]) for ex in scanned.read("train", 1, 2).as_numpy_iterator()
+  ]
+  assert read(remote) == read(local)
+  batches = [
+      next(
+          pipeline.train_iterator(
+              f"folder:{r}", global_batch_size=4, image_size=8, seed=0, process_count=1
+          )
+      )
+      for r in (folder, root)
+  ]
+  np.testing.assert_array_equal(batches[0]["image"], batches[1]["image"])

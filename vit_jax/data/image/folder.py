@@ -7,6 +7,9 @@ lets each process read only its own share.
 A file that does not decode as an image is left out with a warning naming it
 (checked once per file version), so one corrupt file never kills a run mid-way;
 vit_jax/config/checks.py counts them, or refuses them with bad_images=error.
+
+The root may be a local folder or a bucket's (gs://...): files are listed and read through
+vit_jax/storage.py.
 """
 
 import dataclasses
@@ -18,6 +21,7 @@ import sys
 import tensorflow as tf
 
 from vit_jax import errors
+from vit_jax import storage
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
@@ -36,18 +40,18 @@ class ImageFolder:
   @classmethod
   def scan(cls, root: str) -> "ImageFolder":
     root = os.path.expanduser(root)
-    if not tf.io.gfile.isdir(root):
+    if not storage.isdir(root):
       raise errors.MissingFileError(f"Image folder {root!r} does not exist.")
     splits = _subdirs(root)
-    class_names = tuple(sorted({c for s in splits for c in _subdirs(os.path.join(root, s))}))
+    class_names = tuple(sorted({c for s in splits for c in _subdirs(storage.join(root, s))}))
     label_of = {name: i for i, name in enumerate(class_names)}
     examples = {}
     for split in splits:
-      split_dir = os.path.join(root, split)
+      split_dir = storage.join(root, split)
       examples[split] = tuple(
           (path, label_of[c])
           for c in _subdirs(split_dir)
-          for path in _image_files(os.path.join(split_dir, c))
+          for path in _image_files(storage.join(split_dir, c))
           if _decodes(path)
       )
     if not any(examples.values()):
@@ -75,7 +79,7 @@ class ImageFolder:
     share, as with `tfds.even_splits`.
     """
     paths, labels = self._share(split, process_index, process_count)
-    return _load(tf.data.Dataset.from_tensor_slices((paths, labels)))
+    return _load(tf.data.Dataset.from_tensor_slices((paths, labels)), self.root)
 
   def read_shuffled(self, split: str, process_index: int = 0, process_count: int = 1):
     """A function from a seed (int64 tensor [2]) to `read`'s share in that seed's order. Every
@@ -85,7 +89,8 @@ class ImageFolder:
     def read_in_order(seed_2):
       order = tf.random.experimental.stateless_shuffle(tf.range(tf.size(paths)), seed_2)
       return _load(
-          tf.data.Dataset.from_tensor_slices((tf.gather(paths, order), tf.gather(labels, order)))
+          tf.data.Dataset.from_tensor_slices((tf.gather(paths, order), tf.gather(labels, order))),
+          self.root,
       )
 
     return read_in_order
@@ -111,24 +116,23 @@ def undecodable_images(root: str) -> list[str]:
   return [
       path
       for split in _subdirs(root)
-      for c in _subdirs(os.path.join(root, split))
-      for path in _image_files(os.path.join(root, split, c))
+      for c in _subdirs(storage.join(root, split))
+      for path in _image_files(storage.join(root, split, c))
       if not _decodes(path)
   ]
 
 
 def _decodes(path: str) -> bool:
-  stat = tf.io.gfile.stat(path)
-  return _decodes_version(path, stat.length, stat.mtime_nsec)
+  return _decodes_version(path, *storage.size_and_mtime(path))
 
 
 @functools.lru_cache(maxsize=None)
 def _decodes_version(path: str, size: int, mtime_ns: int) -> bool:
   del size, mtime_ns  # part of the cache key only: a rewritten file is checked again
   try:
-    tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+    tf.io.decode_image(storage.read_bytes(path), channels=3, expand_animations=False)
     return True
-  except tf.errors.OpError as e:
+  except (tf.errors.OpError, OSError) as e:
     reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
     reason = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\].*", "", reason)[:120]  # TF's op and device tags
     print(
@@ -138,23 +142,29 @@ def _decodes_version(path: str, size: int, mtime_ns: int) -> bool:
 
 
 def _subdirs(path: str) -> list[str]:
-  return sorted(
-      name.rstrip("/")
-      for name in tf.io.gfile.listdir(path)
-      if tf.io.gfile.isdir(os.path.join(path, name))
-  )
+  return sorted(name for name in storage.listdir(path) if storage.isdir(storage.join(path, name)))
 
 
 def _image_files(path: str) -> list[str]:
   return sorted(
-      os.path.join(path, name)
-      for name in tf.io.gfile.listdir(path)
+      storage.join(path, name)
+      for name in storage.listdir(path)
       if name.lower().endswith(_IMAGE_EXTENSIONS)
   )
 
 
-def _load(paths_and_labels: tf.data.Dataset) -> tf.data.Dataset:
+def _load(paths_and_labels: tf.data.Dataset, root: str) -> tf.data.Dataset:
+  read = _read_through_storage if storage.is_remote(root) else tf.io.read_file
   return paths_and_labels.map(
-      lambda path, label: {"image": tf.io.read_file(path), "label": label},
+      lambda path, label: {"image": read(path), "label": label},
       num_parallel_calls=tf.data.AUTOTUNE,
   )
+
+
+def _read_through_storage(path_tensor):
+  """A bucket's file read in the input pipeline by vit_jax/storage.py (the client the rest of
+  the run uses), not by TensorFlow's own GCS client."""
+  read = lambda path: storage.read_bytes(path.numpy().decode())
+  data = tf.py_function(read, [path_tensor], tf.string)
+  data.set_shape([])
+  return data

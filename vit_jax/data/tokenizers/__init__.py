@@ -10,10 +10,10 @@ resumed runs use the very same vocabulary; a checkpoint that records
 """
 
 import importlib
-import os
 from typing import Callable, Iterable, Optional
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.data.tokenizers import base as tokenizer_base
 from vit_jax.data.tokenizers.base import check_fingerprint
 from vit_jax.data.tokenizers.base import Tokenizer
@@ -121,7 +121,7 @@ def load_or_build(
   `expected_fingerprint` (e.g. read from a checkpoint) makes a different
   tokenizer an error instead of a silent vocabulary change.
   """
-  if os.path.exists(os.path.join(directory, tokenizer_base.META_FILE)):
+  if storage.exists(storage.join(directory, tokenizer_base.META_FILE)):
     tokenizer = _tokenizer_load(directory)
   else:
     tokenizer = build()

@@ -11,12 +11,12 @@ import abc
 import functools
 import hashlib
 import json
-import os
 from typing import ClassVar, Iterable, Optional, Sequence
 
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import storage
 
 META_FILE = "tokenizer_meta.json"
 SPECIAL_NAMES = ("pad", "unk", "cls", "sep", "mask", "bos", "eos")
@@ -184,7 +184,7 @@ class Tokenizer(abc.ABC):
     return not _is_word_char(piece[0])
 
   def save(self, directory: str) -> None:
-    os.makedirs(directory, exist_ok=True)
+    storage.makedirs(directory)
     self._save_model(directory)
     meta = {
         "kind": self.kind,
@@ -192,8 +192,9 @@ class Tokenizer(abc.ABC):
         "vocab_size": self.vocab_size,
         "special_ids": self._special_ids,
     }
-    with open(os.path.join(directory, META_FILE), "w") as f:
-      json.dump(meta, f, indent=2, sort_keys=True)
+    storage.write_text(
+        storage.join(directory, META_FILE), json.dumps(meta, indent=2, sort_keys=True)
+    )
 
   @staticmethod
   def load(directory: str) -> "Tokenizer":
@@ -232,11 +233,10 @@ def _piece_ends_word(piece: str) -> bool:
 
 
 def read_meta(directory: str) -> dict:
-  path = os.path.join(directory, META_FILE)
-  if not os.path.exists(path):
+  path = storage.join(directory, META_FILE)
+  if not storage.exists(path):
     raise errors.MissingFileError(f"No saved tokenizer in {directory} (missing {META_FILE}).")
-  with open(path) as f:
-    return json.load(f)
+  return json.loads(storage.read_text(path))
 
 
 def check_fingerprint(

@@ -6,10 +6,10 @@ what the GPT acceptance test compares against the corpus's unigram entropy.
 
 import collections
 import json
-import os
 from typing import Iterable, Optional, Sequence
 
 from vit_jax import errors
+from vit_jax import storage
 from vit_jax.data.tokenizers import base
 
 _VOCAB_FILE = "char_vocab.json"
@@ -79,10 +79,10 @@ class CharTokenizer(base.Tokenizer):
     return json.dumps(self._pieces, ensure_ascii=True).encode()
 
   def _save_model(self, directory: str) -> None:
-    with open(os.path.join(directory, _VOCAB_FILE), "w") as f:
-      json.dump(self._pieces, f, ensure_ascii=True)
+    storage.write_text(
+        storage.join(directory, _VOCAB_FILE), json.dumps(self._pieces, ensure_ascii=True)
+    )
 
   @classmethod
   def _load_model(cls, directory: str, meta: dict) -> "CharTokenizer":
-    with open(os.path.join(directory, _VOCAB_FILE)) as f:
-      return cls(json.load(f))
+    return cls(json.loads(storage.read_text(storage.join(directory, _VOCAB_FILE))))

@@ -5,7 +5,6 @@ Byte-level BPE has no unknown characters: every string round-trips exactly.
 """
 
 import json
-import os
 from typing import Iterable, Optional, Sequence
 
 import tokenizers
@@ -14,6 +13,7 @@ from tokenizers import models
 from tokenizers import pre_tokenizers
 from tokenizers import trainers
 
+from vit_jax import storage
 from vit_jax.data.tokenizers import base
 
 _MODEL_FILE = "tokenizer.json"
@@ -86,7 +86,7 @@ class HfTokenizer(base.Tokenizer):
       cls, path: str, special_ids: Optional[dict[str, Optional[int]]] = None
   ) -> "HfTokenizer":
     """Loads an existing `tokenizer.json`."""
-    return cls(tokenizers.Tokenizer.from_file(path), special_ids)
+    return cls(tokenizers.Tokenizer.from_str(storage.read_text(path)), special_ids)
 
   @property
   def vocab_size(self) -> int:
@@ -117,8 +117,8 @@ class HfTokenizer(base.Tokenizer):
     return self._tok.to_str().encode()
 
   def _save_model(self, directory: str) -> None:
-    self._tok.save(os.path.join(directory, _MODEL_FILE))
+    storage.write_text(storage.join(directory, _MODEL_FILE), self._tok.to_str(pretty=True))
 
   @classmethod
   def _load_model(cls, directory: str, meta: dict) -> "HfTokenizer":
-    return cls.from_file(os.path.join(directory, _MODEL_FILE), meta["special_ids"])
+    return cls.from_file(storage.join(directory, _MODEL_FILE), meta["special_ids"])

@@ -6,11 +6,11 @@ documentation with indentation round-trips through encode/decode.
 """
 
 import io
-import os
 from typing import Iterable, Optional, Sequence
 
 import sentencepiece as spm
 
+from vit_jax import storage
 from vit_jax.data.tokenizers import base
 
 _MODEL_FILE = "spm.model"
@@ -94,8 +94,7 @@ class SentencePieceTokenizer(base.Tokenizer):
       cls, path: str, special_ids: Optional[dict[str, Optional[int]]] = None
   ) -> "SentencePieceTokenizer":
     """Loads an existing `.model` file (e.g. from a pretrained model)."""
-    with open(path, "rb") as f:
-      return cls(f.read(), special_ids)
+    return cls(storage.read_bytes(path), special_ids)
 
   @property
   def vocab_size(self) -> int:
@@ -120,12 +119,11 @@ class SentencePieceTokenizer(base.Tokenizer):
     return self._proto
 
   def _save_model(self, directory: str) -> None:
-    with open(os.path.join(directory, _MODEL_FILE), "wb") as f:
-      f.write(self._proto)
+    storage.write_bytes(storage.join(directory, _MODEL_FILE), self._proto)
 
   @classmethod
   def _load_model(cls, directory: str, meta: dict) -> "SentencePieceTokenizer":
-    return cls.from_file(os.path.join(directory, _MODEL_FILE), meta["special_ids"])
+    return cls.from_file(storage.join(directory, _MODEL_FILE), meta["special_ids"])
 
 
 def _find_special_ids(sp: spm.SentencePieceProcessor) -> dict:

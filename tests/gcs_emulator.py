@@ -1,0 +1,173 @@
+"""A Cloud Storage API on localhost for the tests: gcp-storage-emulator (from the package index),
+started once per test session, with every client pointed at it through the environment.
+
+    python -m tests.gcs_emulator PORT BUCKET   # what `running` starts
+
+The emulator speaks GCS's JSON API but ignores generation preconditions, which the workdir lock
+and TensorStore's OCDBT manifests (orbax's arrays) rely on; `serve` adds them to its object
+handlers as Cloud Storage documents them (see `_with_preconditions`).
+"""
+
+import contextlib
+import http
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+BUCKET = "vit-jax-test"
+
+
+# Read once per process, at first use (epath on any path; gcsfs on import): tests/conftest.py
+# sets them before any test runs.
+PROCESS_SETTINGS = {
+    "EPATH_USE_TF": "false",  # epath through gcsfs: TensorFlow's GCS client has no endpoint flag
+    # gcsfs asks Cloud Storage's control API (gRPC, which the emulator lacks) for the bucket type.
+    "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+}
+
+
+def environment(port: int) -> dict:
+  """What points each client at the emulator (none of it is needed on a real bucket)."""
+  url = f"http://localhost:{port}"
+  return {
+      **PROCESS_SETTINGS,
+      "STORAGE_EMULATOR_HOST": url,  # google-cloud-storage and gcsfs
+      "TENSORSTORE_GCS_HTTP_URL": url,  # TensorStore, which writes orbax's arrays
+      "GOOGLE_AUTH_TOKEN_FOR_TESTING": "test",  # TensorStore: no credentials lookup
+  }
+
+
+def _with_preconditions(handler, name_of):
+  """`handler` that first checks the request's generation preconditions, as Cloud Storage does:
+  412 if ifGenerationMatch is not the object's generation (0: the object must not exist), 304
+  Not Modified for a read whose ifGenerationNotMatch is; a read also returns the generation in
+  its x-goog-generation header (TensorStore reads it there)."""
+  from gcp_storage_emulator.exceptions import NotFound  # pylint: disable=g-import-not-at-top
+
+  def checked(request, response, storage, *args, **kwargs):
+    try:
+      generation = str(
+          storage.get_file_obj(request.params["bucket_name"], name_of(request))["generation"]
+      )
+    except NotFound:
+      generation = "0"
+    match = request.query.get("ifGenerationMatch")
+    if match and match[0] != generation:
+      response.status = http.HTTPStatus.PRECONDITION_FAILED
+      response.json({"error": {"code": 412, "message": "Precondition Failed"}})
+      return None
+    not_match = request.query.get("ifGenerationNotMatch")
+    if not_match and not_match[0] == generation and request.method == "GET":
+      response.status = http.HTTPStatus.NOT_MODIFIED
+      return None
+    if request.method == "GET" and generation != "0":
+      response["x-goog-generation"] = generation
+    return handler(request, response, storage, *args, **kwargs)
+
+  return checked
+
+
+def _upload_name(request):
+  if "name" in request.query:
+    return request.query["name"][0]
+  data = request.data if isinstance(request.data, dict) else {}  # multipart: metadata + content
+  return (data.get("meta") or {}).get("name") or data.get("name")
+
+
+def serve(port: int, bucket: str) -> None:
+  from gcp_storage_emulator import server  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator.handlers import objects  # pylint: disable=g-import-not-at-top
+
+  object_id = lambda request: request.params["object_id"]
+  patched = {
+      objects.insert: _with_preconditions(objects.insert, _upload_name),
+      objects.delete: _with_preconditions(objects.delete, object_id),
+      objects.get: _with_preconditions(objects.get, object_id),
+      objects.download: _with_preconditions(objects.download, object_id),
+  }
+  for _, methods in server.HANDLERS:
+    for method, handler in methods.items():
+      methods[method] = patched.get(handler, handler)
+  objects.insert = patched[objects.insert]  # the router's fallback for uploads looks it up here
+  server.create_server("localhost", port, in_memory=True, default_bucket=bucket).run()
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+class Emulator:
+  """A running emulator: `new_dir()` gives each test its own folder in the one bucket."""
+
+  def __init__(self, port: int, bucket: str):
+    self.port, self.bucket = port, bucket
+    self.env = environment(port)
+
+  def new_dir(self, label: str = "t") -> str:
+    return f"gs://{self.bucket}/{label}-{uuid.uuid4().hex[:8]}"
+
+  def _client(self):
+    from google.cloud import storage  # pylint: disable=g-import-not-at-top
+
+    return storage.Client()
+
+  def objects(self, folder: str) -> dict:
+    """{path relative to `folder`: content} of every object under gs:// `folder`."""
+    prefix = folder.removeprefix(f"gs://{self.bucket}/").rstrip("/") + "/"
+    return {
+        blob.name[len(prefix) :]: blob.download_as_bytes()
+        for blob in self._client().list_blobs(self.bucket, prefix=prefix)
+    }
+
+  def upload(self, local_folder, folder: str) -> None:
+    """Copies a local folder's files under gs:// `folder`."""
+    bucket = self._client().bucket(self.bucket)
+    prefix = folder.removeprefix(f"gs://{self.bucket}/").rstrip("/")
+    for root, _, files in os.walk(local_folder):
+      for name in files:
+        path = os.path.join(root, name)
+        relative = os.path.relpath(path, local_folder)
+        bucket.blob(f"{prefix}/{relative}").upload_from_filename(path)
+
+
+@contextlib.contextmanager
+def running():
+  """Starts the emulator on a free port and points this process's environment (which the
+  commands the tests start inherit) at it; restores the environment after."""
+  port = _free_port()
+  process = subprocess.Popen(
+      [sys.executable, "-m", "tests.gcs_emulator", str(port), BUCKET],
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL,
+  )
+  saved = {k: os.environ.get(k) for k in environment(port)}
+  try:
+    deadline = time.time() + 60
+    while True:
+      try:
+        socket.create_connection(("localhost", port), timeout=1).close()
+        break
+      except OSError:
+        if process.poll() is not None or time.time() > deadline:
+          raise RuntimeError("gcp-storage-emulator did not start") from None
+        time.sleep(0.1)
+    os.environ.update(environment(port))
+    yield Emulator(port, BUCKET)
+  finally:
+    for key, value in saved.items():
+      if value is None:
+        os.environ.pop(key, None)
+      else:
+        os.environ[key] = value
+    process.terminate()
+    process.wait(timeout=30)
+
+
+if __name__ == "__main__":
+  serve(int(sys.argv[1]), sys.argv[2])
