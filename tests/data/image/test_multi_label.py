@@ -5,8 +5,10 @@ big_vision's prec@1)."""
 import numpy as np
 import tensorflow_datasets as tfds
 
+from tests import helpers
 from vit_jax.data.image import pipeline
 from vit_jax.data.image import sources
+from vit_jax.training import train
 
 NUM_CLASSES = 5
 NUM_EXAMPLES = 24
@@ -114,3 +116,17 @@ def test_eval_labels_are_multi_hot_and_padding_has_none(tmp_path):
       seen.append(i)
   assert sorted(seen) == list(range(NUM_EXAMPLES))
   assert any(len(classes_of(i)) > 1 for i in seen)
+
+
+def test_a_run_on_multi_label_data_logs_prec1(tmp_path):
+  """A sigmoid-loss run (the i21k recipe's loss) trains on the multi-hot targets and its eval logs
+  prec@1, which counts a top-1 class among any of the labels: never below the accuracy, which
+  counts only the first."""
+  name = prepared(tmp_path)
+  config = helpers.repo_file("configs/vit.py").get_config(f"dataset={name},variant=Ti/4,runlocal")
+  config.update(image_size=8, data_dir=str(tmp_path), loss="sigmoid_xent", progress="lines")
+  config.augment.update(inception_crop=False, flip=False)
+  config.prefetch_batches = 0
+  result = train.train_and_evaluate(config, str(tmp_path / "w"))
+  assert 0.0 <= result["eval/accuracy"] <= result["eval/prec@1"] <= 1.0
+  assert result["eval/examples"] == 16  # runlocal: 2 batches of 8
