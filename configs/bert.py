@@ -98,6 +98,7 @@ def _paper(c, phase: int):
       b1=0.9,  # optimization.py line 62
       b2=0.999,  # optimization.py line 63
       eps=1e-6,  # optimization.py line 64
+      bias_correction=False,  # optimization.py lines 131-137: m / (sqrt(v) + eps), raw moments
       weight_decay=0.01,  # optimization.py line 61, scaled by the learning rate (coupled)
       decoupled_weight_decay=False,
       grad_clip_norm=1.0,  # optimization.py line 74

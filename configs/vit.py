@@ -6,6 +6,8 @@ Arguments after the colon, `k=v` separated by commas:
             imagenet2012, or any TFDS image dataset / `folder:/path` (those get the fine-tuning
             recipe's data settings).
   variant   ViT preset/patch, e.g. S/16 (each dataset has a default).
+  recipe    imagenet2012 from scratch: "plain" (big_vision's vit_s16_i1k.py; S/16's default) or
+            "augreg" (vit_i1k.py; every other size's default).
   finetune  fine-tune from --config.init_from at the dataset's fine-tuning resolution.
   runlocal  shrink everything to a smoke run of a few steps.
 
@@ -73,6 +75,7 @@ and Flowers (ViT paper, Table 4), 2,500 elsewhere (VTAB's); eval resizes the who
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from vit_jax import errors
 from vit_jax.config import args
 from vit_jax.config import defaults
 from vit_jax.data import tfds_builders
@@ -118,6 +121,8 @@ FINETUNE_STEPS = {
     "oxford_flowers102": 500,
 }
 FINETUNE_DEFAULT_STEPS = 2_500  # VTAB's fine-tuning budget (Zhai et al. 2019)
+# The same presets' training splits (lines 89, 96, 103): the rest of each is a minival.
+FINETUNE_TRAIN_SPLIT = {"imagenet2012": 99, "cifar10": 98, "cifar100": 98}
 # vision_transformer configs/models.py: L/16 and H/14 fine-tune with dropout 0.1 (lines 142, 160).
 FINETUNE_DROPOUT = {"L": 0.1, "H": 0.1}
 
@@ -133,8 +138,17 @@ DEFAULT_VARIANT = {
 
 def get_config(arg=None):
   options = args.parse(
-      arg, dict(dataset="sklearn_digits", variant="", finetune=False, runlocal=False)
+      arg, dict(dataset="sklearn_digits", variant="", finetune=False, recipe="", runlocal=False)
   )
+  if options["recipe"] not in ("", *I1K_RECIPES):
+    raise errors.ConfigError(
+        f"configs/vit.py: recipe={options['recipe']} must be one of {', '.join(I1K_RECIPES)}."
+    )
+  if options["recipe"] and (options["dataset"] != "imagenet2012" or options["finetune"]):
+    raise errors.ConfigError(
+        f"configs/vit.py: recipe={options['recipe']} chooses how imagenet2012 trains from "
+        "scratch; leave it out for other datasets and for fine-tuning."
+    )
   c = defaults.dataset_defaults(
       "image_classification",
       options["dataset"],
@@ -166,6 +180,7 @@ def get_config(arg=None):
           dropout_rate=0.0,
           attention_dropout_rate=0.0,
           droppath_rate=0.0,
+          activation=vit_model.ViT.activation,  # GELU's tanh form, as the references' nn.gelu
           head_bias_init=0.0,
           attention_impl="auto",
           remat="none",
@@ -195,10 +210,9 @@ def get_config(arg=None):
     _marks(c)
   elif c.dataset in ("cifar10", "cifar100"):
     _cifar(c)
-  elif c.dataset == "imagenet2012" and c.model.variant == "S/16":
-    _imagenet_s16(c)
   elif c.dataset == "imagenet2012":
-    _imagenet_augreg(c)
+    recipe = options["recipe"] or ("plain" if c.model.variant == "S/16" else "augreg")
+    I1K_RECIPES[recipe](c)
   elif c.dataset == "imagenet21k":
     _imagenet21k(c)
   else:
@@ -319,12 +333,12 @@ def _imagenet_common(c):
   c.keep_checkpoints = 3
 
 
-def _imagenet_s16(c):
+def _imagenet_plain(c):
   """big_vision configs/vit_s16_i1k.py: the plain ViT-S/16 baseline, 90 epochs."""
   _imagenet_common(c)
   # rep_size=True in big_vision: a pre-logits layer as wide as the model.
-  width = vit_model.PRESETS["S"].width
-  c.model.update(classifier="gap", posemb="sincos2d", representation_size=width)
+  preset, _ = vit_model.parse_variant(c.model.variant)
+  c.model.update(classifier="gap", posemb="sincos2d", representation_size=preset.width)
   c.augment.update(randaugment_layers=2, randaugment_magnitude=10, mixup_alpha=0.2)
   c.batch_size = 1024
   c.target_topology = I1K_TOPOLOGY.get(c.model.variant)
@@ -336,6 +350,9 @@ def _imagenet_augreg(c):
   _imagenet_common(c)
   preset, _ = vit_model.parse_variant(c.model.variant)
   c.loss = "sigmoid_xent"
+  # classifier="token": as vit_i1k.py's pool_type="tok", but the position table keeps a slot for
+  # the cls token (the original ViT's layout); big_vision prepends the cls token after adding
+  # positions. Both are learned, so the first token is the same function (cls + its slot).
   c.model.update(
       classifier="token", posemb="learn", representation_size=preset.width, head_bias_init=-6.9
   )
@@ -346,11 +363,19 @@ def _imagenet_augreg(c):
   c.total_steps = 300 * IMAGENET_TRAIN_EXAMPLES // c.batch_size  # 300 epochs of train[:99%]
 
 
+# ImageNet-1k from scratch, by the `recipe` argument.
+I1K_RECIPES = {"plain": _imagenet_plain, "augreg": _imagenet_augreg}
+
+
 def _imagenet21k(c):
   """big_vision configs/vit_i21k.py: AugReg ImageNet-21k pretraining, 300 epochs, sigmoid loss.
-  The first 51,200 images are held out (25,600 test, 25,600 validation)."""
+  The first 51,200 images are held out (25,600 test, 25,600 validation). Every evaluator logs
+  prec@1, the top-1 class among all of an image's labels, which is what big_vision reports for
+  this multi-label data (evaluators/classification.py:47-51)."""
   _imagenet_common(c)
-  c.train_split, c.eval_split = "full[51200:]", "full[:25600]"
+  c.train_split, c.eval_split = "full[51200:]", "full[:25600]"  # eval: vit_i21k.py:125 "test"
+  c.evals.val = evaluators.entry(c, "classification", split="full[25600:51200]")  # line 126
+  c.evals.train = evaluators.entry(c, "classification", split="full[51200:76800]")  # line 127
   c.num_classes = I21K_CLASSES
   c.loss = "sigmoid_xent"
   c.model.update(classifier="gap", posemb="learn", head_bias_init=-10.0)
@@ -364,8 +389,17 @@ def _imagenet21k(c):
 
 
 def _finetune(c):
-  """ViT paper fine-tuning (vision_transformer configs/common.py): SGD momentum 0.9, no weight
-  decay, clip 1, cosine, 384 px, eval on the whole image resized (input_pipeline.py)."""
+  """ViT paper fine-tuning (vision_transformer configs/common.py, train.py): SGD momentum 0.9
+  with a bfloat16 accumulator, no weight decay, clip 1, cosine, 384 px, a 50k shuffle buffer,
+  eval on the whole image resized (input_pipeline.py). ImageNet and CIFAR train on the first 99%
+  and 98% of their training split; the rest is a minival, evaluated once, at the end."""
+  if c.dataset in FINETUNE_TRAIN_SPLIT:
+    percent = FINETUNE_TRAIN_SPLIT[c.dataset]
+    c.train_split = f"train[:{percent}%]"
+    c.evals.minival = evaluators.entry(
+        c, "classification", split=f"train[{percent}%:]", every=defaults.follows(c, "total_steps")
+    )
+  c.shuffle_buffer = 50_000  # common.py:52
   c.image_size = 384
   c.eval_view = "resize"
   c.augment.update(inception_crop=True, flip=True)
@@ -380,6 +414,7 @@ def _finetune(c):
       grad_clip_norm=1.0,
       warmup_steps=500,
       schedule="cosine",
+      mu_dtype="bfloat16",  # vision_transformer train.py:143, accumulator_dtype
   )
   c.eval_every = 1_000
   c.checkpoint_every = 1_000

@@ -43,6 +43,7 @@ def test_timm_loads_our_npz(tmp_path, case):
       depth=2,
       num_heads=4,
       mlp_ratio=2.0,
+      act_layer="gelu_tanh",  # ours by default, as the original ViT's (timm's default: exact)
       **timm_options,
   )
   timm.models.load_checkpoint(model, path)  # .npz -> VisionTransformer.load_pretrained

@@ -1,6 +1,7 @@
 """ViT <-> Hugging Face ViTForImageClassification / ViTModel: same outputs both ways."""
 
 import numpy as np
+import pytest
 
 from tests import peers
 from tests.interop import helpers
@@ -13,7 +14,7 @@ TINY = dict(name="vit", variant="Ti/8", width=32, depth=2, num_heads=4, mlp_dim=
 IMAGES = np.random.default_rng(0).normal(size=(2, 32, 32, 3)).astype(np.float32)
 
 
-def hf_config(**extra):
+def hf_config(hidden_act="gelu", **extra):
   # HF's ViT defaults to layer_norm_eps=1e-12; ours (the original ViT's) is 1e-6.
   return transformers.ViTConfig(
       hidden_size=32,
@@ -23,7 +24,7 @@ def hf_config(**extra):
       image_size=32,
       patch_size=8,
       layer_norm_eps=1e-6,
-      hidden_act="gelu",
+      hidden_act=hidden_act,
       **extra,
   )
 
@@ -33,12 +34,18 @@ def hf_run(model):
     return model(pixel_values=torch.tensor(IMAGES.transpose(0, 3, 1, 2)))
 
 
-def test_import_classifier(tmp_path):
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new"])
+def test_import_classifier(tmp_path, hidden_act):
+  """HF ViT checkpoints use the exact GELU; ours default to the references' tanh form, so the
+  import sets the config's."""
   torch.manual_seed(0)
-  hf = helpers.perturb_torch(transformers.ViTForImageClassification(hf_config(num_labels=5)))
+  hf = helpers.perturb_torch(
+      transformers.ViTForImageClassification(hf_config(hidden_act, num_labels=5))
+  )
   hf.save_pretrained(tmp_path / "hf")
   ckpt = interop.load(str(tmp_path / "hf"))
   assert ckpt.model["num_classes"] == 5 and ckpt.model["classifier"] == "token"
+  assert ckpt.model["activation"] == {"gelu": "gelu", "gelu_new": "gelu_tanh"}[hidden_act]
   ours = ckpt.module().apply({"params": ckpt.tree()}, IMAGES)
   assert helpers.max_diff(ours, hf_run(hf).logits.numpy()) <= helpers.TOL
 
@@ -53,8 +60,9 @@ def test_import_backbone_with_pooler(tmp_path):
   assert helpers.max_diff(pooled, hf_run(hf).pooler_output.numpy()) <= helpers.TOL
 
 
-def test_export_classifier(tmp_path):
-  ckpt, _ = helpers.init_ours(TINY, IMAGES)
+@pytest.mark.parametrize("activation, hidden_act", [("gelu_tanh", "gelu_new"), ("gelu", "gelu")])
+def test_export_classifier(tmp_path, activation, hidden_act):
+  ckpt, _ = helpers.init_ours(dict(TINY, activation=activation), IMAGES)
   interop.save(ckpt, str(tmp_path / "hf"), to="hf")
   hf, info = transformers.ViTForImageClassification.from_pretrained(
       str(tmp_path / "hf"), output_loading_info=True
@@ -62,7 +70,7 @@ def test_export_classifier(tmp_path):
   assert not any(info.values()), info
   assert (hf.config.layer_norm_eps, hf.config.hidden_act, hf.config.image_size) == (
       1e-6,
-      "gelu",
+      hidden_act,
       32,
   )
   ours = ckpt.module().apply({"params": ckpt.tree()}, IMAGES)

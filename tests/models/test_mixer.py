@@ -9,11 +9,12 @@ import numpy as np
 from vit_jax.models import build_model
 
 IMAGES = np.random.default_rng(0).normal(size=(2, 16, 16, 3)).astype(np.float32)
-ERF = np.vectorize(math.erf)
 
 
 def gelu(x):
-  return 0.5 * x * (1 + ERF(x / np.sqrt(2)))
+  """GELU's tanh form, as the reference codes compute it (flax nn.gelu: vision_transformer
+  models_mixer.py:28, FNet's f_net/layers.py)."""
+  return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def layer_norm(x, p, eps=1e-6):

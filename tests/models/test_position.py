@@ -36,6 +36,21 @@ def test_resample_grid_embedding_keeps_cls_and_interpolates():
   assert new_grid.min() >= 0.0 and new_grid.max() <= 15.0
 
 
+def test_resampling_is_linear_with_the_corners_fixed_as_scipy_zoom_order_1():
+  """The original ViT's resampling (scipy.ndimage.zoom(order=1), vision_transformer
+  checkpoint.py:235-236): new cell (i, j) reads the old grid at (i, j) * (old - 1) / (new - 1), so
+  a linear ramp stays exactly linear and the corners keep their values (half-pixel resizing,
+  jax.image.resize's, would move them)."""
+  old, new = 4, 7
+  rows, cols = np.mgrid[:old, :old].astype(np.float32)
+  ramp_HxWx2 = np.stack([rows * 4 + cols, 10 * rows - cols], -1)
+  posemb = np.concatenate([np.zeros((1, 2), np.float32), ramp_HxWx2.reshape(-1, 2)])[None]
+  resized = position.resample_grid_embedding(posemb, (new, new), prefix_tokens=1)
+  y, x = np.mgrid[:new, :new] * (old - 1) / (new - 1)
+  want_HxWx2 = np.stack([y * 4 + x, 10 * y - x], -1)
+  np.testing.assert_allclose(resized[0, 1:].reshape(new, new, 2), want_HxWx2, atol=1e-5)
+
+
 def test_vit_runs_at_new_resolution_after_resampling():
   small = build_model({"name": "vit", "variant": "Ti/8", "depth": 1, "num_classes": 3})
   params = small.init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)))["params"]

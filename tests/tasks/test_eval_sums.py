@@ -64,8 +64,11 @@ def image_classification(loss="softmax_xent"):
 
 
 def classification_case():
-  logits = np.array(confident([0, 3]))[:, :V]
-  return logits, {"label": np.array([2, 3]), "mask": np.array([1.0, 0.0], np.float32)}
+  logits = np.array(confident([0, 3]))[:, :5]
+  mask = np.array([1.0, 0.0], np.float32)
+  label = np.array([2, 3])
+  labels = np.eye(5, dtype=np.float32)[label]  # the padded row's too: only the mask keeps it out
+  return logits, {"label": label, "labels": labels, "mask": mask}
 
 
 def text_classification_case():
@@ -111,7 +114,7 @@ def test_padded_row_that_matches_counts_nowhere(name):
 def test_cases_are_what_they_claim():
   """The real rows are partly wrong and the padded rows right, so a leak changes the sums."""
   sums = jax.device_get(image_classification().eval_sums(*classification_case()))
-  assert (sums["correct"], sums["count"]) == (0.0, 1.0)
+  assert (sums["correct"], sums["correct_any"], sums["count"]) == (0.0, 0.0, 1.0)
   sums = jax.device_get(seq2seq.Seq2Seq.eval_sums(*token_case()))
   assert (sums["correct"], sums["tokens"], sums["exact"], sums["rows"]) == (1.0, 3.0, 0.0, 1.0)
   sums = jax.device_get(masked(True).eval_sums(*mlm_case()))
@@ -133,6 +136,7 @@ def test_classification_summary_is_per_example(task, count_key):
   want = {"accuracy": 0.25, "loss": 0.75, "examples": 4.0}
   if top5:
     sums["correct_top5"], want["top5_accuracy"] = np.float32(3.0), 0.75
+    sums["correct_any"], want["prec@1"] = np.float32(2.0), 0.5
   assert task.eval_summary(sums) == want
   empty = {k: 0.0 for k in sums}  # no examples: zeros, not NaN
   assert all(v == 0.0 for v in task.eval_summary(empty).values())

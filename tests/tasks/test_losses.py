@@ -55,8 +55,43 @@ def test_image_classification_loss_is_mean_soft_cross_entropy():
   accuracy = (logits.argmax(-1) == label).mean()
   np.testing.assert_allclose(float(metrics["train_accuracy"]), accuracy)
   assert_adds_up(task, logits, batch, 1)
-  summary = task.eval_summary({"loss": 6.0, "correct": 3.0, "correct_top5": 4.0, "count": 4.0})
-  assert summary == {"accuracy": 0.75, "top5_accuracy": 1.0, "loss": 1.5, "examples": 4.0}
+  sums = {"loss": 6.0, "correct": 3.0, "correct_any": 3.0, "correct_top5": 4.0, "count": 4.0}
+  summary = task.eval_summary(sums)
+  assert summary == {
+      "prec@1": 0.75,
+      "accuracy": 0.75,
+      "top5_accuracy": 1.0,
+      "loss": 1.5,
+      "examples": 4.0,
+  }
+
+
+def test_image_classification_prec1_counts_a_top1_among_the_multi_hot_labels():
+  """big_vision's prec@1 (evaluators/classification.py:47-51) on a hand-made multi-label batch;
+  accuracy stays against the first class (`label`), and the loss is against the multi-hot."""
+  logits = np.array(
+      [
+          [0.0, 5.0, 1.0, 0.0, 0.0],  # top-1 class 1: among {0, 1}, not `label` 0
+          [3.0, 0.0, 0.0, 1.0, 0.0],  # top-1 class 0: `label`, and among {0, 3}
+          [0.0, 0.0, 0.0, 0.0, 4.0],  # top-1 class 4: not among {2, 3}
+          [0.0, 0.0, 2.0, 0.0, 0.0],  # top-1 class 2: `label`, only class
+          [9.0, 0.0, 0.0, 0.0, 0.0],  # padding (mask 0): top-1 0 would count as a hit
+      ],
+      np.float32,
+  )
+  label = np.array([0, 0, 2, 2, 0])
+  labels = np.zeros((5, 5), np.float32)
+  for row, classes in enumerate([(0, 1), (0, 3), (2, 3), (2,), ()]):
+    labels[row, list(classes)] = 1.0
+  batch = {"label": label, "labels": labels, "mask": np.array([1, 1, 1, 1, 0], np.float32)}
+  task = cases.image_classification("sigmoid_xent")
+  summary = task.eval_summary(jax.device_get(task.eval_sums(logits, batch)))
+  assert summary["prec@1"] == 0.75  # rows 0, 1, 3
+  assert summary["accuracy"] == 0.5  # rows 1, 3
+  x = logits[:4].astype(np.float64)
+  bce = -(labels[:4] * -np.log1p(np.exp(-x)) + (1 - labels[:4]) * -np.log1p(np.exp(x)))
+  np.testing.assert_allclose(summary["loss"], bce.sum(-1).mean(), rtol=1e-5)
+  assert summary["examples"] == 4.0
 
 
 def test_image_classification_sigmoid_loss_is_per_class_binary_cross_entropy():

@@ -81,6 +81,7 @@ def training_defaults() -> ml_collections.ConfigDict:
           b1=0.9,
           b2=0.999,
           eps=1e-8,  # Adam's epsilon (optax's default)
+          bias_correction=True,  # Adam's 1 / (1 - b^t) (False: BERT's AdamWeightDecayOptimizer)
           momentum=0.9,  # sgd only
           weight_decay=1e-4,
           # True: decay scaled by the schedule only, not by the peak lr (big_vision's "decoupled").

@@ -71,11 +71,6 @@ def import_(hf_config: dict, tensors: dict):
       "ViTForImageClassification" if "classifier.weight" in tensors else "ViTModel",
   )
   notes = []
-  if hf_config.get("hidden_act", "gelu") != "gelu":
-    raise errors.ConversionError(
-        f"Unsupported hidden_act={hf_config['hidden_act']!r}: our ViT "
-        "uses the exact GELU ('gelu')."
-    )
   if hf_config.get("pooler_act", "tanh") != "tanh":
     raise errors.ConversionError(
         f"Unsupported pooler_act={hf_config['pooler_act']!r}: our " "pre-logits layer uses tanh."
@@ -118,6 +113,7 @@ def import_(hf_config: dict, tensors: dict):
       num_classes=R.num_labels(hf_config) if prefix else 0,
       dropout_rate=hf_config.get("hidden_dropout_prob", 0.0),
       attention_dropout_rate=hf_config.get("attention_probs_dropout_prob", 0.0),
+      activation=R.activation(hf_config, "hidden_act", "gelu"),
   )
   if "pre_logits/kernel" in flat:
     config["representation_size"] = int(flat["pre_logits/kernel"].shape[1])
@@ -148,7 +144,7 @@ def export(config: dict, flat: dict):
       num_hidden_layers=shape.depth,
       num_attention_heads=shape.num_heads,
       intermediate_size=shape.mlp_dim,
-      hidden_act="gelu",
+      hidden_act=R.TO_HF_ACTIVATION[model.activation],
       layer_norm_eps=_EPS,
       hidden_dropout_prob=model.dropout_rate,
       attention_probs_dropout_prob=model.attention_dropout_rate,

@@ -113,7 +113,7 @@ class MlmHead(nn.Module):
   """Dense -> activation -> LayerNorm -> logits tied to the token embedding, plus an output bias."""
 
   norm_eps: float = 1e-12
-  activation: str = "gelu"
+  activation: str = "gelu_tanh"
 
   @nn.compact
   def __call__(self, x_BxPxD, embedding_VxD):

@@ -8,9 +8,14 @@ import jax.numpy as jnp
 
 from vit_jax import errors
 
+# The reference codebases compute GELU with the tanh approximation: flax's nn.gelu (approximate
+# True by default) in big_vision (models/vit.py:75), vision_transformer (models_vit.py:90,
+# models_mixer.py:28) and FNet; BERT's modeling.py:264-277 and GPT-2's src/model.py:25-26
+# ("gelu_new") write it out. Hugging Face and timm checkpoints that use the exact form say so
+# in their configs (interop/hf_rules.py), nanoGPT's nn.GELU() too.
 ACTIVATIONS = {
-    "gelu": functools.partial(jax.nn.gelu, approximate=False),  # exact (erf), BERT and ViT
-    "gelu_tanh": functools.partial(jax.nn.gelu, approximate=True),  # GPT-2's "gelu_new"
+    "gelu": functools.partial(jax.nn.gelu, approximate=False),  # exact (erf)
+    "gelu_tanh": functools.partial(jax.nn.gelu, approximate=True),  # the tanh approximation
     "relu": jax.nn.relu,
 }
 
@@ -45,7 +50,7 @@ class MlpBlock(nn.Module):
 
   mlp_dim: int
   out_dim: int | None = None
-  activation: str = "gelu"
+  activation: str = "gelu_tanh"
   dropout_rate: float = 0.0
   kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
   out_kernel_init: nn.initializers.Initializer | None = None  # None: kernel_init

@@ -5,6 +5,7 @@ Mixer's parameter names match the original MLP-Mixer checkpoints (`stem`, `Mixer
 """
 
 import dataclasses
+import functools
 import re
 from typing import Optional
 
@@ -46,17 +47,17 @@ class MixerBlock(nn.Module):
 
   tokens_mlp_dim: int
   channels_mlp_dim: int
+  activation: str = "gelu_tanh"
   dtype: jnp.dtype = jnp.float32
 
   @nn.compact
   def __call__(self, x_BxNxD):
+    mlp = functools.partial(layers.MlpBlock, activation=self.activation, dtype=self.dtype)
     y_BxDxN = jnp.swapaxes(nn.LayerNorm(dtype=self.dtype, name="LayerNorm_0")(x_BxNxD), 1, 2)
-    y_BxDxN = layers.MlpBlock(self.tokens_mlp_dim, dtype=self.dtype, name="token_mixing")(y_BxDxN)
+    y_BxDxN = mlp(self.tokens_mlp_dim, name="token_mixing")(y_BxDxN)
     x_BxNxD = x_BxNxD + jnp.swapaxes(y_BxDxN, 1, 2)
     y_BxNxD = nn.LayerNorm(dtype=self.dtype, name="LayerNorm_1")(x_BxNxD)
-    return x_BxNxD + layers.MlpBlock(
-        self.channels_mlp_dim, dtype=self.dtype, name="channel_mixing"
-    )(y_BxNxD)
+    return x_BxNxD + mlp(self.channels_mlp_dim, name="channel_mixing")(y_BxNxD)
 
 
 class MlpMixer(nn.Module):
@@ -65,6 +66,7 @@ class MlpMixer(nn.Module):
   num_classes: Optional[int] = 1000
   variant: str = "B/16"
   num_blocks: Optional[int] = None
+  activation: str = "gelu_tanh"  # vision_transformer models_mixer.py:28, nn.gelu
   dtype: str = "float32"
 
   @nn.compact
@@ -77,7 +79,11 @@ class MlpMixer(nn.Module):
     )
     for i in range(self.num_blocks or shape.num_blocks):
       x_BxNxD = MixerBlock(
-          shape.tokens_mlp_dim, shape.channels_mlp_dim, dtype=dtype, name=f"MixerBlock_{i}"
+          shape.tokens_mlp_dim,
+          shape.channels_mlp_dim,
+          self.activation,
+          dtype=dtype,
+          name=f"MixerBlock_{i}",
       )(x_BxNxD)
     x_BxNxD = nn.LayerNorm(dtype=dtype, name="pre_head_layer_norm")(x_BxNxD)
     return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes)
@@ -93,6 +99,7 @@ class FNetBlock(nn.Module):
 
   mlp_dim: int
   dropout_rate: float = 0.0
+  activation: str = "gelu_tanh"
   dtype: jnp.dtype = jnp.float32
 
   @nn.compact
@@ -101,7 +108,9 @@ class FNetBlock(nn.Module):
         x_BxNxD + fourier_mixing(x_BxNxD)
     )
     # FNet's feed-forward drops its output only, not after the activation.
-    y_BxNxD = layers.MlpBlock(self.mlp_dim, dtype=self.dtype, name="mlp")(x_BxNxD)
+    y_BxNxD = layers.MlpBlock(
+        self.mlp_dim, activation=self.activation, dtype=self.dtype, name="mlp"
+    )(x_BxNxD)
     y_BxNxD = nn.Dropout(self.dropout_rate)(y_BxNxD, deterministic=deterministic)
     return nn.LayerNorm(epsilon=1e-12, dtype=self.dtype, name="output_norm")(x_BxNxD + y_BxNxD)
 
@@ -115,6 +124,7 @@ class FNet(nn.Module):
   depth: int = 12
   mlp_dim: int = 3072
   dropout_rate: float = 0.0
+  activation: str = "gelu_tanh"  # google-research f_net/layers.py FeedForwardLayer, nn.gelu
   dtype: str = "float32"
 
   @nn.compact
@@ -128,7 +138,7 @@ class FNet(nn.Module):
     )
     x_BxNxD = x_BxNxD + posemb_1xNxD.astype(dtype)
     for i in range(self.depth):
-      x_BxNxD = FNetBlock(self.mlp_dim, self.dropout_rate, dtype=dtype, name=f"fnetblock_{i}")(
-          x_BxNxD, deterministic=not train
-      )
+      x_BxNxD = FNetBlock(
+          self.mlp_dim, self.dropout_rate, self.activation, dtype=dtype, name=f"fnetblock_{i}"
+      )(x_BxNxD, deterministic=not train)
     return layers.classifier_head(jnp.mean(x_BxNxD, axis=1), self.num_classes)

@@ -3,7 +3,6 @@
 import math
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -118,12 +117,16 @@ class AddPositionEmbedding(nn.Module):
 
 
 def resample_grid_embedding(posemb_1xLxD, new_grid, prefix_tokens: int = 0):
-  """Resizes a learned grid position table to `new_grid` (rows, cols) with bilinear interpolation.
+  """Resizes a learned grid position table to `new_grid` (rows, cols) as the original ViT and
+  big_vision do: scipy.ndimage.zoom(order=1), linear interpolation whose corner cells stay the
+  corners (vision_transformer vit_jax/checkpoint.py:235-236, big_vision models/vit.py:318-319).
 
   The table is (1, prefix + rows * cols, D) with a square old grid; prefix slots are kept as
   they are.
   Used to fine-tune at another resolution than the one the checkpoint was trained at.
   """
+  from scipy import ndimage  # pylint: disable=import-outside-toplevel  (fine-tuning only)
+
   posemb_1xLxD = np.asarray(posemb_1xLxD)
   prefix, grid_1xNxD = posemb_1xLxD[:, :prefix_tokens], posemb_1xLxD[:, prefix_tokens:]
   old = int(math.isqrt(grid_1xNxD.shape[1]))
@@ -135,12 +138,7 @@ def resample_grid_embedding(posemb_1xLxD, new_grid, prefix_tokens: int = 0):
   rows, cols = new_grid
   if (rows, cols) == (old, old):
     return posemb_1xLxD
-  grid_HxWxD = grid_1xNxD.reshape(old, old, -1)
-  resized = jax.image.resize(
-      jnp.asarray(grid_HxWxD, jnp.float32),
-      (rows, cols, grid_HxWxD.shape[-1]),
-      method="bilinear",
-      antialias=False,
-  )
-  resized_1xNxD = np.asarray(resized, posemb_1xLxD.dtype).reshape(1, rows * cols, -1)
+  grid_HxWxD = grid_1xNxD.reshape(old, old, -1).astype(np.float32)
+  resized_hxwxD = ndimage.zoom(grid_HxWxD, (rows / old, cols / old, 1), order=1)
+  resized_1xNxD = resized_hxwxD.astype(posemb_1xLxD.dtype).reshape(1, rows * cols, -1)
   return np.concatenate([prefix, resized_1xNxD], axis=1)

@@ -53,7 +53,10 @@ class StdConv(nn.Conv):
   """A convolution whose effective kernel is weight-standardized (Qiao et al. 2019).
 
   The stored kernel stays free; the conv sees it standardized. A subclass of nn.Conv, so
-  vit_jax/training/flops.py counts it as any conv. eps 1e-8 as in timm's BiT port (BiT: 1e-10).
+  vit_jax/training/flops.py counts it as any conv. (w - mean) / sqrt(var + eps), the released BiT
+  checkpoints' form, with eps 1e-8 as in timm's BiT port (BiT: 1e-10), so converted checkpoints
+  give timm's outputs. big_vision's bit.py (lines 28-39) divides by std + 1e-5 instead: for a
+  kernel of std s the two differ by about 1e-5 / s relative (below 0.1% for s > 0.01).
   """
 
   eps: float = 1e-8

@@ -46,7 +46,7 @@ class BlockOptions:
   dropout_rate: float = 0.0
   attention_dropout_rate: float = 0.0
   droppath_rate: float = 0.0  # stochastic depth of the last block; earlier blocks scale linearly
-  activation: str = "gelu"  # see layers.ACTIVATIONS
+  activation: str = "gelu_tanh"  # ViT's, BERT's and GPT-2's (see layers.ACTIVATIONS)
   # Dropout after the MLP activation as well as on each branch's output (ViT's models_vit.py
   # MlpBlock); BERT's modeling.py and GPT-2 drop the branch output only.
   mlp_hidden_dropout: bool = True

@@ -37,7 +37,12 @@ DESCRIBE = [
     "seed",
     "budget_flops",  # the run's compute budget, from the sweep file (IsoFLOP sweeps)
 ]
-METRIC_KEYS = {"error": "eval/accuracy", "loss": "eval/loss", "bits_per_char": "eval/bits_per_char"}
+METRIC_KEYS = {
+    "error": "eval/accuracy",
+    "prec1_error": "eval/prec@1",
+    "loss": "eval/loss",
+    "bits_per_char": "eval/bits_per_char",
+}
 EVAL_COLUMNS = DESCRIBE + ["step", "examples_seen", "epochs", "flops", "wall_s"]
 EVAL_COLUMNS += list(METRIC_KEYS) + ["final"]
 RUN_COLUMNS = DESCRIBE + ["status", "steps_done", "examples_seen", "flops", "wall_s"]
@@ -45,10 +50,13 @@ RUN_COLUMNS += [f"{w}_{m}" for m in METRIC_KEYS for w in ("final", "best")]
 
 
 def metric_values(row: dict) -> dict:
-  """{error, loss, bits_per_char} of one eval record (None where the task does not log it)."""
+  """{error, prec1_error, loss, bits_per_char} of one eval record (None where the task does not
+  log it)."""
   acc = runner.eval_metric(row, METRIC_KEYS["error"])
+  prec1 = runner.eval_metric(row, METRIC_KEYS["prec1_error"])
   return {
       "error": None if acc is None else 1.0 - acc,
+      "prec1_error": None if prec1 is None else 1.0 - prec1,
       "loss": runner.eval_metric(row, METRIC_KEYS["loss"]),
       "bits_per_char": runner.eval_metric(row, METRIC_KEYS["bits_per_char"]),
   }

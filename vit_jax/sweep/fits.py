@@ -36,6 +36,7 @@ AXES = {  # fit -> (x column, symbol, unit base, axis label)
 }
 METRIC_LABELS = {
     "error": "eval error (1 - accuracy)",
+    "prec1_error": "eval error (1 - prec@1: top-1 among the labels)",
     "loss": "eval loss (nats per token)",
     "bits_per_char": "eval loss (bits per character)",
 }

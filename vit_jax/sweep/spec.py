@@ -12,8 +12,9 @@ A sweep file is a Python file whose `get_sweep()` returns a dict (or a ConfigDic
   grid    {key: [values]}: crossed with every entry of `runs` (cartesian product, in key order).
   name    a run-name rule with {key} placeholders, e.g. "w{model.width}-s{total_steps}"; default:
           the keys that vary across runs, `width=64-total_steps=500`.
-  metric  what collect/fit/plot report: "error" (1 - eval/accuracy), "loss" (eval/loss, nats per
-          token or example) or "bits_per_char" (eval/bits_per_char).
+  metric  what collect/fit/plot report: "error" (1 - eval/accuracy), "prec1_error" (1 - eval/prec@1,
+          the top-1 class among all of a multi-label example's labels), "loss" (eval/loss, nats
+          per token or example) or "bits_per_char" (eval/bits_per_char).
   fits    which fits `fit` makes (default: compute), any of:
             compute  the saturating power law of the frontier over compute (Zhai et al. 2022)
             data     the same law over training-set size (the largest model's runs)
@@ -46,7 +47,7 @@ from vit_jax import storage
 from vit_jax.config import args
 
 SWEEP_KEYS = ("config", "fixed", "runs", "grid", "name", "metric", "fits")
-METRICS = ("error", "loss", "bits_per_char")
+METRICS = ("error", "prec1_error", "loss", "bits_per_char")
 FITS = ("compute", "data", "params", "joint", "isoflop")
 PSEUDO_KEYS = ("config", "budget_flops")  # run settings that are not --config. overrides
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

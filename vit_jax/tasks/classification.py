@@ -123,22 +123,31 @@ class ImageClassification(base.Task):
     )
 
   def eval_sums(self, logits_BxC, batch):
-    """Masked sums over the batch; padded rows (mask 0) count nowhere."""
+    """Masked sums over the batch; padded rows (mask 0) count nowhere. The loss is against the
+    eval `labels` (one-hot, or multi-hot for multi-label data); accuracy and top-5 against
+    `label`; prec@1 counts a row whose top-1 class is any of its labels (big_vision's prec@1,
+    evaluators/classification.py:47-51; on single-label data it is the accuracy)."""
     mask_B = batch["mask"].astype(jnp.float32)
-    labels_BxC = jax.nn.one_hot(batch["label"], logits_BxC.shape[-1])
+    labels_BxC = batch["labels"].astype(jnp.float32)
     loss_B = self.loss_fn(logits_BxC, labels_BxC)
-    correct_B = (jnp.argmax(logits_BxC, -1) == batch["label"]).astype(jnp.float32)
+    top1_B = jnp.argmax(logits_BxC, -1)
+    correct_B = (top1_B == batch["label"]).astype(jnp.float32)
+    prec1_B = (jnp.take_along_axis(labels_BxC, top1_B[:, None], axis=1)[:, 0] > 0).astype(
+        jnp.float32
+    )
     _, top5_BxK = jax.lax.top_k(logits_BxC, min(5, logits_BxC.shape[-1]))
     top5_B = jnp.any(top5_BxK == batch["label"][:, None], axis=-1).astype(jnp.float32)
     return {
         "loss": jnp.sum(loss_B * mask_B),
         "correct": jnp.sum(correct_B * mask_B),
+        "correct_any": jnp.sum(prec1_B * mask_B),
         "correct_top5": jnp.sum(top5_B * mask_B),
         "count": jnp.sum(mask_B),
     }
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
-    return base.per_example_summary(
+    summary = base.per_example_summary(
         sums["loss"], sums["correct"], sums["count"], sums["correct_top5"]
     )
+    return {"prec@1": float(sums["correct_any"]) / max(float(sums["count"]), 1.0), **summary}

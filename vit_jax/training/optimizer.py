@@ -1,6 +1,8 @@
 """optax optimizers from a config: AdamW or SGD, warmup + decay schedule, clipping, decay mask."""
 
 import flax.traverse_util
+import jax
+import jax.numpy as jnp
 import optax
 
 from vit_jax import errors
@@ -38,6 +40,25 @@ def decay_mask(params):
   return flax.traverse_util.unflatten_dict(mask)
 
 
+def scale_by_adam_without_bias_correction(b1: float, b2: float, eps: float, mu_dtype=None):
+  """m / (sqrt(v) + eps) of the raw moments, as BERT's AdamWeightDecayOptimizer computes its
+  update (google-research/bert optimization.py:131-137): early steps are not rescaled by
+  1 / (1 - b^t). The moments and the state are optax.scale_by_adam's, so checkpoints are alike."""
+  adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps, mu_dtype=mu_dtype)
+
+  def update(updates, state, params=None):
+    _, state = adam.update(updates, state, params)
+    scaled = jax.tree.map(
+        lambda g, m, v: (m.astype(jnp.float32) / (jnp.sqrt(v) + eps)).astype(g.dtype),
+        updates,
+        state.mu,
+        state.nu,
+    )
+    return scaled, state
+
+  return optax.GradientTransformation(adam.init, update)
+
+
 def build_optimizer(opt_cfg, total_steps: int):
   """Returns (optax transformation, schedule). Clipping happens before everything else."""
   schedule = learning_rate_schedule(opt_cfg, total_steps)
@@ -46,10 +67,13 @@ def build_optimizer(opt_cfg, total_steps: int):
     parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip_norm))
   if opt_cfg.name == "adamw":
     # mu_dtype: e.g. bfloat16 halves the first moment's memory; the second stays fp32.
+    adam = (
+        optax.scale_by_adam
+        if opt_cfg.get("bias_correction", True)
+        else scale_by_adam_without_bias_correction
+    )
     parts.append(
-        optax.scale_by_adam(
-            b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.get("eps", 1e-8), mu_dtype=opt_cfg.mu_dtype
-        )
+        adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.get("eps", 1e-8), mu_dtype=opt_cfg.mu_dtype)
     )
   elif opt_cfg.name == "sgd":
     if opt_cfg.momentum:

@@ -1,11 +1,14 @@
 """Multi-label TFDS datasets (a `labels` Sequence(ClassLabel) feature, as ImageNet-21k's): the
-train pipeline's targets are multi-hot over every class of the example; eval stays one-hot."""
+train and eval pipelines' targets are multi-hot over every class of the example (eval's for
+big_vision's prec@1)."""
 
 import numpy as np
 import tensorflow_datasets as tfds
 
+from tests import helpers
 from vit_jax.data.image import pipeline
 from vit_jax.data.image import sources
+from vit_jax.training import train
 
 NUM_CLASSES = 5
 NUM_EXAMPLES = 24
@@ -90,15 +93,40 @@ def test_train_targets_are_multi_hot_and_smoothed(tmp_path):
     np.testing.assert_allclose(labels_C, want_C * (1 - smoothing) + smoothing / NUM_CLASSES)
 
 
-def test_eval_labels_stay_one_hot(tmp_path):
+def test_eval_labels_are_multi_hot_and_padding_has_none(tmp_path):
+  """Eval keeps every class of an example (what prec@1 scores against), unsmoothed; the padding
+  rows that fill the last batch have no label."""
   name = prepared(tmp_path)
-  batch = next(
-      iter(
-          pipeline.eval_iterator(
-              name, "test", global_batch_size=8, image_size=8, data_dir=str(tmp_path)
-          )
-      )
+  batches = pipeline.eval_iterator(
+      name, "test", global_batch_size=10, image_size=8, data_dir=str(tmp_path)
   )
-  for image, labels_C, label in zip(batch["image"], batch["labels"], batch["label"]):
-    assert label == classes_of(index_of(image))[0]
-    np.testing.assert_array_equal(labels_C, np.eye(NUM_CLASSES)[label])
+  seen = []
+  for batch in batches:
+    for image, labels_C, label, mask in zip(
+        batch["image"], batch["labels"], batch["label"], batch["mask"]
+    ):
+      if not mask:
+        assert not labels_C.any()
+        continue
+      i = index_of(image)
+      want_C = np.zeros(NUM_CLASSES, np.float32)
+      want_C[classes_of(i)] = 1.0
+      np.testing.assert_array_equal(labels_C, want_C)
+      assert label == classes_of(i)[0]
+      seen.append(i)
+  assert sorted(seen) == list(range(NUM_EXAMPLES))
+  assert any(len(classes_of(i)) > 1 for i in seen)
+
+
+def test_a_run_on_multi_label_data_logs_prec1(tmp_path):
+  """A sigmoid-loss run (the i21k recipe's loss) trains on the multi-hot targets and its eval logs
+  prec@1, which counts a top-1 class among any of the labels: never below the accuracy, which
+  counts only the first."""
+  name = prepared(tmp_path)
+  config = helpers.repo_file("configs/vit.py").get_config(f"dataset={name},variant=Ti/4,runlocal")
+  config.update(image_size=8, data_dir=str(tmp_path), loss="sigmoid_xent", progress="lines")
+  config.augment.update(inception_crop=False, flip=False)
+  config.prefetch_batches = 0
+  result = train.train_and_evaluate(config, str(tmp_path / "w"))
+  assert 0.0 <= result["eval/accuracy"] <= result["eval/prec@1"] <= 1.0
+  assert result["eval/examples"] == 16  # runlocal: 2 batches of 8

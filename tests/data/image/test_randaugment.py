@@ -1,7 +1,9 @@
-"""RandAugment: each op against its formula in NumPy (big_vision's pp/archive/autoaugment.py
-rules) at two magnitudes, the op set, the magnitude range, and the seeded policy."""
+"""RandAugment: each op against big_vision's own op run by TensorFlow (the stored outputs of
+randaugment_reference.npz, made by make_randaugment_reference.py) at magnitudes 0 to 20, and
+against its formula in NumPy; the op set, the magnitude range, and the seeded policy."""
 
 import math
+import os
 
 import numpy as np
 import PIL.Image
@@ -62,6 +64,39 @@ def _grid():
   return x, y
 
 
+_REFERENCE_FILE = os.path.join(os.path.dirname(__file__), "randaugment_reference.npz")
+
+
+def _reference_cases(name):
+  """(image name, image, magnitude, sign, Cutout seed or None, the reference's output) of op
+  `name` in the stored file."""
+  with np.load(_REFERENCE_FILE, allow_pickle=False) as stored:
+    for image_name in ("noise", "gradient", "strip"):
+      mine = stored[f"{image_name}/ops"] == name
+      settings, outputs = stored[f"{image_name}/settings"], stored[f"{image_name}/outputs"]
+      for (m, sign, *seed), out in zip(settings[mine], outputs[mine]):
+        seed = None if seed[0] < 0 else tuple(int(s) for s in seed)
+        yield image_name, stored[image_name], float(m), float(sign), seed, out
+
+
+@pytest.mark.parametrize("name", list(ra.OPS))
+def test_op_matches_big_vision_run_by_tensorflow(name):
+  """Bit for bit, eagerly and in a tf.function, at magnitudes 0 to 20 (Solarize's threshold
+  wraps at 256, Posterize's shift clamps at 7, the blends clip, translations leave the image)."""
+  cases = list(_reference_cases(name))
+  assert len(cases) >= 16, name
+  mismatches = []
+  for image_name, image, m, sign, seed, want in cases:
+    seed_2 = _seed(*(seed or (1, 2)))
+    op = lambda x, m=m, sign=sign, seed_2=seed_2: ra.OPS[name](x, m, tf.constant(sign), seed_2)
+    for mode, run in (("eager", op), ("tf.function", tf.function(op))):
+      got = run(tf.constant(image)).numpy()
+      if not np.array_equal(got, want):
+        wrong = int(np.sum(got != want))
+        mismatches.append(f"{image_name} M={m} sign={sign:+.0f} seed={seed} {mode}: {wrong} values")
+  assert not mismatches, f"{name} differs from big_vision's:\n" + "\n".join(mismatches)
+
+
 def _expected(name, image, m, sign):
   """Each op's formula, written from the reference's level-to-argument rules."""
   x, y = _grid()
@@ -84,7 +119,7 @@ def _expected(name, image, m, sign):
     bits = max(int(m / 10 * 4), 1)  # 0 bits keeps the top one (TF clamps the shift to 7)
     return image & np.uint8((0xFF << (8 - bits)) & 0xFF)
   if name == "Solarize":
-    threshold = int(m / 10 * 256)
+    threshold = int(m / 10 * 256) % 256  # a uint8 in the reference: 256 wraps to 0
     return np.where(image < threshold, image, 255 - image)
   if name == "SolarizeAdd":
     added = np.minimum(image.astype(int) + int(m / 10 * 110), 255).astype(np.uint8)
@@ -153,7 +188,16 @@ def test_magnitude_five_makes_the_enhance_ops_the_identity_and_ten_is_full_stren
   for name in ("Color", "Contrast", "Brightness", "Sharpness"):
     np.testing.assert_array_equal(_run(name, image, 5, 1.0), image)
   assert ra.enhance_factor(10) == pytest.approx(1.9)
-  np.testing.assert_array_equal(_run("Solarize", image, 10, 1.0), image)  # threshold 256
+
+
+@pytest.mark.parametrize(
+    "m, threshold", [(0, 0), (5, 128), (10, 0), (12.5, 64), (15, 128), (20, 0)]
+)
+def test_solarize_threshold_wraps_at_256_as_the_reference_uint8(m, threshold):
+  image = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, -1)
+  assert ra.solarize_threshold(m) == threshold
+  expected = np.where(image < threshold, image, 255 - image)
+  np.testing.assert_array_equal(_run("Solarize", image, m, 1.0), expected)
 
 
 def test_the_sixteen_ops_of_big_vision_and_no_identity():

@@ -6,8 +6,9 @@
 
 Train batches: image float32 (b, S, S, 3) in [-1, 1]; labels float32
 (b, num_classes) (one-hot, or multi-hot for a multi-label source, after smoothing / mixup /
-cutmix); label int32 (b,), the example's (first) class. Eval labels are one-hot of `label`.
-Eval batches add mask float32 (b,): 1 for real examples, 0 for padding.
+cutmix); label int32 (b,), the example's (first) class. Eval labels are one-hot of `label`, or
+multi-hot for a multi-label source (unsmoothed, unmixed; all 0 on padding rows). Eval batches
+add mask float32 (b,): 1 for real examples, 0 for padding.
 b = global_batch_size // process_count.
 
 Determinism and exact resume: each process reads a fixed-order share of the
@@ -261,27 +262,30 @@ def eval_iterator(
 
   def preprocess(example):
     image_SxSx3 = image_augment.eval_crop(example["image"], image_size, crop_fraction)
+    label = tf.cast(example["label"], tf.int32)
+    if source.multi_label:  # every class of the example, as big_vision scores prec@1 against
+      labels_C = image_augment.multi_hot(example["label"], example["labels"], source.num_classes)
+    else:
+      labels_C = tf.one_hot(label, source.num_classes, dtype=tf.float32)
     return {
         "image": image_augment.normalize(image_SxSx3),
-        "label": tf.cast(example["label"], tf.int32),
+        "label": label,
+        "labels": labels_C,
         "mask": tf.constant(1.0, tf.float32),
     }
 
   padding = {
       "image": tf.zeros([image_size, image_size, 3], tf.float32),
       "label": tf.constant(0, tf.int32),
+      "labels": tf.zeros([source.num_classes], tf.float32),
       "mask": tf.constant(0.0, tf.float32),
   }
   num_padding = num_batches * batch_size - share_size
   assert num_padding >= 0, (num_padding, share_size, largest_share)
 
-  def add_labels(batch):
-    labels_bxC = tf.one_hot(batch["label"], source.num_classes, dtype=tf.float32)
-    return {**batch, "labels": labels_bxC * batch["mask"][:, None]}
-
   ds = share.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
-  ds = ds.batch(batch_size, drop_remainder=True).map(add_labels)
+  ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
   return EvalIterator(ds, num_examples=num_examples, num_batches=num_batches)
 

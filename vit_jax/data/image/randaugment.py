@@ -9,7 +9,9 @@ op and its level-to-argument rule:
   AutoContrast, Equalize, Invert      no argument
   Rotate                              +-M/10 * 30 degrees (sign random)
   Posterize                           keep int(M/10 * 4) bits (0 bits keeps 1: TF's shift clamp)
-  Solarize                            invert pixels >= int(M/10 * 256) (M=10: a no-op)
+  Solarize                            invert pixels >= int(M/10 * 256) mod 256 (the threshold
+                                      is a uint8 in the reference: M=10 and 20 invert every
+                                      pixel, M=15 those >= 128)
   SolarizeAdd                         add int(M/10 * 110) to pixels < 128
   Color, Contrast, Brightness,        blend factor M/10 * 1.8 + 0.1 (M=5: 1, the identity)
   Sharpness
@@ -17,6 +19,10 @@ op and its level-to-argument rule:
   TranslateX, TranslateY              +-M/10 * 100 pixels (sign random), whatever the image size
   Cutout                              a gray square of side 2 * int(M/10 * 40) pixels at a
                                       random center
+
+Level rules: autoaugment.py lines 473-527; the ops: lines 92-401. tests/data/image/
+test_randaugment.py compares every op, bit for bit, with that file's run by TensorFlow at
+magnitudes 0 to 20.
 
 Geometric ops sample the nearest pixel and fill with gray (128), as tfa's ops with the
 reference's wrap/unwrap do. The blends truncate to uint8, as the reference's casts do. The
@@ -146,11 +152,17 @@ def posterize(image_HxWx3, magnitude, sign, seed_2):
   return tf.bitwise.left_shift(tf.bitwise.right_shift(image_HxWx3, shift), shift)
 
 
+def solarize_threshold(magnitude: float) -> int:
+  """int(M/10 * 256) mod 256: the reference compares its uint8 image with the Python int, which
+  TF converts to uint8, so 256 wraps to 0 (M=10 and M=20 invert every pixel, M=15 those >= 128)."""
+  return int(magnitude / MAX_LEVEL * 256) % 256
+
+
 def solarize(image_HxWx3, magnitude, sign, seed_2):
-  """Inverts pixels at or above int(M/10 * 256): all of them at M=0, none from M=10."""
+  """Inverts the pixels at or above solarize_threshold(M): all of them at M=0, 10 and 20."""
   del sign, seed_2
-  threshold = int(magnitude / MAX_LEVEL * 256)
-  return tf.where(tf.cast(image_HxWx3, tf.int32) < threshold, image_HxWx3, 255 - image_HxWx3)
+  threshold = tf.constant(solarize_threshold(magnitude), tf.uint8)
+  return tf.where(image_HxWx3 < threshold, image_HxWx3, 255 - image_HxWx3)
 
 
 def solarize_add(image_HxWx3, magnitude, sign, seed_2):
