@@ -58,8 +58,9 @@ augmentation vit_i21k.py picks per size. Needs a TFDS builder named imagenet21k 
 TFDS; see experiments/sweeps/vit_i21k_paper.py); examples whose `labels` feature lists several
 classes train on all of them (multi-hot targets), as big_vision's i21k input does:
   python -m vit_jax.main --config=configs/vit.py:dataset=imagenet21k,variant=B/16 --workdir=W
-  -> after fine-tuning at 384 px, ImageNet-1k top-1 85.49% for B/16 (an AugReg i21k 300-epoch
-     checkpoint, vision_transformer README's recommended table); not reproduced here.
+  -> the published targets per size and epoch count, with the differences in augmentation
+     between them and this recipe, are in experiments/sweeps/vit_i21k_paper.py; not reproduced
+     here.
 
 Fine-tuning at 384 px from a checkpoint (ours or an original ViT .npz), the ViT paper's recipe
 (vision_transformer configs/common.py): SGD momentum 0.9, lr 0.03, batch 512, cosine with 500

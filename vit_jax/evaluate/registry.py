@@ -14,6 +14,7 @@ import importlib
 import math
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 from vit_jax import tasks
 
@@ -25,6 +26,7 @@ FOLLOWS = {
     "max_batches": "eval_max_batches",
 }
 _RUNS = object()  # a default that follows the run's key (FOLLOWS)
+_NO_INT = object()  # None, but settable to an int from the command line (a typed placeholder)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +57,7 @@ KINDS = {
         probes=tasks.IMAGES,
     ),
     # stride: a stream: dataset's sliding window step (vit_jax/data/text/stream.py); None: seq_len
-    "causal_lm": Kind("lm", "CausalLMLoss", {**_SPLIT_KEYS, "stride": None}),
+    "causal_lm": Kind("lm", "CausalLMLoss", {**_SPLIT_KEYS, "stride": _NO_INT}),
     "masked_lm": Kind("lm", "MaskedLMLoss", _SPLIT_KEYS),
     "seq2seq": Kind("lm", "Seq2SeqLoss", _SPLIT_KEYS),
 }
@@ -82,6 +84,8 @@ def entry(config, kind: str, **settings) -> ml_collections.ConfigDict:
   for key, value in values.items():
     if value is _RUNS:
       values[key] = config.get_ref(FOLLOWS[key]).identity()
+    elif value is _NO_INT:
+      values[key] = placeholder(int)
   return ml_collections.ConfigDict(values)
 
 
@@ -102,7 +106,10 @@ def evals_of(config) -> dict:
 
 def _filled(config, settings) -> ml_collections.ConfigDict:
   defaults = {"every": _RUNS, **KINDS[settings["kind"]].keys}
-  values = {k: config[FOLLOWS[k]] if v is _RUNS else v for k, v in defaults.items()}
+  values = {
+      k: config[FOLLOWS[k]] if v is _RUNS else None if v is _NO_INT else v
+      for k, v in defaults.items()
+  }
   return ml_collections.ConfigDict({**values, **settings})
 
 
