@@ -9,7 +9,7 @@ from vit_jax.config import args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIT_CONFIG = os.path.join(ROOT, "configs", "vit.py")
-# The step-time breakdown and goodput every train record carries (training/step_timing.py).
+# The step-time breakdown and goodput every train record carries (training/metrics_log.py).
 BREAKDOWN_KEYS = (
     "time/window_s",
     "time/input_wait_s",

@@ -9,7 +9,7 @@ import tensorflow_datasets as tfds
 from tests import tiny_configs as configs
 from vit_jax import data
 from vit_jax import errors
-from vit_jax.data.image import checks as image_checks
+from vit_jax.data.image import sources as image_sources
 from vit_jax.data.text import checks as text_checks
 from vit_jax.training import train
 
@@ -42,13 +42,13 @@ def test_training_and_its_checks_open_the_dataset_once(tmp_path, digits_dir, con
 
 def test_outside_a_run_each_check_opens_afresh(digits_dir, constructed):
   config = configs.tiny_vit(digits_dir, 4)
-  image_checks.check_config(config)  # one open reads its names and both splits
+  image_sources.check_config(config)  # one open reads its names and both splits
   assert constructed == {"sklearn_digits": 1}
-  image_checks.check_config(config)
+  image_sources.check_config(config)
   assert constructed == {"sklearn_digits": 2}
   with data.opened_once():
-    image_checks.check_config(config)
-    image_checks.check_split(config, "sklearn_digits", "test", key="evals.eval.split")
+    image_sources.check_config(config)
+    image_sources.check_split(config, "sklearn_digits", "test", key="evals.eval.split")
   assert constructed == {"sklearn_digits": 3}
 
 
@@ -56,7 +56,7 @@ def test_a_missing_split_is_named_by_the_source_that_opened_it(digits_dir):
   config = configs.tiny_vit(digits_dir, 4)
   config.eval_split = "validation"
   with pytest.raises(errors.DataError, match=r"eval_split='validation'.*test \(355 examples\)"):
-    image_checks.check_config(config)
+    image_sources.check_config(config)
 
 
 def test_text_datasets_open_their_builder_in_the_same_place(tmp_path, constructed):

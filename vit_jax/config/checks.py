@@ -128,9 +128,9 @@ def validate_training(config, workdir: str) -> dict:
   task = tasks.TASKS[config.task]
   # pylint: disable=g-import-not-at-top
   if task.reads_images:
-    from vit_jax.data.image import checks as image_checks
+    from vit_jax.data.image import sources as image_sources
 
-    return image_checks.check_config(config)
+    return image_sources.check_config(config)
   from vit_jax.data.text import checks as text_checks
 
   text_checks.check_config(config, task.examples, streams=task.streams)

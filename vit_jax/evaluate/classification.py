@@ -20,9 +20,9 @@ class Classification(base.TaskEval):
           s.dataset, s.split, info.examples, key=self.key("split"), data_dir=c.data_dir
       )
       return
-    from vit_jax.data.image import checks  # pylint: disable=g-import-not-at-top
+    from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top
 
-    num_classes = checks.check_split(c, s.dataset, s.split, key=self.key("split"))
+    num_classes = sources.check_split(c, s.dataset, s.split, key=self.key("split"))
     if num_classes != self.task.num_classes:
       raise errors.ConfigError(
           f"{self.key('dataset')}={s.dataset!r} has {num_classes} classes but the model has "

@@ -108,13 +108,13 @@ class FewShot(base.Evaluator):
   def _check_data(self) -> int:
     """The class count; a DataError if a split is missing or a class has fewer examples in
     `train_split` than the most shots asked for."""
-    from vit_jax.data.image import checks  # pylint: disable=g-import-not-at-top
+    from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top
 
     s = self.settings
-    num_classes = checks.check_split(
+    num_classes = sources.check_split(
         self.config, s.dataset, s.train_split, key=self.key("train_split")
     )
-    checks.check_split(self.config, s.dataset, s.split, key=self.key("split"))
+    sources.check_split(self.config, s.dataset, s.split, key=self.key("split"))
     counts = np.bincount(self._labels(s.train_split), minlength=num_classes)
     short = [c for c in range(num_classes) if counts[c] < max(s.shots)]
     if short:

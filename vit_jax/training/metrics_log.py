@@ -1,9 +1,42 @@
-"""Training logs: `metrics.jsonl`, TensorBoard events, and a progress bar or plain lines with ETA.
+"""Training logs: `metrics.jsonl`, TensorBoard events, and a progress bar or plain lines with ETA;
+and what the records say of the run's time: the step-time breakdown and goodput.
 
 Only process 0 writes; other processes get a writer that does nothing. Keys under `time/` (the
-step-time breakdown, training/step_timing.py) go to the file and TensorBoard, not to the console.
+step-time breakdown) go to the file and TensorBoard, not to the console.
+
+The loop dispatches steps asynchronously and waits for the devices only at log, save and eval
+points, so the host cannot see one step's device time without a sync it does not make. It times
+what it does itself; each train record of metrics.jsonl (and TensorBoard) carries, for the window
+since the previous record:
+
+  time/window_s       the window's wall time
+  time/input_wait_s   blocked in `next(batches)`: the input pipeline had no batch ready
+  time/dispatch_s     calling the jitted step (the call returns before the devices finish)
+  time/device_wait_s  blocked at the sync point until the dispatched steps had run: device time
+                      the host's own work did not cover (device-bound runs spend the window here)
+  time/checkpoint_s   in checkpoint saves (what blocks the loop; async saves finish in background)
+  time/eval_s         in evaluations
+  time/compile_s      the attempt's first step call: tracing, lowering and XLA compilation, timed
+                      on the host (that step's execution is asynchronous and not included)
+  time/profile_s      starting and writing a `profile_steps` trace (training/profiling.py)
+  time/startup_s      the attempt's setup before its first step (restore, data, evaluators)
+  time/productive_s   the run's productive time so far (below)
+  input_wait_share    time/input_wait_s / time/window_s
+  goodput             time/productive_s / elapsed_s
+
+Goodput: productive time over wall time since the first start (`elapsed_s`, summed over
+resumes). A window's productive time is its wall time less input wait, checkpoint saves,
+evaluations, compilation and profiling; startup lies outside every window. After a restart,
+the productive time of the steps past the checkpoint it resumed from (the steps it recomputes)
+is counted as lost, in `recomputed_steps` and `time/recomputed_s`. The accounting is read back
+from the train records (`Goodput.resumed`): exact when checkpoints fall on logged steps
+(checkpoint_every a multiple of log_every), else the kept steps after the last record before the
+checkpoint count as lost too. A killed attempt's time after its last record is
+seen by neither `elapsed_s` nor goodput. run_info.json keeps the run's totals (`summary`).
 """
 
+import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -110,3 +143,87 @@ def earlier_records(path: str) -> list[dict]:
       if isinstance(record, dict) and isinstance(record.get("step"), int):
         records.append(record)
   return records
+
+
+# ---- Where the time goes: the step-time breakdown and goodput ------------------------------------
+
+PARTS = ("input_wait", "dispatch", "device_wait", "checkpoint", "eval", "compile", "profile")
+LOST = ("input_wait", "checkpoint", "eval", "compile", "profile")  # not productive
+
+
+@dataclasses.dataclass
+class Goodput:
+  """The productive time of the steps kept so far, and what restarts lost."""
+
+  productive_s: float = 0.0
+  recomputed_steps: int = 0
+  recomputed_s: float = 0.0
+
+  @classmethod
+  def resumed(cls, earlier_records: list[dict], start_step: int) -> "Goodput":
+    """The accounting of a run resumed at `start_step`, from its earlier metrics records."""
+    rows = [r for r in earlier_records if "time/productive_s" in r]
+    if not rows:
+      return cls()
+    last = rows[-1]  # the last attempt's last record: its totals and how far it got
+    # The last record at or before the checkpoint, in file order: after several restarts, the
+    # attempt that trained up to that checkpoint wrote it last.
+    kept = next((r for r in reversed(rows) if r["step"] <= start_step), None)
+    kept_s = kept["time/productive_s"] if kept else 0.0
+    return cls(
+        productive_s=kept_s,
+        recomputed_steps=int(last.get("recomputed_steps", 0)) + max(0, last["step"] - start_step),
+        recomputed_s=last.get("time/recomputed_s", 0.0)
+        + max(0.0, last["time/productive_s"] - kept_s),
+    )
+
+  def summary(self, elapsed_s: float) -> dict:
+    """What run_info.json records."""
+    return {
+        "goodput": round(self.productive_s / elapsed_s, 4) if elapsed_s > 0 else 0.0,
+        "productive_s": round(self.productive_s, 3),
+        "elapsed_s": round(elapsed_s, 3),
+        "recomputed_steps": self.recomputed_steps,
+        "recomputed_s": round(self.recomputed_s, 3),
+    }
+
+
+class StepTimes:
+  """Host time by part within the current log window (`timing`), closed by `window`."""
+
+  def __init__(self, goodput: Goodput, startup_s: float):
+    self.goodput = goodput
+    self.startup_s = startup_s  # reported in the attempt's first window
+    self._begin()
+
+  def _begin(self) -> None:
+    self._start = time.perf_counter()
+    self._spent = dict.fromkeys(PARTS, 0.0)
+
+  @contextlib.contextmanager
+  def timing(self, part: str):
+    began = time.perf_counter()
+    try:
+      yield
+    finally:
+      self._spent[part] += time.perf_counter() - began
+
+  def window(self, elapsed_s: float) -> dict:
+    """The window's record (keys in the module docstring); starts the next window."""
+    window_s = time.perf_counter() - self._start
+    spent = self._spent
+    self.goodput.productive_s += max(0.0, window_s - sum(spent[k] for k in LOST))
+    record = {
+        "time/window_s": window_s,
+        **{f"time/{k}_s": spent[k] for k in PARTS},
+        "time/startup_s": self.startup_s,
+        "time/productive_s": self.goodput.productive_s,
+        "input_wait_share": spent["input_wait"] / window_s if window_s > 0 else 0.0,
+        "goodput": self.goodput.productive_s / elapsed_s if elapsed_s > 0 else 0.0,
+    }
+    if self.goodput.recomputed_steps:
+      record["recomputed_steps"] = self.goodput.recomputed_steps
+      record["time/recomputed_s"] = self.goodput.recomputed_s
+    self.startup_s = 0.0
+    self._begin()
+    return record

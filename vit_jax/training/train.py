@@ -5,7 +5,7 @@ Read top to bottom: the model, mesh, optimizer and state shardings (`prepare`); 
 the optimizer update) and the eval step; then `train_and_evaluate`: state (fresh, resumed or
 fine-tuned), the evaluators (`config.evals`, vit_jax/evaluate) and the loop with logging,
 checkpoints, preemption and non-finite checks, each log window's time breakdown and the run's
-goodput (training/step_timing.py), and `profile_steps` traces (training/profiling.py).
+goodput (training/metrics_log.py), and `profile_steps` traces (training/profiling.py).
 `vit_jax.compile` compiles the same jitted step for a TPU slice (`prepare` and `jit_update_step`
 over the slice's devices).
 
@@ -41,7 +41,6 @@ from vit_jax.training import metrics_log
 from vit_jax.training import optimizer as optimizer_lib
 from vit_jax.training import partitioning
 from vit_jax.training import preemption
-from vit_jax.training import step_timing
 
 # ---- Model, mesh, optimizer and state shardings --------------------------------------------------
 
@@ -315,7 +314,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   start_step = int(state["step"])
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
   # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py), and the
-  # run's goodput so far (training/step_timing.py), rewritten at each logged step and at the end.
+  # run's goodput so far (training/metrics_log.py), rewritten at each logged step and at the end.
   run_info = {
       "num_params": flops.count_params(setup.abstract_state["params"]),
       "train_flops_per_example": mfu_meter.flops_per_example,
@@ -361,8 +360,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     from vit_jax.training import profiling  # pylint: disable=g-import-not-at-top  (only if set)
 
     trace = profiling.TraceWindow(config.profile_steps, workdir_lib.tensorboard_dir(workdir))
-  times = step_timing.StepTimes(
-      step_timing.Goodput.resumed(log.earlier_records, start_step), time.time() - started
+  times = metrics_log.StepTimes(
+      metrics_log.Goodput.resumed(log.earlier_records, start_step), time.time() - started
   )
   save_run_info(start_step)
   pending, last_step = [], start_step

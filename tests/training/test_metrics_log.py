@@ -16,8 +16,8 @@ from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
 from vit_jax.training import host_input
+from vit_jax.training import metrics_log
 from vit_jax.training import profiling
-from vit_jax.training import step_timing
 from vit_jax.training import train
 
 
@@ -47,7 +47,7 @@ def test_a_slowed_input_shows_as_input_wait(tmp_path, digits_dir, monkeypatch):
   assert all(r["input_wait_share"] > 0.5 for r in later), [r["input_wait_share"] for r in later]
   assert all(r["time/input_wait_s"] >= 2 * 0.2 for r in later)
   for r in records:
-    parts = sum(r[f"time/{p}_s"] for p in step_timing.PARTS)
+    parts = sum(r[f"time/{p}_s"] for p in metrics_log.PARTS)
     assert parts <= r["time/window_s"] + 1e-6
   assert records[-1]["time/eval_s"] == 0  # the last step's eval comes after its record
   assert not os.path.exists(workdir_lib.profiles_dir(str(tmp_path)))  # no profile_steps: none
@@ -98,9 +98,9 @@ def test_goodput_reads_back_the_kept_and_the_recomputed_steps():
   ]
   second = [{**r, "time/recomputed_s": 7.0} for r in second]
   eval_record = {"step": 30, "eval/accuracy": 0.5}
-  resumed = step_timing.Goodput.resumed(first + [eval_record] + second, start_step=30)
+  resumed = metrics_log.Goodput.resumed(first + [eval_record] + second, start_step=30)
   assert resumed.productive_s == 20 + 2.0 * 10  # up to step 30, as attempt 2 trained it
   assert resumed.recomputed_steps == 7 + 3
   assert resumed.recomputed_s == 7.0 + 2.0 * 3
-  assert step_timing.Goodput.resumed(first, start_step=0).recomputed_steps == 27
-  assert step_timing.Goodput.resumed([], start_step=20) == step_timing.Goodput()
+  assert metrics_log.Goodput.resumed(first, start_step=0).recomputed_steps == 27
+  assert metrics_log.Goodput.resumed([], start_step=20) == metrics_log.Goodput()
