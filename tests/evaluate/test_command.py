@@ -19,7 +19,7 @@ def run_evaluate(*args):
 def trainer_final(stdout: str, name: str) -> dict:
   """{metric: value} of the trainer's `Final NAME: metric=value ...` line (4 significant digits)."""
   (line,) = [line for line in stdout.splitlines() if line.startswith(f"Final {name}: ")]
-  return {k: float(v) for k, v in re.findall(r"(\w+)=(\S+)", line)}
+  return {k: float(v) for k, v in re.findall(r"([\w@]+)=(\S+)", line)}
 
 
 def test_a_workdir_evaluates_to_what_the_trainer_printed(trained_digits, tmp_path):

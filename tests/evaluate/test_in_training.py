@@ -13,6 +13,7 @@ from tests import tiny_configs as configs
 from tests.survival import conftest as survival
 from vit_jax import workdir as workdir_lib
 from vit_jax.tasks import classification
+from vit_jax.training import metrics_log
 from vit_jax.training import train
 
 
@@ -29,7 +30,8 @@ def evaluated_steps(rows) -> dict:
   """{evaluator name: [steps it logged]} from metrics records."""
   steps = {}
   for row in rows:
-    for name in {key.split("/")[0] for key in row if "/" in key}:
+    evaluated = [key for key in row if "/" in key and not key.startswith(metrics_log.DETAIL_PREFIX)]
+    for name in {key.split("/")[0] for key in evaluated}:
       steps.setdefault(name, []).append(row["step"])
   return steps
 
