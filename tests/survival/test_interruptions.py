@@ -1,8 +1,12 @@
-"""Preemption (SIGTERM), a kill during a checkpoint write, and non-finite losses."""
+"""Preemption (SIGTERM) of one process and of a multi-process job, a kill during a checkpoint
+write, and non-finite losses."""
 
 import os
+import re
 import signal
+import socket
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -68,6 +72,81 @@ def test_sigterm_checkpoints_and_resumes_exactly(tmp_path, digits_dir):
   b = interop.read_params(str(workdir / "checkpoints" / "40"))
   for key in a:
     np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
+
+
+def two_process_command(workdir, data_dir, progress):
+  # Log, save and eval only at the end: a notice must not wait for any of them.
+  return command(
+      workdir,
+      data_dir,
+      "--config.log_every=300",
+      f"--config.progress={progress}",
+      total_steps=300,
+      every=300,
+  )
+
+
+def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
+    tmp_path, digits_dir
+):
+  straight = tmp_path / "straight"
+  launcher = [sys.executable, os.path.join(helpers.ROOT, "scripts", "launch_local.py"), "-n", "2"]
+  logs = ["--log_dir", str(tmp_path / "logs"), "--"]
+  out = helpers.run(launcher + logs + two_process_command(straight, digits_dir, "lines"))
+  assert out.returncode == 0, out.stderr[-3000:]
+
+  workdir = tmp_path / "preempted"
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{s.getsockname()[1]}"
+  procs, outputs = [], []
+  for i in range(2):
+    env = helpers.env()
+    # TF_CPP_MIN_LOG_LEVEL=0: JAX's runtime logs the step the hosts agree on.
+    env.update(
+        JAX_COORDINATOR_ADDRESS=address,
+        JAX_NUM_PROCESSES="2",
+        JAX_PROCESS_ID=str(i),
+        JAX_PLATFORMS="cpu",
+        TF_CPP_MIN_LOG_LEVEL="0",
+    )
+    outputs.append((open(tmp_path / f"out_{i}", "w+"), open(tmp_path / f"err_{i}", "w+")))
+    procs.append(
+        subprocess.Popen(
+            two_process_command(workdir, digits_dir, "bar"),  # the bar: steps as they are taken
+            env=env,
+            cwd=helpers.ROOT,
+            stdout=outputs[i][0],
+            stderr=outputs[i][1],
+        )
+    )
+  try:
+    bar = lambda: re.findall(r"(\d+)/300", (tmp_path / "err_0").read_text())
+    wait_for(lambda: max(map(int, bar()), default=0) >= 5, procs[0])
+    procs[1].send_signal(signal.SIGTERM)
+    codes = [p.wait(timeout=300) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  stdout = [(tmp_path / f"out_{i}").read_text() for i in range(2)]
+  stderr = [(tmp_path / f"err_{i}").read_text() for i in range(2)]
+  assert codes == [0, 0], stderr[0][-3000:] + stderr[1][-3000:]
+  saved = [re.findall(r"SIGTERM: saved a checkpoint at step (\d+);", out) for out in stdout]
+  assert saved[0] == saved[1] and len(saved[0]) == 1, stdout
+  stopped = int(saved[0][0])
+  assert 5 < stopped < 300 and (workdir / "checkpoints" / str(stopped)).is_dir()
+  # Within one step: the step after the furthest step any host had reported when they agreed.
+  agreed = [re.findall(r"Preemption sync counter is set: (\d+)", err) for err in stderr]
+  assert agreed == [[str(stopped)], [str(stopped)]], (agreed, stopped)
+
+  resumed = helpers.run(launcher + logs + two_process_command(workdir, digits_dir, "lines"))
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"at step {stopped}" in resumed.stdout
+  a = interop.read_params(str(straight / "checkpoints" / "300"))
+  b = interop.read_params(str(workdir / "checkpoints" / "300"))
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 @pytest.mark.slow
