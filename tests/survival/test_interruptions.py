@@ -79,10 +79,10 @@ def two_process_command(workdir, data_dir, progress):
   return command(
       workdir,
       data_dir,
-      "--config.log_every=300",
+      "--config.log_every=120",
       f"--config.progress={progress}",
-      total_steps=300,
-      every=300,
+      total_steps=120,
+      every=120,
   )
 
 
@@ -121,8 +121,8 @@ def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
         )
     )
   try:
-    bar = lambda: re.findall(r"(\d+)/300", (tmp_path / "err_0").read_text())
-    wait_for(lambda: max(map(int, bar()), default=0) >= 5, procs[0])
+    bar = lambda: re.findall(r"(\d+)/120", (tmp_path / "err_0").read_text())
+    wait_for(lambda: max(map(int, bar()), default=0) >= 5, procs[0], timeout=600)
     procs[1].send_signal(signal.SIGTERM)
     codes = [p.wait(timeout=300) for p in procs]
   finally:
@@ -135,7 +135,7 @@ def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
   saved = [re.findall(r"SIGTERM: saved a checkpoint at step (\d+);", out) for out in stdout]
   assert saved[0] == saved[1] and len(saved[0]) == 1, stdout
   stopped = int(saved[0][0])
-  assert 5 < stopped < 300 and (workdir / "checkpoints" / str(stopped)).is_dir()
+  assert 5 < stopped < 120 and (workdir / "checkpoints" / str(stopped)).is_dir()
   # Within one step: the step after the furthest step any host had reported when they agreed.
   agreed = [re.findall(r"Preemption sync counter is set: (\d+)", err) for err in stderr]
   assert agreed == [[str(stopped)], [str(stopped)]], (agreed, stopped)
@@ -143,8 +143,8 @@ def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
   resumed = helpers.run(launcher + logs + two_process_command(workdir, digits_dir, "lines"))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"at step {stopped}" in resumed.stdout
-  a = interop.read_params(str(straight / "checkpoints" / "300"))
-  b = interop.read_params(str(workdir / "checkpoints" / "300"))
+  a = interop.read_params(str(straight / "checkpoints" / "120"))
+  b = interop.read_params(str(workdir / "checkpoints" / "120"))
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
