@@ -39,9 +39,9 @@ class InputPlan:
 def plan_input(mesh, batch_size: int, input_shards: int | None = None) -> InputPlan:
   """The input plan of this process for `mesh`; ConfigError if `input_shards` cannot feed it."""
   held = mesh_lib.batch_slices_by_process(mesh)
-  shape = ",".join(f"{axis}:{size}" for axis, size in mesh.shape.items() if size > 1) or "1 device"
+  name = ",".join(f"{axis}:{size}" for axis, size in mesh.shape.items() if size > 1)
   return plan_for_layout(
-      held, mesh_lib.batch_divisor(mesh), batch_size, input_shards, jax.process_index(), shape
+      held, mesh_lib.batch_divisor(mesh), batch_size, input_shards, jax.process_index(), name
   )
 
 

@@ -15,6 +15,11 @@ over the mesh, and `jax.jit` partitions the step (no pmap). On TPUs the mesh fol
 torus (`mesh_utils.create_device_mesh`), so neighbours on an axis are neighbours on the chip
 interconnect; across the slices of a multi-slice job the `dcn` axis (data parallel over the
 data-center network, one entry per slice) comes first (`create_hybrid_device_mesh`).
+
+Batches: the batch axes cut each global batch into equal slices of rows; which slices a
+process's devices hold (`batch_slices_by_process`) is what it must load (host_input.py), and
+`global_batch` assembles the processes' rows into arrays of the global batch size, given, never
+inferred.
 """
 
 import glob
