@@ -9,9 +9,9 @@ any host and tells the coordination service; each host's manager then, in the ba
 publishes the last step this host reported, and all agree to stop at the largest plus one.
 `multihost_utils.reached_preemption_sync_point(step)`, called after every step, only reads that
 agreement, so no host waits for another until a notice comes. Steps are the global step, as
-orbax's saves also report them; the attempt's first step is reported before the loop, so a
-notice that comes while the step compiles stops the run after one step. The notifier polls for
-the signal once a second; Cloud TPU gives about 30 s between the notice and the kill.
+orbax's saves also report them. A notice that comes before the loop (during set-up, or while the
+step compiles) stops the run after its first step. The notifier polls for the signal once a
+second; Cloud TPU gives about 30 s between the notice and the kill.
 """
 
 import signal
@@ -30,9 +30,13 @@ class PreemptionWatcher:
     # With several processes, the runtime's notifier owns SIGTERM: a Python handler installed
     # after it would take the signal from it.
     self._agreed_by_runtime = jax.process_count() > 1
-    if self._agreed_by_runtime:  # True if the hosts already agreed to stop before any step
-      self.requested = multihost_utils.reached_preemption_sync_point(start_step)
-    elif threading.current_thread() is threading.main_thread():
+    if self._agreed_by_runtime and start_step:
+      # The runtime's count starts at 0, so a notice during a resumed run's set-up made the
+      # hosts agree on step 1: report step 1 (True then, on every host), then where this attempt
+      # starts, so that a later notice agrees on the step after it.
+      reports = [multihost_utils.reached_preemption_sync_point(s) for s in sorted({1, start_step})]
+      self.requested = any(reports)
+    elif not self._agreed_by_runtime and threading.current_thread() is threading.main_thread():
       self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
 
   def _on_sigterm(self, signum, frame):
