@@ -10,6 +10,12 @@ keeps the libraries' logging.
 `hide_accelerators_from_tf()` is the one place that keeps TensorFlow off GPUs and TPUs; the image
 data package calls it on import, before any TF op can run.
 
+`use_compilation_cache(path)` points JAX's persistent compilation cache at `path` (the trainer:
+WORKDIR/compilation_cache unless `--config.compilation_cache_dir` says otherwise), so a restarted
+or resumed run loads its compiled programs instead of compiling them again. Programs that took
+less than `CACHE_MIN_COMPILE_SECS` to compile are not written: reading them back would save
+little. Only process 0 of a multi-process job writes entries (JAX's rule); every process reads.
+
 `set_cpu_xla_defaults()` sets the XLA flags the trainer wants on CPU (read when the backend
 starts): `--xla_cpu_experimental_ynn_fusion_type=-individual_dot,-individual_convolution`.
 XLA:CPU by default hands each lone dot and convolution to the YNNPACK library; at the widths of
@@ -108,3 +114,22 @@ def set_cpu_xla_defaults() -> None:
   extra = [f"{flag}={value}" for flag, value in CPU_FLAGS.items() if flag not in current]
   if extra:
     os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
+
+
+CACHE_MIN_COMPILE_SECS = 0.5
+
+
+def use_compilation_cache(path: str | None) -> None:
+  """Compiled programs are read from and written to `path` from now on (None: no cache)."""
+  # pylint: disable=g-import-not-at-top  (jax starts only when a command asks for it)
+  import jax
+  from jax.experimental.compilation_cache import compilation_cache
+
+  if jax.config.jax_compilation_cache_dir == path:
+    return
+  # JAX opens its cache once, at the first compile after a path is set: forget the old one, for
+  # a process that trains in several workdirs (tests, notebooks).
+  compilation_cache.reset_cache()
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECS)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # any size

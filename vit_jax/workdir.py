@@ -11,6 +11,7 @@ A workdir W holds (each name below is the one place it is spelled):
     W/checkpoints/STEP/   orbax steps: a `state` item (params, optimizer) and a `model` record
     W/checkpoints/damaged/  steps that failed to restore, set aside (never deleted)
     W/tokenizer/          the tokenizer of a text run
+    W/compilation_cache/  compiled steps (JAX's persistent cache): a rerun loads, not compiles
     W/train.log           a sweep run's stdout and stderr
     W/lock                the host and pid of the process writing the workdir, while it runs
 and a sweep root holds `sweep.json` beside its runs' workdirs.
@@ -53,6 +54,7 @@ DAMAGED_DIR = "damaged"  # under CHECKPOINTS_DIR
 STATE_ITEM = "state"  # orbax items of one checkpoint step
 MODEL_ITEM = "model"
 TOKENIZER_DIR = "tokenizer"
+COMPILATION_CACHE_DIR = "compilation_cache"
 TRAIN_LOG_FILE = "train.log"
 SWEEP_FILE = "sweep.json"  # in a sweep root, not in a run's workdir
 
@@ -67,6 +69,7 @@ FILE_NAMES = (
     CHECKPOINTS_DIR,
     DAMAGED_DIR,
     TOKENIZER_DIR,
+    COMPILATION_CACHE_DIR,
     TRAIN_LOG_FILE,
     SWEEP_FILE,
 )
@@ -90,7 +93,7 @@ def tensorboard_dir(workdir: str) -> str:
 
 def profiles_dir(workdir: str) -> str:
   """The traces' folder: one RUN folder (a time stamp) per traced window."""
-  return os.path.join(tensorboard_dir(workdir), PROFILES_DIR)
+  return storage.join(tensorboard_dir(workdir), PROFILES_DIR)
 
 
 def checkpoints_dir(workdir: str) -> str:
@@ -103,6 +106,10 @@ def damaged_dir(checkpoints: str) -> str:
 
 def tokenizer_dir(workdir: str) -> str:
   return storage.join(workdir, TOKENIZER_DIR)
+
+
+def compilation_cache_dir(workdir: str) -> str:
+  return storage.join(workdir, COMPILATION_CACHE_DIR)
 
 
 def train_log_path(workdir: str) -> str:

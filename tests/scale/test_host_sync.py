@@ -118,7 +118,8 @@ def test_two_processes_agree_only_at_log_save_and_eval_points(tmp_path, digits_d
       assert module in ("checkpoint.py", "elsewhere"), calls
   # Inside the loop, all-gathers happen only at the sync points: never per step.
   assert set(steps) <= {"None", *map(str, SYNC_STEPS)}, calls
-  assert [calls.get(f"preemption.py@{s}") for s in SYNC_STEPS] == [1, 1, 1, 1]
+  # A preemption is agreed on by JAX's runtime in the background, not by an all-gather.
+  assert not [k for k in calls if k.startswith("preemption.py")], calls
   # The eval pass's "any data left?" (2 batches + the end), at the last step only; the few-shot
   # probe asks the same of each of its passes over the data, also at the last step only.
   assert calls.pop("host_input.py/base.py@12") == 3, calls
@@ -131,13 +132,13 @@ def test_batches_are_on_the_devices_two_steps_ahead(monkeypatch):
   made_global = []
   global_batch = mesh_lib.global_batch
 
-  def spy(batch, mesh):
+  def spy(batch, mesh, batch_size):
     made_global.append(int(batch["x"][0, 0]))
-    return global_batch(batch, mesh)
+    return global_batch(batch, mesh, batch_size)
 
   monkeypatch.setattr(mesh_lib, "global_batch", spy)
   batches = ({"x": np.full((2, 3), i, np.float32)} for i in range(6))
-  stream = host_input.prefetch_to_mesh(batches, mesh, size=2)
+  stream = host_input.prefetch_to_mesh(batches, mesh, batch_size=2, size=2)
   first = next(stream)
   assert isinstance(first["x"], jax.Array) and float(first["x"][0, 0]) == 0
   assert made_global == [0, 1, 2]  # batches 1 and 2 already sent to the devices

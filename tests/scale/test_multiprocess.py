@@ -1,5 +1,7 @@
-"""Two local processes (4 CPU devices each, gloo) behave like one process with 8 devices."""
+"""Several local processes (CPU devices, gloo) behave like one process with as many devices: the
+same losses on meshes whose groups span processes, resume, and failing together."""
 
+import json
 import os
 import shutil
 import signal
@@ -120,3 +122,99 @@ def test_killing_one_process_fails_the_other_in_bounded_time(tmp_path, digits_di
         p.kill()
   assert code != 0
   assert elapsed < FAIL_WITHIN_S, f"the survivor took {elapsed:.0f} s to fail"
+
+
+# Groups that span processes on 4 processes x 2 devices: model:4 (data:2) and data:2,model:4 put
+# each model group on 2 processes, which must read the same rows; fsdp:4,model:2 spreads the
+# batch over processes with fsdp.
+SPANNING_MESHES = ("model:4", "data:2,model:4", "fsdp:4,model:2")
+
+TRAIN_ON_MESHES = r"""
+import json, sys
+import jax
+from vit_jax.config import args
+from vit_jax.training import mesh as mesh_lib
+from vit_jax.training import train
+jax.config.update("jax_threefry_partitionable", True)
+mesh_lib.initialize()  # the launcher's processes; run alone, a single process
+workdir, data_dir = sys.argv[1:3]
+results = {}
+for name, arg in (("vit", "runlocal"), ("gpt", "runlocal,variant=nano")):
+  for mesh in sys.argv[3:]:  # one job trains on each mesh in turn: one start-up for all
+    config = args.load_file(f"configs/{name}.py").get_config(arg)
+    config.update(dict(mesh=mesh, total_steps=3, log_every=1, eval_every=3, checkpoint_every=3,
+                       batch_size=16, input_shards=4, progress="lines"))
+    if name == "vit":
+      config.data_dir = data_dir
+      config.eval_max_batches = None  # the whole test split
+      del config.evals["fewshot"]
+    out_dir = f"{workdir}/{name}_{mesh.replace(':', '').replace(',', '_')}"
+    result = train.train_and_evaluate(config, out_dir)
+    if jax.process_index() == 0:
+      losses = [json.loads(l)["train_loss"] for l in open(out_dir + "/metrics.jsonl")
+                if "train_loss" in l]
+      evals = {k: float(v) for k, v in result.items() if k.startswith("eval/")}
+      results[f"{name} {mesh}"] = {"losses": losses, "eval": evals}
+if jax.process_index() == 0:
+  print("RESULT" + json.dumps(results), flush=True)
+"""
+
+
+def train_on_meshes(workdir, data_dir, meshes, processes: int, devices_per_process: int) -> dict:
+  script = [sys.executable, "-c", TRAIN_ON_MESHES, str(workdir), data_dir, *meshes]
+  if processes > 1:
+    launcher = os.path.join(helpers.ROOT, "scripts", "launch_local.py")
+    logs = str(workdir) + "_logs"
+    script = [sys.executable, launcher, "-n", str(processes), "--devices_per_process",
+              str(devices_per_process), "--log_dir", logs, "--", *script]  # fmt: skip
+  out = helpers.run(script, devices=devices_per_process, timeout=1800)
+  assert out.returncode == 0, out.stderr[-4000:]
+  line = next(row for row in out.stdout.splitlines() if row.startswith("RESULT"))
+  return json.loads(line[len("RESULT") :])
+
+
+def test_meshes_spanning_processes_match_one_device(tmp_path, digits_dir):
+  # Every mesh gives one device's losses (tests/scale/test_meshes.py): one device is the reference.
+  one = train_on_meshes(tmp_path / "one", digits_dir, ["data:1"], 1, 1)
+  four = train_on_meshes(tmp_path / "four", digits_dir, SPANNING_MESHES, 4, 2)
+  assert len(four) == 2 * len(SPANNING_MESHES)
+  for name in ("vit", "gpt"):
+    expected = one[f"{name} data:1"]
+    assert len(expected["losses"]) == 3
+    for mesh in SPANNING_MESHES:
+      got = four[f"{name} {mesh}"]
+      np.testing.assert_allclose(got["losses"], expected["losses"], rtol=2e-5, err_msg=mesh)
+      assert got["eval"].keys() == expected["eval"].keys()
+      for key, value in expected["eval"].items():
+        np.testing.assert_allclose(got["eval"][key], value, rtol=2e-5, err_msg=(mesh, key))
+      if name == "vit":  # the eval pass saw every test example once
+        assert got["eval"]["eval/examples"] == 355, mesh
+
+
+def test_a_mesh_the_input_cannot_feed_is_refused_before_any_step(tmp_path, digits_dir):
+  # fsdp:4 gives each process its own quarter of the batch; 2 input shards are halves.
+  workdir = tmp_path / "w"
+  cmd = [
+      sys.executable,
+      os.path.join(helpers.ROOT, "scripts", "launch_local.py"),
+      "-n",
+      "4",
+      "--devices_per_process",
+      "2",
+      "--log_dir",
+      str(tmp_path / "logs"),
+      "--",
+      sys.executable,
+      *vit_args(workdir, digits_dir),
+      "--config.mesh=fsdp:4,model:2",
+  ]
+  out = helpers.run(cmd)
+  assert out.returncode == 2, out.stderr[-3000:]
+  errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+  assert errors == [
+      "error: --config.input_shards=2 cannot feed the mesh fsdp:4,model:2 on 4 processes: an "
+      "input shard (8 rows) would be split between processes whose devices hold different rows "
+      "of the batch (slices of 4 rows); use --config.input_shards=4 (or a multiple of it that "
+      "divides the batch), or leave it unset."
+  ], out.stderr[-3000:]
+  assert not workdir.exists()  # refused before anything was written

@@ -1,8 +1,12 @@
-"""Preemption (SIGTERM), a kill during a checkpoint write, and non-finite losses."""
+"""Preemption (SIGTERM) of one process and of a multi-process job, a kill during a checkpoint
+write, and non-finite losses."""
 
 import os
+import re
 import signal
+import socket
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -68,6 +72,98 @@ def test_sigterm_checkpoints_and_resumes_exactly(tmp_path, digits_dir):
   b = interop.read_params(str(workdir / "checkpoints" / "40"))
   for key in a:
     np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
+
+
+def two_process_command(workdir, data_dir, progress):
+  # Log, save and eval only at the end: a notice must not wait for any of them.
+  return command(
+      workdir,
+      data_dir,
+      "--config.log_every=120",
+      f"--config.progress={progress}",
+      total_steps=120,
+      every=120,
+  )
+
+
+def preempt_one_of_two(workdir, data_dir, out_dir, when, delay=0.0) -> tuple[int, int]:
+  """Runs two processes, sends SIGTERM to the second `delay` seconds after `when(its stderr, the
+  first's)`, checks that both exit 0 having saved the same step, and returns (that step, the
+  step JAX's runtime had them agree on)."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{s.getsockname()[1]}"
+  procs, err = [], [out_dir / f"err_{i}" for i in range(2)]
+  out = [out_dir / f"out_{i}" for i in range(2)]
+  for i in range(2):
+    env = helpers.env()
+    # TF_CPP_MIN_LOG_LEVEL=0: JAX's runtime logs joining the job and the step the hosts agree on.
+    env.update(
+        JAX_COORDINATOR_ADDRESS=address,
+        JAX_NUM_PROCESSES="2",
+        JAX_PROCESS_ID=str(i),
+        JAX_PLATFORMS="cpu",
+        TF_CPP_MIN_LOG_LEVEL="0",
+    )
+    with open(out[i], "w") as stdout, open(err[i], "w") as stderr:
+      procs.append(
+          subprocess.Popen(
+              two_process_command(workdir, data_dir, "bar"),  # the bar: steps as they are taken
+              env=env,
+              cwd=helpers.ROOT,
+              stdout=stdout,
+              stderr=stderr,
+          )
+      )
+  try:
+    wait_for(lambda: when(err[1].read_text(), err[0].read_text()), procs[0], timeout=600)
+    time.sleep(delay)
+    procs[1].send_signal(signal.SIGTERM)
+    codes = [p.wait(timeout=300) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  assert codes == [0, 0], err[0].read_text()[-3000:] + err[1].read_text()[-3000:]
+  saved = [re.findall(r"SIGTERM: saved a checkpoint at step (\d+);", o.read_text()) for o in out]
+  assert saved[0] == saved[1] and len(saved[0]) == 1, saved
+  stopped = int(saved[0][0])
+  assert (workdir / "checkpoints" / str(stopped)).is_dir()
+  # Both at the step after the furthest step any host had reported when they agreed.
+  agreed = [re.findall(r"Preemption sync counter is set: (\d+)", e.read_text()) for e in err]
+  assert agreed[0] == agreed[1] and len(agreed[0]) == 1, agreed
+  return stopped, int(agreed[0][0])
+
+
+def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
+    tmp_path, digits_dir
+):
+  straight = tmp_path / "straight"
+  launcher = [sys.executable, os.path.join(helpers.ROOT, "scripts", "launch_local.py"), "-n", "2"]
+  logs = ["--log_dir", str(tmp_path / "logs"), "--"]
+  out = helpers.run(launcher + logs + two_process_command(straight, digits_dir, "lines"))
+  assert out.returncode == 0, out.stderr[-3000:]
+
+  # In the loop, after step 5: the hosts stop one step after the furthest one.
+  workdir = tmp_path / "preempted"
+  steps = lambda bar: max(map(int, re.findall(r"(\d+)/120", bar)), default=0)
+  stopped, agreed = preempt_one_of_two(
+      workdir, digits_dir, tmp_path, lambda _, bar: steps(bar) >= 5
+  )
+  assert 5 < stopped < 120 and agreed == stopped
+  # While the resumed run sets up (a second after joining the job, when the runtime's notifier
+  # has the signal): it stops after its first step.
+  joined = lambda err, _: "Connected to distributed JAX controller" in err
+  again, agreed = preempt_one_of_two(workdir, digits_dir, tmp_path, joined, delay=1.0)
+  assert again == stopped + 1 and agreed == 1  # the runtime's count before the loop
+
+  resumed = helpers.run(launcher + logs + two_process_command(workdir, digits_dir, "lines"))
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"at step {again}" in resumed.stdout
+  a = interop.read_params(str(straight / "checkpoints" / "120"))
+  b = interop.read_params(str(workdir / "checkpoints" / "120"))
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
-"""Resume after SIGKILL ends with the same params as a straight run and a lower goodput, counting
-the recomputed steps; 8 devices match 1 device."""
+"""Resume after SIGKILL ends with the same params as a straight run, without compiling the step
+again, and with a lower goodput that counts the recomputed steps; 8 devices match 1 device."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -107,3 +108,26 @@ def test_eight_devices_give_the_same_first_losses(tmp_path, digits_dir):
     losses[devices] = [r["train_loss"] for r in helpers.read_metrics(workdir) if "train_loss" in r]
   assert len(losses[1]) == 10
   np.testing.assert_allclose(losses[8], losses[1], rtol=1e-5)
+
+
+def test_a_resumed_run_loads_its_compiled_step_from_the_workdir(tmp_path, digits_dir):
+  workdir = tmp_path / "w"
+  overrides = [f"--config.data_dir={digits_dir}", "--config.eval_every=4", "--config.log_every=2"]
+  cmd = helpers.main_command(workdir, "runlocal", *overrides)  # 4 steps, saved at 2 and 4
+  first = helpers.run(cmd)
+  assert first.returncode == 0, first.stderr[-3000:]
+  cache = workdir / "compilation_cache"
+  assert any(name.startswith("jit_update_step-") for name in os.listdir(cache))
+
+  shutil.rmtree(workdir / "checkpoints" / "4")  # as if the run had stopped after step 2
+  # JAX_LOG_COMPILES=1: JAX names each program it loads from the persistent cache.
+  env = dict(helpers.env(), JAX_LOG_COMPILES="1")
+  again = subprocess.run(cmd, env=env, cwd=helpers.ROOT, capture_output=True, text=True)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "at step 2" in again.stdout
+  assert "Persistent compilation cache hit for 'jit_update_step'" in again.stderr
+
+  off = tmp_path / "off"
+  cmd = helpers.main_command(off, "runlocal", *overrides, "--config.compilation_cache_dir=")
+  assert helpers.run(cmd).returncode == 0
+  assert not (off / "compilation_cache").exists()

@@ -13,6 +13,7 @@ from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import defaults
 from vit_jax.evaluate import registry as evaluators
+from vit_jax.training import host_input
 from vit_jax.training import mesh
 from vit_jax.training import optimizer
 
@@ -123,6 +124,7 @@ def validate_training(config, workdir: str) -> dict:
   """Checks the config, the workdir and the data; returns notes for the metrics log (e.g. the
   count of corrupt images skipped). Raises a UserError before anything is written."""
   validate_config(config)
+  check_mesh_and_input(config)
   workdir_lib.check_workdir(workdir)
   workdir_lib.check_resume(config, workdir)
   task = tasks.TASKS[config.task]
@@ -135,6 +137,14 @@ def validate_training(config, workdir: str) -> dict:
 
   text_checks.check_config(config, task.examples, streams=task.streams)
   return {}
+
+
+def check_mesh_and_input(config) -> None:
+  """`config.mesh` fits this job's devices, the batch splits over its batch shards, and the
+  input can give each process exactly the rows its devices hold (training/host_input.py)."""
+  devices_mesh = mesh.make_mesh(config.mesh)
+  mesh.check_batch(config.batch_size, config.grad_accum_steps, devices_mesh)
+  host_input.plan_input(devices_mesh, config.batch_size, config.input_shards)
 
 
 def validate_generation(

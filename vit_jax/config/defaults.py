@@ -110,6 +110,9 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.nonfinite = "stop"  # a non-finite loss or gradient (CHOICES)
   c.debug_nan_at_step = placeholder(int)  # fault injection: a NaN loss at this step
   c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
+  # JAX's persistent compilation cache, so a restart loads the compiled step instead of compiling
+  # it again. None: WORKDIR/compilation_cache; "": no cache.
+  c.compilation_cache_dir = placeholder(str)
   c.mesh = "data:-1"  # axis sizes (dcn, data, fsdp, model); -1 takes the remaining devices
   # The slice the config is sized for (e.g. "v5p-64"): `vit_jax.compile`'s default --topology.
   c.target_topology = placeholder(str)

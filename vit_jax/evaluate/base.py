@@ -22,6 +22,8 @@ class Evaluator(abc.ABC):
     self.settings = settings
     self.every = settings.every
     self.config, self.task, self.setup = config, task, setup
+    # The input shards this process reads: exactly the rows its devices hold (host_input.py).
+    self.input_plan = host_input.plan_input(setup.mesh, config.batch_size, config.input_shards)
 
   def key(self, setting: str) -> str:
     """The flag that sets one of this evaluator's keys, for error messages."""
@@ -30,6 +32,10 @@ class Evaluator(abc.ABC):
   @abc.abstractmethod
   def run(self, params) -> dict:
     """{metric: float} of `params` (sharded as the run's state)."""
+
+  def global_batch(self, batch: dict) -> dict:
+    """This process's rows of an eval batch as the global batch on the mesh."""
+    return mesh_lib.global_batch(batch, self.setup.mesh, self.input_plan.batch_size)
 
 
 class TaskEval(Evaluator):
@@ -45,19 +51,20 @@ class TaskEval(Evaluator):
     """A UserError unless the dataset and split exist and fit the model."""
 
   def batches(self):
-    """This process's batches of the split, padded so every process runs the same steps."""
-    s, c = self.settings, self.config
+    """This process's rows of the split's batches, padded so every process runs the same
+    steps."""
+    s = self.settings
     return host_input.eval_batches(
         lambda shard, count: self.task.eval_batches(shard, count, dataset=s.dataset, split=s.split),
-        c.input_shards,
+        self.input_plan,
         s.max_batches,
-        c.prefetch_batches,
+        self.config.prefetch_batches,
     )
 
   def run(self, params) -> dict:
     mesh, sums = self.setup.mesh, None
     for batch in self.batches():
       with jax.set_mesh(mesh):  # the target platform for attention_impl=auto, as in aot.py
-        out = self.setup.eval_step(params, mesh_lib.global_batch(batch, mesh))
+        out = self.setup.eval_step(params, self.global_batch(batch))
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
     return self.task.eval_summary(jax.device_get(sums))

@@ -140,14 +140,14 @@ class FewShot(base.Evaluator):
     mesh, dataset = self.setup.mesh, self.settings.dataset
     batches = host_input.eval_batches(
         lambda shard, count: self.task.eval_batches(shard, count, dataset=dataset, split=split),
-        self.config.input_shards,
+        self.input_plan,
         None,
         self.config.prefetch_batches,
     )
     features, labels = [], []
     for batch in batches:
       with jax.set_mesh(mesh):
-        out = jax.device_get(self.features(params, mesh_lib.global_batch(batch, mesh)))
+        out = jax.device_get(self.features(params, self.global_batch(batch)))
       real = out["mask"] > 0
       features.append(np.asarray(out["features"], np.float32)[real])
       labels.append(out["label"][real])

@@ -44,14 +44,14 @@ class CausalLMLoss(TextTaskEval):
       )
 
   def batches(self):
-    s, c = self.settings, self.config
+    s = self.settings
     return host_input.eval_batches(
         lambda shard, count: self.task.eval_batches(
             shard, count, dataset=s.dataset, split=s.split, stride=s.stride
         ),
-        c.input_shards,
+        self.input_plan,
         s.max_batches,
-        c.prefetch_batches,
+        self.config.prefetch_batches,
     )
 
 

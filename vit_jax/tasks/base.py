@@ -40,16 +40,18 @@ class Task(abc.ABC):
 
   # ---- Data -----------------------------------------------------------------------------------
   @abc.abstractmethod
-  def train_batches(self, start_step: int, process_index: int, process_count: int):
-    """Endless training batches of this process's share, from batch `start_step` on."""
+  def train_batches(self, start_step: int, shard: int, shard_count: int):
+    """Endless training batches of input shard `shard` of `shard_count` (batch_size /
+    shard_count rows each), from batch `start_step` on. A shard's batches depend only on the
+    config, the shard and the step, so processes that read the same shard get the same rows
+    (vit_jax/training/host_input.py)."""
 
   @abc.abstractmethod
-  def eval_batches(
-      self, process_index: int, process_count: int, *, dataset: str | None = None, split=None
-  ):
-    """One pass over this process's share of `split` of `dataset` (None: the config's dataset
-    and eval split), padded rows weighing nothing. Evaluators (vit_jax/evaluate) read other
-    datasets and splits through it."""
+  def eval_batches(self, shard: int, shard_count: int, *, dataset: str | None = None, split=None):
+    """One pass over input shard `shard` of `shard_count` of `split` of `dataset` (None: the
+    config's dataset and eval split), padded rows weighing nothing; the shards together hold
+    every example once. Evaluators (vit_jax/evaluate) read other datasets and splits through
+    it."""
 
   def train_size(self) -> int | None:
     """Examples in the training split, for scaling studies; None where it is not counted (e.g.

@@ -30,22 +30,22 @@ class CausalLM(text_common.TokenLossTask):
   def holdout(self) -> float:
     return self.config.stream.holdout
 
-  def eval_batches(self, process_index, process_count, *, dataset=None, split=None, stride=None):
+  def eval_batches(self, shard, shard_count, *, dataset=None, split=None, stride=None):
     """As every task's; `stride`: a `stream:` dataset's sliding-window step (None: seq_len)."""
     dataset, split = dataset or self.config.dataset, split or self.config.eval_split
     if not stream.is_stream(dataset):
-      return super().eval_batches(process_index, process_count, dataset=dataset, split=split)
+      return super().eval_batches(shard, shard_count, dataset=dataset, split=split)
     train_N, held_out_M = stream.stream_tokens(dataset, self.tokenizer, self.holdout)
     if split == "train":  # the training text scored from its second token on
       train_N, held_out_M = train_N[:1], train_N[1:]
     return stream.eval_batches(
         train_N,
         held_out_M,
-        batch_size=self.config.batch_size // process_count,
+        batch_size=self.config.batch_size // shard_count,
         seq_len=self.config.seq_len,
         stride=stride,
-        process_index=process_index,
-        process_count=process_count,
+        process_index=shard,
+        process_count=shard_count,
     )
 
   def _batches(self, **batch_args):

@@ -56,7 +56,7 @@ class ImageClassification(base.Task):
         "labels": jax.ShapeDtypeStruct((batch_size, self.num_classes), jnp.float32),  # soft
     }
 
-  def train_batches(self, start_step: int, process_index: int, process_count: int):
+  def train_batches(self, start_step: int, shard: int, shard_count: int):
     c, a = self.config, self.config.augment
     augment = pipeline.Augment(
         inception_crop=a.inception_crop,
@@ -75,10 +75,10 @@ class ImageClassification(base.Task):
         start_step=start_step,
         augment=augment,
         shuffle_buffer=c.shuffle_buffer,
-        **self._pipeline_settings(process_index, process_count),
+        **self._pipeline_settings(shard, shard_count),
     )
 
-  def eval_batches(self, process_index: int, process_count: int, *, dataset=None, split=None):
+  def eval_batches(self, shard: int, shard_count: int, *, dataset=None, split=None):
     c = self.config
     return pipeline.eval_iterator(
         dataset or c.dataset,
@@ -86,22 +86,22 @@ class ImageClassification(base.Task):
         crop_fraction=pipeline.eval_crop_fraction(
             c.augment.inception_crop, c.get("eval_view", "crop")
         ),
-        **self._pipeline_settings(process_index, process_count),
+        **self._pipeline_settings(shard, shard_count),
     )
 
   def train_size(self) -> int:
     c = self.config
     return pipeline.split_size(c.dataset, c.train_split, data_dir=c.data_dir, download=c.download)
 
-  def _pipeline_settings(self, process_index: int, process_count: int) -> dict:
-    """What the train and eval pipelines share: batch and image size, the source, this process."""
+  def _pipeline_settings(self, shard: int, shard_count: int) -> dict:
+    """What the train and eval pipelines share: batch and image size, the source, the shard."""
     c = self.config
     return dict(
         global_batch_size=c.batch_size,
         image_size=c.image_size,
         data_dir=c.data_dir,
-        process_index=process_index,
-        process_count=process_count,
+        process_index=shard,  # the pipeline reads share `shard` of `shard_count`
+        process_count=shard_count,
         download=c.download,
     )
 

@@ -82,34 +82,34 @@ class TextTask(task_base.Task):
   def init_inputs(self, batch_size: int = 1):
     return (jnp.zeros((batch_size, self.config.seq_len), jnp.int32),)
 
-  def train_batches(self, start_step, process_index, process_count):
+  def train_batches(self, start_step, shard, shard_count):
     split = self.config.train_split
-    return self._batches(**self._batch_args(split, True, start_step, process_index, process_count))
+    return self._batches(**self._batch_args(split, True, start_step, shard, shard_count))
 
-  def eval_batches(self, process_index, process_count, *, dataset=None, split=None):
+  def eval_batches(self, shard, shard_count, *, dataset=None, split=None):
     split = split or self.config.eval_split
-    args = self._batch_args(split, False, 0, process_index, process_count)
+    args = self._batch_args(split, False, 0, shard, shard_count)
     return self._batches(**{**args, "dataset": dataset or self.config.dataset})
 
-  def _batch_args(self, split, train, start_step, process_index, process_count) -> dict:
+  def _batch_args(self, split, train, start_step, shard, shard_count) -> dict:
     """The arguments every text batch function takes (vit_jax/data/text/batches.py)."""
     c = self.config
     return dict(
         dataset=c.dataset,
         tokenizer=self.tokenizer,
-        batch_size=c.batch_size // process_count,  # the config's batch is the global one
+        batch_size=c.batch_size // shard_count,  # the config's batch is the global one
         split=split,
         train=train,
         seed=c.seed,
         start_step=start_step,
         data_dir=c.data_dir,
-        process_index=process_index,
-        process_count=process_count,
+        process_index=shard,  # the data functions read share `shard` of `shard_count`
+        process_count=shard_count,
     )
 
   @abc.abstractmethod
   def _batches(self, **batch_args):
-    """This process's batches: a batch function called with `batch_args` and the task's own
+    """One input shard's batches: a batch function called with `batch_args` and the task's own
     options (endless and shuffled when `batch_args["train"]`)."""
 
 

@@ -15,6 +15,11 @@ over the mesh, and `jax.jit` partitions the step (no pmap). On TPUs the mesh fol
 torus (`mesh_utils.create_device_mesh`), so neighbours on an axis are neighbours on the chip
 interconnect; across the slices of a multi-slice job the `dcn` axis (data parallel over the
 data-center network, one entry per slice) comes first (`create_hybrid_device_mesh`).
+
+Batches: the batch axes cut each global batch into equal slices of rows; which slices a
+process's devices hold (`batch_slices_by_process`) is what it must load (host_input.py), and
+`global_batch` assembles the processes' rows into arrays of the global batch size, given, never
+inferred.
 """
 
 import glob
@@ -84,10 +89,16 @@ def initialize(
 
 def parse_mesh(spec: str, num_devices: int, num_slices: int = 1) -> dict[str, int]:
   """'data:2,fsdp:4' -> {'dcn': 1, 'data': 2, 'fsdp': 4, 'model': 1}; one size may be -1 (the
-  rest). `dcn` defaults to the number of slices and must equal it."""
+  rest). An axis left out is 1, except `data`, which takes the rest when no size is -1 (so
+  'model:4' on 8 devices is 'data:2,model:4'). `dcn` defaults to the number of slices and must
+  equal it."""
   sizes = {axis: 1 for axis in AXES}
   sizes["dcn"] = num_slices
-  for item in filter(None, spec.replace(" ", "").split(",")):
+  items = [item for item in spec.replace(" ", "").split(",") if item]
+  given = {item.partition(":")[0] for item in items}
+  if "data" not in given and not any(item.endswith(":-1") for item in items):
+    sizes["data"] = -1
+  for item in items:
     axis, _, size = item.partition(":")
     if axis not in AXES:
       raise errors.ConfigError(f"Unknown mesh axis {axis!r} in mesh={spec!r}; axes are {AXES}.")
@@ -168,10 +179,24 @@ def check_batch(batch_size: int, grad_accum_steps: int, mesh: Mesh | None = None
   )
 
 
-def global_batch(local_batch: dict, mesh: Mesh) -> dict:
-  """Assembles each process's numpy rows into global arrays sharded over the batch axes."""
+def batch_slices_by_process(mesh: Mesh) -> dict[int, tuple[int, ...]]:
+  """{process index: the batch slices its devices hold}: the batch axes cut every global batch
+  into `batch_divisor(mesh)` equal slices of rows, numbered in row order. Processes whose
+  devices differ only on the `model` axis hold the same slices."""
+  slices = batch_divisor(mesh)
+  held = {}
+  for device, index in batch_sharding(mesh).devices_indices_map((slices,)).items():
+    held.setdefault(device.process_index, set()).add(index[0].start or 0)
+  return {process: tuple(sorted(s)) for process, s in sorted(held.items())}
+
+
+def global_batch(local_batch: dict, mesh: Mesh, batch_size: int) -> dict:
+  """Assembles this process's numpy rows (those of its devices' batch slices, in row order)
+  into global arrays of `batch_size` rows, sharded over the batch axes."""
   sharding = batch_sharding(mesh)
   return {
-      k: jax.make_array_from_process_local_data(sharding, np.asarray(v))
+      k: jax.make_array_from_process_local_data(
+          sharding, np.asarray(v), (batch_size,) + np.shape(v)[1:]
+      )
       for k, v in local_batch.items()
   }

@@ -29,6 +29,7 @@ from vit_jax import checkpoint
 from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax import startup
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
@@ -267,6 +268,10 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
+  cache_dir = config.compilation_cache_dir
+  startup.use_compilation_cache(
+      workdir_lib.compilation_cache_dir(workdir) if cache_dir is None else cache_dir or None
+  )  # a rerun loads the compiled step instead of compiling it again
 
   # ---- Task, model, mesh, optimizer, state shardings, and the jitted update step --------------
   task = tasks.build_task(config, workdir)
@@ -348,11 +353,14 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   )
   if data_notes:  # e.g. corrupt images skipped
     log.write(start_step, data_notes)
+  input_plan = host_input.plan_input(mesh, config.batch_size, config.input_shards)
   train_batches = host_input.train_batches(
-      lambda shard, count: task.train_batches(start_step, shard, count), config.input_shards
+      lambda shard, count: task.train_batches(start_step, shard, count), input_plan
   )
-  batches = host_input.prefetch_to_mesh(train_batches, mesh, config.prefetch_batches)
-  watcher = preemption.PreemptionWatcher()
+  batches = host_input.prefetch_to_mesh(
+      train_batches, mesh, config.batch_size, config.prefetch_batches
+  )
+  watcher = preemption.PreemptionWatcher(start_step)
   trace = None  # a jax.profiler trace of config.profile_steps (by default on process 0 only)
   if config.get("profile_steps") and (
       jax.process_index() == 0 or config.get("profile_all_processes")
@@ -394,14 +402,13 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       pending.append(metrics)
       done = step + 1
       is_last = done == config.total_steps
-      # Hosts agree on a preemption only where they wait for the devices anyway.
       sync_point = (
           is_last
           or ckpt.should_save(done)
           or done % config.log_every == 0
           or any(done % e.every == 0 for e in evaluators)
       )
-      preempted = watcher.should_stop(sync_point)
+      preempted = watcher.should_stop(done)  # the same step on every host
       if sync_point or preempted:
         with times.timing("device_wait"):
           fetched = jax.device_get(pending)
