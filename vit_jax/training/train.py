@@ -28,8 +28,8 @@ import optax
 from vit_jax import checkpoint
 from vit_jax import data
 from vit_jax import errors
-from vit_jax import storage
 from vit_jax import startup
+from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
