@@ -19,7 +19,6 @@ from vit_jax import tasks
 from vit_jax.models import build_model
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import optimizer as optimizer_lib
-from vit_jax.training import partitioning
 from vit_jax.training import train
 
 VIT = {"name": "vit", "variant": "Ti/16", "depth": 2, "num_classes": 10}
@@ -106,7 +105,7 @@ def test_training_step_compiles_for_a_tpu_slice_with_splash_attention(config, in
 
   abstract_params = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *example)["params"])
   abstract_opt = jax.eval_shape(tx.init, abstract_params)
-  shardings = partitioning.tree_shardings((abstract_params, abstract_opt), mesh)
+  shardings = mesh_lib.tree_shardings((abstract_params, abstract_opt), mesh)
   abstract = lambda tree, shard: jax.tree.map(
       lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shard
   )

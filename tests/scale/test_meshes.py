@@ -15,7 +15,8 @@ import json, sys
 import jax
 jax.config.update("jax_threefry_partitionable", True)
 import tensorflow_datasets as tfds
-from vit_jax.training import partitioning, train
+from vit_jax.training import mesh as mesh_lib
+from vit_jax.training import train
 from vit_jax.config import args
 name, arg, workdir, data_dir = sys.argv[1:5]
 module = args.load_file(f"configs/{name}.py")
@@ -30,7 +31,7 @@ for mesh in sys.argv[5:]:  # one process trains on each mesh in turn
   result = train.train_and_evaluate(config, out_dir)
   specs = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(result["final_params"])[0]:
-    specs[partitioning.path_string(path)] = [str(a) for a in leaf.sharding.spec]
+    specs[mesh_lib.path_string(path)] = [str(a) for a in leaf.sharding.spec]
   losses = [json.loads(l)["train_loss"] for l in open(out_dir + "/metrics.jsonl")
             if "train_loss" in l]
   results[mesh] = {"losses": losses, "specs": specs, "devices": jax.device_count()}

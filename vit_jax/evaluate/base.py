@@ -1,6 +1,9 @@
-"""The evaluator contract, and the evaluator of a task's own metrics on any split of any dataset.
+"""The evaluator contract; the evaluator of a task's own metrics on any split of any dataset; and
+classification's: top-1 and top-5 accuracy and loss (with prec@1 on multi-label data) on any split
+of any dataset with the model's classes, e.g. the test split, a minival slice of the training
+split, or ImageNet-V2 for an ImageNet model.
 
-An evaluator is setup once per run (its data checked then) and `run(params)` returns its metrics,
+An evaluator is built once per run (its data checked then) and `run(params)` returns its metrics,
 which the trainer logs as `NAME/metric`. It gets the run's config, task and setup
 (vit_jax/training/train.py `Setup`: model, mesh, state shardings and the jitted eval step).
 """
@@ -10,6 +13,8 @@ import abc
 import jax
 import jax.numpy as jnp
 
+from vit_jax import errors
+from vit_jax import tasks
 from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
 
@@ -68,3 +73,26 @@ class TaskEval(Evaluator):
         out = self.setup.eval_step(params, self.global_batch(batch))
       sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
     return self.task.eval_summary(jax.device_get(sums))
+
+
+class Classification(TaskEval):
+  """`dataset` and `split` default to the run's dataset and eval split."""
+
+  def check_data(self):
+    s, c = self.settings, self.config
+    info = tasks.TASKS[c.task]
+    if not info.reads_images:
+      from vit_jax.data.text import checks  # pylint: disable=g-import-not-at-top
+
+      checks.check_split(
+          s.dataset, s.split, info.examples, key=self.key("split"), data_dir=c.data_dir
+      )
+      return
+    from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top
+
+    num_classes = sources.check_split(c, s.dataset, s.split, key=self.key("split"))
+    if num_classes != self.task.num_classes:
+      raise errors.ConfigError(
+          f"{self.key('dataset')}={s.dataset!r} has {num_classes} classes but the model has "
+          f"{self.task.num_classes}; evaluate it on a dataset with the same classes."
+      )

@@ -41,7 +41,7 @@ class Kind:
 
 _SPLIT_KEYS = {"dataset": _RUNS, "split": _RUNS, "max_batches": _RUNS}
 KINDS = {
-    "classification": Kind("classification", "Classification", _SPLIT_KEYS),
+    "classification": Kind("base", "Classification", _SPLIT_KEYS),
     # big_vision's configs/common_fewshot.py: shots (1, 5, 10, 25), 3 seeds, l2_reg 2 ** 10.
     "fewshot": Kind(
         "fewshot",

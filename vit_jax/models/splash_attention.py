@@ -25,7 +25,9 @@ from vit_jax.models import masks as masks_lib
 
 LANES = 128  # the kernel's key blocks are multiples of this; lengths are padded to it
 BLOCK_SIZES = (512, 256, 128)  # the largest that divides a padded length is its block
-HEAD_AXIS = "model"  # the mesh axis that splits heads (as training/partitioning.py splits them)
+HEAD_AXIS = (
+    "model"  # the mesh axis that splits heads (as training/mesh.py's sharding rules split them)
+)
 PADDED_QUERY, PADDED_KEY = -1, -2  # segment ids that match nothing
 
 

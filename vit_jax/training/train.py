@@ -40,7 +40,6 @@ from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
 from vit_jax.training import optimizer as optimizer_lib
-from vit_jax.training import partitioning
 from vit_jax.training import preemption
 
 # ---- Model, mesh, optimizer and state shardings --------------------------------------------------
@@ -104,7 +103,7 @@ def prepare(config, task, devices=None) -> Setup:
   return dataclasses.replace(
       unsharded,
       abstract_state=abstract_state,
-      state_shardings=partitioning.tree_shardings(abstract_state, mesh),
+      state_shardings=mesh_lib.tree_shardings(abstract_state, mesh),
   )
 
 
@@ -287,7 +286,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     print(report.text(), flush=True)
     aot.require_fit(report)
 
-  # ---- State: resumed, fine-tuned or fresh; sharded by the partitioning rules -----------------
+  # ---- State: resumed, fine-tuned or fresh; sharded by the rules of mesh.py -----------------
   async_save = config.async_checkpoints
   if async_save is None:  # overlap saves with training on accelerators; CPU runs save in line
     async_save = jax.default_backend() != "cpu"

@@ -7,7 +7,6 @@ import pytest
 
 from vit_jax.models import build_model
 from vit_jax.training import mesh as mesh_lib
-from vit_jax.training import partitioning
 
 
 class FakeMesh:
@@ -60,7 +59,7 @@ class FakeMesh:
     ],
 )
 def test_rules(path, shape, fsdp, model, expected):
-  spec = partitioning.spec_for(path, shape, FakeMesh(fsdp=fsdp, model=model))
+  spec = mesh_lib.spec_for(path, shape, FakeMesh(fsdp=fsdp, model=model))
   assert tuple(spec) == expected
 
 
@@ -93,6 +92,6 @@ def test_every_vit_and_gpt_weight_matrix_has_a_rule():
   ]:
     params = jax.eval_shape(lambda: build_model(cfg).init(jax.random.PRNGKey(0), inputs))
     for path, leaf in jax.tree_util.tree_flatten_with_path(params["params"])[0]:
-      name = partitioning.path_string(path)
-      if leaf.ndim >= 2 and np.prod(leaf.shape) >= partitioning.MIN_SHARDED_SIZE:
-        assert any(a is not None for a in partitioning.logical_axes(name, leaf.ndim)), name
+      name = mesh_lib.path_string(path)
+      if leaf.ndim >= 2 and np.prod(leaf.shape) >= mesh_lib.MIN_SHARDED_SIZE:
+        assert any(a is not None for a in mesh_lib.logical_axes(name, leaf.ndim)), name
