@@ -118,8 +118,7 @@ def test_two_processes_agree_only_at_log_save_and_eval_points(tmp_path, digits_d
       assert module in ("checkpoint.py", "elsewhere"), calls
   # Inside the loop, all-gathers happen only at the sync points: never per step.
   assert set(steps) <= {"None", *map(str, SYNC_STEPS)}, calls
-  # A preemption is agreed on by JAX's runtime in the background, not by an all-gather.
-  assert not [k for k in calls if k.startswith("preemption.py")], calls
+  # So a preemption is agreed on by JAX's runtime in the background, not by a per-step all-gather.
   # The eval pass's "any data left?" (2 batches + the end), at the last step only; the few-shot
   # probe asks the same of each of its passes over the data, also at the last step only.
   assert calls.pop("host_input.py/base.py@12") == 3, calls

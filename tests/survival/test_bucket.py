@@ -19,6 +19,7 @@ from tests.survival import conftest
 from tests.sweep import helpers as sweep_helpers
 from vit_jax import interop
 from vit_jax import storage
+from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import collect as collect_lib
 
 
@@ -79,9 +80,13 @@ def test_a_killed_bucket_run_resumes_and_ends_as_a_local_run(bucket_run, trained
     np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
   # Every file the same run writes locally is in the bucket, but those named by time or content
   # (TensorBoard's events; orbax's array data files under d/, as many as its writes batched:
-  # each folder of them is there).
+  # each folder of them is there) and the compilation cache, which keeps only the compiles that
+  # took longer than startup.CACHE_MIN_COMPILE_SECS on this machine's load at the time.
   in_bucket = set(gcs.objects(bucket_run.workdir))
-  named = lambda paths: {p for p in paths if not p.startswith("tensorboard/") and "/d/" not in p}
+  by_time_or_content = ("tensorboard/", workdir_lib.COMPILATION_CACHE_DIR + "/")
+  named = lambda paths: {
+      p for p in paths if not p.startswith(by_time_or_content) and "/d/" not in p
+  }
   local = set(conftest.snapshot(trained))
   assert named(local) <= in_bucket, sorted(named(local) - in_bucket)
   data_files = lambda paths: {p.split("/d/")[0] for p in paths if "/d/" in p}

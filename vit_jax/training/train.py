@@ -17,10 +17,13 @@ already on the devices.
 import dataclasses
 import functools
 import json
+import signal
+import threading
 import time
 from typing import Any, Callable
 
 import jax
+from jax.experimental import multihost_utils
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -40,7 +43,6 @@ from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
 from vit_jax.training import optimizer as optimizer_lib
-from vit_jax.training import preemption
 
 # ---- Model, mesh, optimizer and state shardings --------------------------------------------------
 
@@ -225,6 +227,56 @@ def eval_step(params, batch: dict, *, task, model) -> dict:
   return task.eval_sums(task.apply(model, params, batch, train=False), batch)
 
 
+# ---- Preemption ----------------------------------------------------------------------------------
+# A preemption notice (SIGTERM) makes the trainer checkpoint at the next step and exit.
+#
+# One process: a Python SIGTERM handler sets a flag that the loop reads after each step.
+#
+# Several processes must all save the same step (the save is collective), without a per-step host
+# sync. JAX's distributed runtime does this (`jax.distributed.initialize` starts its preemption
+# sync manager, on by default: `jax_enable_preemption_service`): its notifier catches SIGTERM on
+# any host and tells the coordination service; each host's manager then, in the background,
+# publishes the last step this host reported, and all agree to stop at the largest plus one.
+# `multihost_utils.reached_preemption_sync_point(step)`, called after every step, only reads that
+# agreement, so no host waits for another until a notice comes. Steps are the global step, as
+# orbax's saves also report them. A notice that comes before the loop (during set-up, or while the
+# step compiles) stops the run after its first step. The notifier polls for the signal once a
+# second; Cloud TPU gives about 30 s between the notice and the kill.
+
+
+class PreemptionWatcher:
+  """`should_stop(step)`, asked after each step: True at the step to save and exit."""
+
+  def __init__(self, start_step: int):
+    self.requested = False
+    self._previous = None
+    # With several processes, the runtime's notifier owns SIGTERM: a Python handler installed
+    # after it would take the signal from it.
+    self._agreed_by_runtime = jax.process_count() > 1
+    if self._agreed_by_runtime and start_step:
+      # The runtime's count starts at 0, so a notice during a resumed run's set-up made the
+      # hosts agree on step 1: report step 1 (True then, on every host), then where this attempt
+      # starts, so that a later notice agrees on the step after it.
+      reports = [multihost_utils.reached_preemption_sync_point(s) for s in sorted({1, start_step})]
+      self.requested = any(reports)
+    elif not self._agreed_by_runtime and threading.current_thread() is threading.main_thread():
+      self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+  def _on_sigterm(self, signum, frame):
+    del signum, frame
+    self.requested = True
+
+  def should_stop(self, step: int) -> bool:
+    """Whether to save and exit after `step` (the same answer on every host)."""
+    if self._agreed_by_runtime:
+      return multihost_utils.reached_preemption_sync_point(step) or self.requested
+    return self.requested
+
+  def close(self):
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
 # ---- The run: state, evaluators and the loop ----------------------------------------------------
 
 
@@ -359,7 +411,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   batches = host_input.prefetch_to_mesh(
       train_batches, mesh, config.batch_size, config.prefetch_batches
   )
-  watcher = preemption.PreemptionWatcher(start_step)
+  watcher = PreemptionWatcher(start_step)
   trace = None  # a jax.profiler trace of config.profile_steps (by default on process 0 only)
   if config.get("profile_steps") and (
       jax.process_index() == 0 or config.get("profile_all_processes")

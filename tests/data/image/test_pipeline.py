@@ -300,9 +300,9 @@ def test_imagenet_epochs_count_the_examples_of_the_split_trained_on():
   assert config.total_steps == 90 * trained_on // config.batch_size
   assert config.shuffle_buffer == 250_000  # big_vision/configs/vit_s16_i1k.py:49
   sweep = helpers.repo_file("experiments/sweeps/vit_i1k_paper.py")
-  # Each size trains on its own recipe's batch (S/16 1024, B/16 and L/16 4096).
+  # Each run's budget is whole epochs at the batch of the recipe its config names.
   for run in sweep.get_sweep().runs:
-    variant_config = configs.load("vit", f"dataset=imagenet2012,variant={run['model.variant']}")
+    variant_config = configs.load("vit", run["config"].split(":", 1)[1])
     budgets = [e * trained_on // variant_config.batch_size for e in sweep.EPOCHS]
     assert run["total_steps"] in budgets, run
 
