@@ -173,7 +173,7 @@ def test_roofline_bounds_from_the_chip_figures():
   assert "not measurements" in text and v5p.source in text
   assert ">= 100 ms lower bound" in text and "<= 80% upper bound" in text
   assert "chip-hours                >= 8.89 lower bound, 10,000 steps on 32 chips" in text
-  assert "1.91 GiB sent by each device, 0.23 GiB of it between slices" in text
+  assert ">= 1.91 GiB sent by each device, 0.23 GiB of it between slices" in text
   assert "DCN 40 ms" in text
 
 
@@ -189,7 +189,7 @@ def test_compile_command_local_devices():
   params = flops.count_params(
       train.prepare(config, tasks.build_task_without_data(config)).abstract_state["params"]
   )
-  sent = re.search(r"all-reduce +\d+ ops, ([\d.]+) MiB", out.stdout)
+  sent = re.search(r"all-reduce +\d+ ops, >= ([\d.]+) MiB", out.stdout)
   assert sent and float(sent.group(1)) == pytest.approx(4 * params / 2**20, abs=0.05), out.stdout
   assert "no bounds on step time: no published peak figures for a cpu" in out.stdout
 

@@ -85,7 +85,7 @@ def test_vit_b16_sends_its_gradients_once_per_step():
   )
   out = row_output(name)
   assert out.returncode == 0, out.stderr[-3000:]
-  sent = re.search(r"^    all-reduce +\d+ ops, ([\d.]+) GiB$", out.stdout, re.M)
+  sent = re.search(r"^    all-reduce +\d+ ops, >= ([\d.]+) GiB$", out.stdout, re.M)
   assert sent, out.stdout
   sent_bytes = float(sent.group(1)) * 2**30
   assert 2 * 15 / 16 * 2 * params <= sent_bytes <= 2 * 15 / 16 * 4 * params, (sent_bytes, params)

@@ -142,21 +142,21 @@ def _flop(count: float) -> str:
   return f"{count / 1e12:.2f} TFLOP" if count >= 1e11 else f"{count / 1e9:.2f} GFLOP"
 
 
-def _gib(count: float) -> str:
+def format_bytes(count: float) -> str:
   if count >= GIB / 10:
     return f"{count / GIB:.2f} GiB"
   return f"{count / 2**20:.1f} MiB" if count >= 2**20 / 10 else f"{count / 2**10:.1f} KiB"
 
 
-def _seconds(count: float) -> str:
+def format_seconds(count: float) -> str:
   for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
     if count >= scale:
       return f"{count / scale:.3g} {unit}"
   return f"{count / 1e-9:.3g} ns"
 
 
-def _rounded(count: float) -> str:
-  """3 significant digits, thousands separated: 0.0123, 12.3, 12,345."""
+def format_count(count: float) -> str:
+  """3 significant digits, or whole with thousands separated from 100: 0.0123, 12.3, 12,345."""
   return f"{count:,.0f}" if count >= 100 else f"{count:.3g}"
 
 
@@ -250,7 +250,7 @@ class Report:
       limit, verdict = "no device limit known", "fits"
     else:
       limit = (
-          f"of {_gib(self.usable_bytes)} usable ({_gib(self.hbm_bytes)} HBM less "
+          f"of {format_bytes(self.usable_bytes)} usable ({format_bytes(self.hbm_bytes)} HBM less "
           f"{self.hbm_headroom:.0%} headroom)"
       )
       verdict = "fits" if self.fits else "DOES NOT FIT"
@@ -264,29 +264,28 @@ class Report:
         f"{self.num_devices} x {self.device_kind}{slices}, mesh {mesh}, "
         f"global batch {self.batch_size}",
         "per device:",
-        f"  params + optimizer state  {_gib(self.state_bytes)}",
-        f"  batch                     {_gib(self.batch_bytes)}",
-        f"  temporaries               {_gib(self.temp_bytes)}",
-        f"  total                     {_gib(self.total_bytes)} {limit}: {verdict}",
+        f"  params + optimizer state  {format_bytes(self.state_bytes)}",
+        f"  batch                     {format_bytes(self.batch_bytes)}",
+        f"  temporaries               {format_bytes(self.temp_bytes)}",
+        f"  total                     {format_bytes(self.total_bytes)} {limit}: {verdict}",
         f"  FLOPs per step            {flops_line}",
     ]
     if self.xla_bytes_accessed:
       lines.append(
-          f"  memory traffic per step   {_gib(self.xla_bytes_accessed)} read and written "
+          f"  memory traffic per step   {format_bytes(self.xla_bytes_accessed)} read and written "
           "(XLA's estimate)"
       )
     ran = {k: t for k, t in self.collectives.items() if t.ops}
     sent = sum(t.ici_bytes + t.dcn_bytes for t in ran.values())
     dcn = sum(t.dcn_bytes for t in ran.values())
-    summary = f"{_gib(sent)} sent by each device" + (
-        f", {_gib(dcn)} of it between slices" if dcn else ""
+    summary = f">= {format_bytes(sent)} sent by each device" + (
+        f", {format_bytes(dcn)} of it between slices" if dcn else ""
     )
     lines.append(f"  collectives per step      {summary if ran else 'none'}")
     for kind, traffic in ran.items():
-      between = f" ({_gib(traffic.dcn_bytes)} between slices)" if traffic.dcn_bytes else ""
-      lines.append(
-          f"    {kind:<24}{traffic.ops} ops, {_gib(traffic.ici_bytes + traffic.dcn_bytes)}{between}"
-      )
+      between = f" ({format_bytes(traffic.dcn_bytes)} between slices)" if traffic.dcn_bytes else ""
+      total = format_bytes(traffic.ici_bytes + traffic.dcn_bytes)
+      lines.append(f"    {kind:<24}{traffic.ops} ops, >= {total}{between}")
     lines.append(f"  Pallas kernels            {self.kernels}")
     return "\n".join(lines + self._bounds_text())
 
@@ -296,23 +295,23 @@ class Report:
       why = f"no published peak figures for a {self.device_kind}" if chip is None else "no XLA cost"
       return [f"no bounds on step time: {why}"]
     dcn = "DCN not published" if chip.dcn_send is None else f"{chip.dcn_send / 1e9:g} GB/s DCN"
-    parts = [f"compute {_seconds(roofline.compute)}", f"HBM {_seconds(roofline.hbm)}"]
-    parts.append(f"ICI {_seconds(roofline.ici)}")
+    parts = [f"compute {format_seconds(roofline.compute)}", f"HBM {format_seconds(roofline.hbm)}"]
+    parts.append(f"ICI {format_seconds(roofline.ici)}")
     if self.num_slices > 1:
       dcn_time = (
-          "left out (no published figure)" if roofline.dcn is None else _seconds(roofline.dcn)
+          "left out (no published figure)" if roofline.dcn is None else format_seconds(roofline.dcn)
       )
       parts.append(f"DCN {dcn_time}")
     return [
         f"bounds from TPU {chip.generation}'s published peaks ({chip.source}), not measurements:",
         f"  per chip                  {chip.bf16_flops / 1e12:g} TFLOP/s bf16, "
         f"{chip.hbm_bandwidth / 1e9:g} GB/s HBM, sends {chip.ici_send / 1e9:.4g} GB/s ICI, {dcn}",
-        f"  step time                 >= {_seconds(roofline.lower_bound)} lower bound, the "
+        f"  step time                 >= {format_seconds(roofline.lower_bound)} lower bound, the "
         f"largest of {', '.join(parts)}",
-        f"                            ~ {_seconds(roofline.without_overlap)} estimate if "
+        f"                            ~ {format_seconds(roofline.without_overlap)} estimate if "
         "collectives do not overlap compute",
-        f"  MFU                       <= {_rounded(100 * self.mfu_bound())}% upper bound",
-        f"  chip-hours                >= {_rounded(self.chip_hours_bound())} lower bound, "
+        f"  MFU                       <= {format_count(100 * self.mfu_bound())}% upper bound",
+        f"  chip-hours                >= {format_count(self.chip_hours_bound())} lower bound, "
         f"{self.total_steps:,} steps on {self.num_devices} chip" + "s" * (self.num_devices > 1),
     ]
 

@@ -48,8 +48,8 @@ ROWS = (
 )
 HEADER = (
     "| Recipe | Slice (chips) | Batch | Memory per chip | Fits | TFLOP per chip per step: XLA "
-    "(model) | Sent per chip per step | Step time, lower bound | MFU, upper bound | Chip-hours, "
-    "lower bound (steps) |"
+    "(model) | Sent per chip per step, lower bound | Step time, lower bound | MFU, upper bound "
+    "| Chip-hours, lower bound (steps) |"
 )
 
 
@@ -99,10 +99,10 @@ def markdown_row(name: str, topology: str, report) -> str:
       f"{report.total_bytes / aot.GIB:.2f} GiB",
       fits(report),
       f"{(report.xla_flops or 0) / 1e12:.2f} ({report.model_flops / 1e12:.2f})",
-      f"{sent / aot.GIB:.2f} GiB",
-      f"{report.roofline().lower_bound * 1e3:.1f} ms",
-      f"{report.mfu_bound():.0%}",
-      f"{report.chip_hours_bound():,.0f} ({report.total_steps:,})",
+      aot.format_bytes(sent),
+      aot.format_seconds(report.roofline().lower_bound),
+      f"{aot.format_count(100 * report.mfu_bound())}%",
+      f"{aot.format_count(report.chip_hours_bound())} ({report.total_steps:,})",
   ]
   return "| " + " | ".join(cells) + " |"
 
