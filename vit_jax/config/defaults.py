@@ -64,7 +64,7 @@ AT_LEAST = {
     "tokenizer.vocab_size": (1, True),
     "tokenizer.max_train_texts": (1, False),
 }
-BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum")  # in [0, 1)
+BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "hbm_headroom")  # [0, 1)
 
 
 def training_defaults() -> ml_collections.ConfigDict:
@@ -114,6 +114,9 @@ def training_defaults() -> ml_collections.ConfigDict:
   # it again. None: WORKDIR/compilation_cache; "": no cache.
   c.compilation_cache_dir = placeholder(str)
   c.mesh = "data:-1"  # axis sizes (dcn, data, fsdp, model); -1 takes the remaining devices
+  # The share of each device's memory a compiled step must leave free to count as fitting
+  # (vit_jax.compile, check_memory): XLA's runtime and fragmentation take some beside the program.
+  c.hbm_headroom = 0.1
   # The slice the config is sized for (e.g. "v5p-64"): `vit_jax.compile`'s default --topology.
   c.target_topology = placeholder(str)
   c.check_memory = False  # compile the step before step 1 and stop if it cannot fit (exit 2)

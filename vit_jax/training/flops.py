@@ -20,14 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# Dense bf16 peak FLOP/s per chip, by a substring of `jax.devices()[0].device_kind`; the first
-# match wins, so more specific names come first.
+from vit_jax.training import chips
+
+# Dense bf16 peak FLOP/s per GPU, by a substring of `jax.devices()[0].device_kind`; the first
+# match wins, so more specific names come first. TPUs' peaks are in training/chips.py.
 PEAK_BF16 = (
-    ("TPU v5 lite", 197e12),  # v5e
-    ("TPU v5e", 197e12),
-    ("TPU v5", 459e12),  # v5p
-    ("TPU v4", 275e12),
-    ("TPU v6 lite", 918e12),  # v6e
     ("H100 PCIe", 756e12),
     ("H100", 989e12),
     ("H200", 989e12),
@@ -119,6 +116,9 @@ def measured_matmul_peak(size: int = 1024, repeats: int = 5) -> float:
 def peak_flops_per_device() -> tuple[float, str]:
   """(peak FLOP/s of one device, where the figure comes from)."""
   device = jax.devices()[0]
+  chip = chips.by_device_kind(device.device_kind)
+  if chip:
+    return chip.bf16_flops, f"{device.device_kind} dense bf16 spec ({chip.source})"
   for name, peak in PEAK_BF16:
     if name in device.device_kind:
       return peak, f"{device.device_kind} dense bf16 spec"
