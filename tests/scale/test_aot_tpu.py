@@ -131,7 +131,7 @@ def test_a_step_that_fits_only_without_the_headroom_is_refused():
     [
         (["--topology=v5p-6"], "error: Unknown TPU topology 'v5p-6'"),
         (["--config.mesh=data:3"], "error: mesh='data:3' has 3 slots but there are 4 devices"),
-        (["--config.batch_size=6"], "error: batch_size=6 must be divisible by the batch shards"),
+        (["--config.batch_size=6"], "error: --config.batch_size=6 must be divisible by the batch"),
     ],
 )
 def test_bad_input_for_a_slice_is_refused_in_one_line(args, message):

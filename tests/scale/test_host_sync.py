@@ -9,6 +9,7 @@ import sys
 import jax
 from jax.experimental import multihost_utils
 import numpy as np
+import pytest
 
 from tests import helpers
 from vit_jax.training import host_input
@@ -84,6 +85,7 @@ runpy.run_module("vit_jax.main", run_name="__main__")
 """
 
 
+@pytest.mark.multiprocess
 def test_two_processes_agree_only_at_log_save_and_eval_points(tmp_path, digits_dir):
   workdir = tmp_path / "w"
   cmd = [

@@ -58,6 +58,7 @@ def losses(workdir):
   return [r["train_loss"] for r in helpers.read_metrics(workdir) if "train_loss" in r]
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_two_processes_match_one_process_and_resume(tmp_path, digits_dir):
   one, two = tmp_path / "one", tmp_path / "two"
@@ -80,6 +81,7 @@ def test_two_processes_match_one_process_and_resume(tmp_path, digits_dir):
     np.testing.assert_allclose(a[key], b[key], rtol=1e-3, atol=1e-4, err_msg=key)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_killing_one_process_fails_the_other_in_bounded_time(tmp_path, digits_dir):
   workdir = tmp_path / "w"
@@ -173,6 +175,7 @@ def train_on_meshes(workdir, data_dir, meshes, processes: int, devices_per_proce
   return json.loads(line[len("RESULT") :])
 
 
+@pytest.mark.multiprocess
 def test_meshes_spanning_processes_match_one_device(tmp_path, digits_dir):
   # Every mesh gives one device's losses (tests/scale/test_meshes.py): one device is the reference.
   one = train_on_meshes(tmp_path / "one", digits_dir, ["data:1"], 1, 1)
@@ -191,6 +194,7 @@ def test_meshes_spanning_processes_match_one_device(tmp_path, digits_dir):
         assert got["eval"]["eval/examples"] == 355, mesh
 
 
+@pytest.mark.multiprocess
 def test_a_mesh_the_input_cannot_feed_is_refused_before_any_step(tmp_path, digits_dir):
   # fsdp:4 gives each process its own quarter of the batch; 2 input shards are halves.
   workdir = tmp_path / "w"

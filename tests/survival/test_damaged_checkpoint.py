@@ -132,6 +132,7 @@ def test_only_orbax_reads_never_started_are_quiet():
   assert messages == ["coroutine 'another_coroutine' was never awaited"]
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_two_processes_set_a_damaged_step_aside_once(trained_copy, digits_dir, tmp_path):
   """Both processes find step 6 damaged; process 0 alone moves it (a second move would find it

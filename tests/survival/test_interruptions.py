@@ -135,6 +135,7 @@ def preempt_one_of_two(workdir, data_dir, out_dir, when, delay=0.0) -> tuple[int
   return stopped, int(agreed[0][0])
 
 
+@pytest.mark.multiprocess
 def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
     tmp_path, digits_dir
 ):
