@@ -9,7 +9,7 @@ and decode like photos) is built into a data_dir, then read through our real tra
 reads them through a pod recipe's own input (the task's `train_batches`: its augmentation,
 shuffle buffer and image size) at the recipe's per-host batch on its `target_topology`, and sets
 the images/s per host core against what the step consumes per host core, at most: the host's
-chips at their peak bf16 FLOP/s (training/flops.py) over the model's training FLOPs per image, a
+chips at their peak bf16 FLOP/s (training/chips.py) over the model's training FLOPs per image, a
 bound no step reaches (that is 100% MFU), shared by the host's cores.
 """
 
@@ -108,18 +108,19 @@ def recipe_row(data_dir: str, recipe: str, batches: int = 3, warmup: int = 1) ->
   from vit_jax import tasks
   from vit_jax.config import args
   from vit_jax.training import aot
+  from vit_jax.training import chips
   from vit_jax.training import flops
 
   config = args.load_file(os.path.join(ROOT, "configs", "vit.py")).get_config(recipe)
   topology = aot.parse_topology(config.target_topology)
   assert topology.generation == "v5p", topology
-  chips = math.prod(int(n) for n in topology.shape.split("x"))
-  hosts = chips // V5P_CHIPS_PER_HOST
+  num_chips = math.prod(int(n) for n in topology.shape.split("x"))
+  hosts = num_chips // V5P_CHIPS_PER_HOST
   per_host_batch = config.batch_size // hosts
   task = tasks.build_task_without_data(config)
   model_config = {**config.model.to_dict(), **task.model_overrides()}
   flops_per_image = flops.train_flops_per_example(model_config, task.init_inputs(1))
-  peak = dict(flops.PEAK_BF16)["TPU v5"]
+  peak = chips.BY_GENERATION["v5p"].bf16_flops
   consumed_per_host = V5P_CHIPS_PER_HOST * peak / flops_per_image  # at 100% MFU: an upper bound
   # The recipe's own input (its augmentation, shuffle buffer, image size) on the generated JPEGs,
   # one host's batch.

@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 import pytest
 
+from vit_jax.training import chips
 from vit_jax.training import flops
 
 
@@ -42,6 +43,14 @@ def test_vit_flops_count_patches_attention_and_a_once_per_image_head():
   )  # head, on the cls token only
   got = flops.train_flops_per_example(config, (jnp.zeros((1, 32, 32, 3)),))
   assert got == 3 * forward
+
+
+def test_published_peaks_by_device_kind():
+  assert chips.peak_bf16("TPU v5 lite")[0] == 197e12  # v5e, before v5p's "TPU v5"
+  assert chips.peak_bf16("TPU v5")[0] == 459e12
+  assert chips.peak_bf16("NVIDIA H100 PCIe")[0] == 756e12  # before "H100"
+  assert chips.peak_bf16("NVIDIA H100 80GB HBM3")[0] == 989e12
+  assert chips.peak_bf16("cpu") is None
 
 
 def test_peak_is_a_spec_or_a_measurement():

@@ -72,6 +72,14 @@ TPUS = (
     ),
 )
 BY_GENERATION = {chip.generation: chip for chip in TPUS}
+# Dense bf16 peak FLOP/s per GPU, by a substring of its device_kind; the first match wins, so
+# more specific names come first.
+GPU_PEAK_BF16 = (
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),
+    ("H200", 989e12),
+    ("A100", 312e12),
+)
 # Other device_kind spellings of the same chips, seen across libtpu versions.
 _ALIASES = {"TPU v5e": "v5e", "TPU v5p": "v5p", "TPU v6e": "v6e"}
 
@@ -84,4 +92,15 @@ def by_device_kind(device_kind: str) -> Chip | None:
   for spelling, generation in _ALIASES.items():
     if device_kind == spelling or device_kind.startswith(spelling + " "):
       return BY_GENERATION[generation]
+  return None
+
+
+def peak_bf16(device_kind: str) -> tuple[float, str] | None:
+  """(dense bf16 peak FLOP/s, its source) of a TPU or GPU device_kind; None if not listed."""
+  chip = by_device_kind(device_kind)
+  if chip:
+    return chip.bf16_flops, f"{device_kind} dense bf16 spec ({chip.source})"
+  for name, peak in GPU_PEAK_BF16:
+    if name in device_kind:
+      return peak, f"{device_kind} dense bf16 spec"
   return None
