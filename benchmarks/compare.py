@@ -42,8 +42,13 @@ def _gpt_ours(shape):
   }
 
 
+# The peers' GELU where it is the exact (erf) form: timm's ViT (nn.GELU) and Hugging Face's
+# BertConfig (hidden_act="gelu"); our models default to the tanh form, which GPT-2's peer shares.
+PEER_GELU = "gelu"
+
+
 def _vit_ours(variant, quick):
-  config = {"name": "vit", "variant": variant, "num_classes": 1000}
+  config = {"name": "vit", "variant": variant, "num_classes": 1000, "activation": PEER_GELU}
   if quick:
     config.update(variant="Ti/8", width=32, depth=1, num_heads=2, mlp_dim=64, num_classes=10)
   return config
@@ -75,6 +80,7 @@ def workloads(quick: bool):
       "max_len": max(bert["seq"], 32),
       "dropout_rate": 0.1,
       "attention_dropout_rate": 0.1,
+      "activation": PEER_GELU,
   }
   gpt2 = (
       dict(GPT_QUICK) if quick else dict(width=768, depth=12, heads=12, vocab=50257, max_len=1024)

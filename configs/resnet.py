@@ -14,7 +14,7 @@ Small custom nets: --config.model.block_counts="(1,1,1)" --config.model.width=16
 Embedded default: a 3-stage net of one unit each (0.13 M parameters, 10.2 M forward FLOPs per
 image, as many as configs/vit.py's digits ViT's 10.6 M) on configs/vit.py's digits recipe:
   python -m vit_jax.main --config=configs/resnet.py --workdir=workdirs/resnet_digits
-  -> should take about 4 min on 2 CPU cores and reach about 99% test accuracy and about 99%
+  -> should take about 2-3 min on 2 CPU cores and reach about 99% test accuracy and about 99%
      10-shot probe accuracy (measured: docs/results.md).
 
 CIFAR-10 from scratch (ResNet-26x1 with the 3x3 "small" root, 32 px; not run here, needs a GPU):

@@ -13,13 +13,13 @@ Arguments after the colon, `k=v` separated by commas:
 
 Embedded default (bash scripts/train.sh runs the same):
   python -m vit_jax.main --config=configs/vit.py --workdir=workdirs/digits
-  -> should take about 5 min on 2 CPU cores and reach about 98% test accuracy (measured:
+  -> should take about 2-3 min on 2 CPU cores and reach about 98.5% test accuracy (measured:
      docs/results.md).
 
 Synthetic shapes (offline: 50k train / 10k test 32 px images, drawn on first use; see
 vit_jax/data/image/shapes.py), ViT with 8x8 patches, 128 wide, 6 blocks, 800 steps:
   python -m vit_jax.main --config=configs/vit.py:dataset=synthetic_shapes --workdir=workdirs/shapes
-  -> should take about 3 min on 2 CPU cores once the dataset is built and reach about 45% test
+  -> should take about 2 min on 2 CPU cores once the dataset is built and reach about 45% test
      accuracy, still rising (measured: docs/results.md).
   Fewer training examples for a data-size axis: --config.train_split='train[:10%]' (5,000).
 
