@@ -1,8 +1,11 @@
-"""GPT causal language modeling: the embedded corpus by default, TFDS text by name.
+"""GPT causal language modeling: the embedded corpus read as one stream by default, TFDS text by
+name.
 
 Arguments after the colon (`k=v`, comma separated):
-  dataset   embedded (default: ~2 MB of English that ships with Python), tiny_shakespeare, lm1b,
-            c4, wikipedia, or files:/path/*.txt.
+  dataset   stream:embedded (default: ~2 MB of English that ships with Python, read as one text
+            whose last 10% is held out, as nanoGPT's char-level data; docs/text.md), embedded
+            (the same corpus as documents, every 20th held out), stream:files:/path/*.txt,
+            tiny_shakespeare, lm1b, c4, wikipedia, or files:/path/*.txt.
   variant   GPT preset: pico, nano (default), micro, gpt2, gpt2-medium, gpt2-large, gpt2-xl.
             The gpt2 presets get GPT-2's pretraining recipe (below).
   runlocal  a few steps only.
@@ -10,10 +13,9 @@ Arguments after the colon (`k=v`, comma separated):
 Embedded default, character-level:
   python -m vit_jax.main --config=configs/gpt.py --workdir=workdirs/gpt
   python -m vit_jax.generate --workdir=workdirs/gpt --prompt="The module"
-  -> should take about 6 min on 2 CPU cores and reach eval/bits_per_char about 2.9 to 3.4 (seed
-     to seed), against about 4.7 for eval/unigram_bits_per_char, the corpus's unigram character
-     entropy (measured: docs/results.md). On `dataset=stream:embedded`, the protocol the CPU
-     default's init and learning rate were chosen on, it beats an order-6 character n-gram.
+  -> should take about 6 min on 2 CPU cores and reach eval/bits_per_char about 2.0 on the
+     held-out text, below an order-6 character n-gram's 2.09 (experiments/char_ngram.py) and the
+     text's unigram entropy of about 4.7 (measured: docs/results.md).
 
 GPT-2 124M on C4 with a byte-level BPE (GPU/TPU; not run here), GPT-2's recipe (the values and
 their sources are in _gpt2 below): 1024-token context, batch 512, weights N(0, 0.02) with the
@@ -41,14 +43,12 @@ PAPER_VARIANTS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 
 
 def get_config(arg=None):
-  options = args.parse(arg, dict(dataset="embedded", variant="nano", runlocal=False))
+  options = args.parse(arg, dict(dataset="stream:embedded", variant="nano", runlocal=False))
   c = defaults.text_defaults("causal_lm", options["dataset"])
   c.seq_len = 128
   # The CPU default's initialization and learning rate are chosen for its budget (3,000 steps of
-  # 16 x 128 characters), not taken from GPT-2's recipe. Held-out bits/char on stream:embedded
-  # (windows side by side): Xavier weights at lr 3e-3 2.079, at 2e-3 2.098, at 4e-3 2.093;
-  # GPT-2's init at 2e-3 2.183; an order-6 character n-gram 2.093 (docs/results.md, "Character
-  # GPT against a character n-gram"). _gpt2 takes GPT-2's init.
+  # 16 x 128 characters) on its default data, not taken from GPT-2's recipe (docs/results.md,
+  # "Character GPT against a character n-gram"). _gpt2 takes GPT-2's init.
   c.model = defaults.text_model(
       c,
       "gpt",

@@ -23,7 +23,7 @@ import ml_collections
 
 from vit_jax.sweep import budget
 
-CONFIG = "configs/gpt.py:variant=pico"
+CONFIG = "configs/gpt.py:dataset=embedded,variant=pico"
 BUDGETS_FLOPS = (10**11, 10**11.5, 10**12)
 WIDTHS = (8, 12, 16, 24, 32, 48, 64)  # the ladder: about 1.6x to 2x more parameters a rung
 SIZES_PER_BUDGET = 5

@@ -19,7 +19,7 @@ STEPS = 600
 def get_sweep():
   return ml_collections.ConfigDict(
       dict(
-          config="configs/gpt.py:variant=pico",
+          config="configs/gpt.py:dataset=embedded,variant=pico",
           fixed={
               "model.depth": 2,
               "total_steps": STEPS,
