@@ -259,7 +259,7 @@ def test_resume_with_other_data_lists_the_keys(tmp_path):
   before = (workdir / "config.json").read_text()
   changed = config_with(gpt_config, dataset="tiny_shakespeare")
   with pytest.raises(
-      errors.WorkdirError, match="dataset: saved 'embedded', now 'tiny_shakespeare'"
+      errors.WorkdirError, match="dataset: saved 'stream:embedded', now 'tiny_shakespeare'"
   ):
     workdir_lib.check_resume(changed, str(workdir))
   tokenizer = config_with(gpt_config, tokenizer__kind="byte_bpe", allow_data_change=True)
@@ -270,7 +270,7 @@ def test_resume_with_other_data_lists_the_keys(tmp_path):
   )
   workdir_lib.check_resume(saved, str(workdir))
   assert (workdir / "config.json").read_text() == before
-  assert json.loads(before)["dataset"] == "embedded"
+  assert json.loads(before)["dataset"] == "stream:embedded"
 
 
 @pytest.mark.parametrize("dst", ["same", "inside", "contains"])

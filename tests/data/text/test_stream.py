@@ -145,13 +145,14 @@ def test_a_char_gpt_trains_on_a_stream_resumes_exactly_and_reports_bits_per_char
         ("dataset=stream:embedded", "--config.stream.holdout=1.5", "stream.holdout"),
         ("dataset=stream:embedded", "--config.evals.eval.stride=999", "evals.eval.stride"),
         ("dataset=stream:embedded", "--config.eval_split=test", "eval_split"),
-        ("", "--config.evals.eval.stride=8", "evals.eval.stride"),  # documents have no stride
+        # Documents have no stride.
+        ("dataset=embedded", "--config.evals.eval.stride=8", "evals.eval.stride"),
     ],
 )
 def test_bad_stream_settings_are_one_line(tmp_path, config_arg, override, named):
   from tests.survival import conftest as survival  # pylint: disable=g-import-not-at-top
 
-  config = f"{helpers.ROOT}/configs/gpt.py:{config_arg + ',' if config_arg else ''}runlocal"
+  config = f"{helpers.ROOT}/configs/gpt.py:{config_arg},runlocal"
   result = helpers.run(
       [
           sys.executable,
