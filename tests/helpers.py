@@ -59,6 +59,14 @@ def env(devices: int = 1, data_dir=None):
   return e
 
 
+def launch_local(processes: int, devices_per_process: int, log_dir, command: list) -> list:
+  """`command` (argv) run by scripts/launch_local.py as `processes` processes of
+  `devices_per_process` CPU devices each, their logs under `log_dir`."""
+  launcher = os.path.join(ROOT, "scripts", "launch_local.py")
+  return [sys.executable, launcher, "-n", str(processes), "--devices_per_process",
+          str(devices_per_process), "--log_dir", str(log_dir), "--", *command]  # fmt: skip
+
+
 def run(cmd, devices=1, data_dir=None, timeout=600):
   return subprocess.run(
       cmd, env=env(devices, data_dir), capture_output=True, text=True, timeout=timeout, cwd=ROOT

@@ -88,16 +88,7 @@ runpy.run_module("vit_jax.main", run_name="__main__")
 @pytest.mark.multiprocess
 def test_two_processes_agree_only_at_log_save_and_eval_points(tmp_path, digits_dir):
   workdir = tmp_path / "w"
-  cmd = [
-      sys.executable,
-      os.path.join(helpers.ROOT, "scripts", "launch_local.py"),
-      "-n",
-      "2",
-      "--devices_per_process",
-      "2",
-      "--log_dir",
-      str(tmp_path / "logs"),
-      "--",
+  command = [
       sys.executable,
       "-c",
       SPY,
@@ -108,7 +99,7 @@ def test_two_processes_agree_only_at_log_save_and_eval_points(tmp_path, digits_d
       "--config.progress=lines",
       *[f"--config.{k}={v}" for k, v in CADENCE.items()],
   ]
-  out = helpers.run(cmd, timeout=1500)
+  out = helpers.run(helpers.launch_local(2, 2, tmp_path / "logs", command), timeout=1500)
   assert out.returncode == 0, out.stderr[-3000:]
   line = next(x for x in out.stdout.splitlines() if x.startswith("ALLGATHER"))
   calls = json.loads(line[len("ALLGATHER") :])

@@ -38,20 +38,8 @@ def vit_args(workdir, data_dir, total_steps=20):
 
 
 def launch(workdir, data_dir, **kw):
-  cmd = [
-      sys.executable,
-      os.path.join(helpers.ROOT, "scripts", "launch_local.py"),
-      "-n",
-      "2",
-      "--devices_per_process",
-      "4",
-      "--log_dir",
-      str(workdir) + "_logs",
-      "--",
-      sys.executable,
-      *vit_args(workdir, data_dir, **kw),
-  ]
-  return helpers.run(cmd)
+  command = [sys.executable, *vit_args(workdir, data_dir, **kw)]
+  return helpers.run(helpers.launch_local(2, 4, str(workdir) + "_logs", command))
 
 
 def losses(workdir):
@@ -165,10 +153,7 @@ if jax.process_index() == 0:
 def train_on_meshes(workdir, data_dir, meshes, processes: int, devices_per_process: int) -> dict:
   script = [sys.executable, "-c", TRAIN_ON_MESHES, str(workdir), data_dir, *meshes]
   if processes > 1:
-    launcher = os.path.join(helpers.ROOT, "scripts", "launch_local.py")
-    logs = str(workdir) + "_logs"
-    script = [sys.executable, launcher, "-n", str(processes), "--devices_per_process",
-              str(devices_per_process), "--log_dir", logs, "--", *script]  # fmt: skip
+    script = helpers.launch_local(processes, devices_per_process, str(workdir) + "_logs", script)
   out = helpers.run(script, devices=devices_per_process, timeout=1800)
   assert out.returncode == 0, out.stderr[-4000:]
   line = next(row for row in out.stdout.splitlines() if row.startswith("RESULT"))
@@ -198,21 +183,8 @@ def test_meshes_spanning_processes_match_one_device(tmp_path, digits_dir):
 def test_a_mesh_the_input_cannot_feed_is_refused_before_any_step(tmp_path, digits_dir):
   # fsdp:4 gives each process its own quarter of the batch; 2 input shards are halves.
   workdir = tmp_path / "w"
-  cmd = [
-      sys.executable,
-      os.path.join(helpers.ROOT, "scripts", "launch_local.py"),
-      "-n",
-      "4",
-      "--devices_per_process",
-      "2",
-      "--log_dir",
-      str(tmp_path / "logs"),
-      "--",
-      sys.executable,
-      *vit_args(workdir, digits_dir),
-      "--config.mesh=fsdp:4,model:2",
-  ]
-  out = helpers.run(cmd)
+  command = [sys.executable, *vit_args(workdir, digits_dir), "--config.mesh=fsdp:4,model:2"]
+  out = helpers.run(helpers.launch_local(4, 2, tmp_path / "logs", command))
   assert out.returncode == 2, out.stderr[-3000:]
   errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
   assert errors == [
