@@ -162,7 +162,7 @@ TARGETS = {
         None,
     ),
     "vit_jax/data/text/masking.py": (["tests/data/text/test_masking.py"], None),
-    "vit_jax/data/text/packing.py": (["tests/data/text/test_packing.py"], None),
+    "vit_jax/data/text/batches.py": (["tests/data/text/test_batches.py"], None),
     "vit_jax/tasks/classification.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_common.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/causal_lm.py": (TASK_TESTS, LOSS_SCOPE),

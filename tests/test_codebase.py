@@ -154,6 +154,7 @@ COMMANDS = (
     "vit_jax.visualize",
     "vit_jax.predict",
     "vit_jax.compile",
+    "vit_jax.prepare",
     "vit_jax.sweep",
     "vit_jax.evaluate.__main__",
 )

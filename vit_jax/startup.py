@@ -1,11 +1,11 @@
 """Process start-up: quiet third-party logs in our commands, and TensorFlow kept off accelerators.
 
-Every command line (main, generate, convert, visualize, predict, evaluate, compile, sweep) calls
-`quiet_startup()` first thing. Without it a run prints TensorFlow's C++ notices (oneDNN, CPU
-features, "All log messages before absl::InitializeLog() is called ..."), tf.data warnings, and
-orbax's warnings on every checkpoint read ("Metadata file does not exist"). To see them all again,
-set VIT_JAX_VERBOSE=1 or pass absl's --verbosity (main, generate). Library use (tests, notebooks)
-keeps the libraries' logging.
+Every command line (main, generate, convert, visualize, predict, evaluate, compile, prepare,
+sweep) calls `quiet_startup()` first thing. Without it a run prints TensorFlow's C++ notices
+(oneDNN, CPU features, "All log messages before absl::InitializeLog() is called ..."), tf.data
+warnings, and orbax's warnings on every checkpoint read ("Metadata file does not exist"). To see
+them all again, set VIT_JAX_VERBOSE=1 or pass absl's --verbosity (main, generate). Library use
+(tests, notebooks) keeps the libraries' logging.
 
 `hide_accelerators_from_tf()` is the one place that keeps TensorFlow off GPUs and TPUs; the image
 data package calls it on import, before any TF op can run.

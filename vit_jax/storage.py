@@ -15,6 +15,9 @@ Object storage has no directories, appends, renames or locks, so for a gs:// pat
 - `create_object` / `replace_object` / `delete_object` write only if the object is still the
   version the caller holds (Cloud Storage's generation preconditions): the workdir lock
   (vit_jax/workdir.py) is built on them.
+- `read_ranges` reads byte ranges of objects, all of one call's ranges fetched concurrently (a
+  token store's windows, vit_jax/data/text/token_store.py); `file_sizes` lists a folder's sizes in
+  one listing.
 """
 
 import builtins
@@ -161,6 +164,14 @@ def files_under(path) -> list[str]:
   return files
 
 
+def file_sizes(folder) -> dict[str, int]:
+  """{name: size in bytes} of the files directly in `folder` (one listing, also in a bucket)."""
+  if not is_remote(folder):
+    return {e.name: e.stat().st_size for e in os.scandir(folder) if e.is_file()}
+  entries = _filesystem(folder).ls(os.fspath(folder), detail=True, refresh=True)
+  return {name(e["name"]): int(e["size"] or 0) for e in entries if e.get("type") == "file"}
+
+
 def size_and_mtime(path) -> tuple[int, int]:
   """(size in bytes, modification time in ns) of a file: what changes when it is rewritten."""
   if is_remote(path):
@@ -209,6 +220,40 @@ def replace_text(path, text: str) -> None:
 def read_bytes(path) -> bytes:
   with open(path, "rb") as f:
     return f.read()
+
+
+def read_ranges(requests) -> list[bytes]:
+  """The bytes [start, stop) of each (path, start, stop) of `requests`, in order. Local files are
+  read in turn; ranges of objects in a bucket are fetched concurrently, in one call."""
+  requests = list(requests)
+  out = [b""] * len(requests)
+  remote = [i for i, (path, _, _) in enumerate(requests) if is_remote(path)]
+  for i, (path, start, stop) in enumerate(requests):
+    if i not in remote and stop > start:
+      with builtins.open(path, "rb") as f:
+        out[i] = os.pread(f.fileno(), stop - start, start)
+  if remote:
+    paths = [os.fspath(requests[i][0]) for i in remote]
+    fetched = _filesystem(paths[0]).cat_ranges(
+        paths, [requests[i][1] for i in remote], [requests[i][2] for i in remote], on_error="raise"
+    )
+    for i, data in zip(remote, fetched):
+      out[i] = data
+  for (path, start, stop), data in zip(requests, out):
+    if len(data) != stop - start:
+      raise errors.DataError(
+          f"{path} ends before byte {stop} (read {len(data)} of bytes [{start}, {stop})): the file "
+          "is truncated."
+      )
+  return out
+
+
+def _filesystem(path):
+  """fsspec's file system for a bucket path (gcsfs: what epath uses where EPATH_USE_TF=false)."""
+  _epath(path)  # the client check
+  import fsspec  # pylint: disable=g-import-not-at-top  (the gcs extra brings it)
+
+  return fsspec.filesystem(urllib.parse.urlsplit(os.fspath(path)).scheme)
 
 
 def write_bytes(path, data: bytes) -> None:

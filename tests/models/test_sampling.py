@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from vit_jax.data.text import packing
+from vit_jax.data.text import batches
+from vit_jax.data.text import token_store
 from vit_jax.models import build_model
 from vit_jax.models import sampling
 
@@ -64,12 +65,20 @@ def test_prompt_longer_than_context_is_truncated_and_announced(capsys):
     sampling.fit_prompts([[1]], max_new_tokens=32, max_len=32)
 
 
+class _NoEos:
+  """A tokenizer without EOS or PAD: documents follow each other directly."""
+
+  eos_id = pad_id = None
+
+
 def test_packed_documents_do_not_see_each_other():
-  docs = [np.array([3, 4, 5, 6, 7]), np.array([8, 9, 10, 11]), np.array([12, 13, 14])]
-  row = next(iter(packing.pack_documents(iter(docs), 12, 0)))
+  docs = [[np.array([3, 4, 5, 6, 7])], [np.array([8, 9, 10, 11])], [np.array([12, 13, 14])]]
+  split = token_store.in_memory(("text",), docs)
+  row = next(batches.clm_batches(split, _NoEos(), batch_size=1, seq_len=12, train=False))
   tokens, segments, positions = (
-      jnp.asarray(row[k])[None] for k in ("tokens", "segment_ids", "positions")
+      jnp.asarray(row[k]) for k in ("inputs", "segment_ids", "positions")
   )
+  assert segments[0].tolist() == [1] * 5 + [2] * 4 + [3] * 3
   model = build_model(GPT)
   params = random_gpt()
   out = model.apply({"params": params}, tokens, positions, segments)

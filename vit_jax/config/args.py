@@ -11,6 +11,7 @@ The defaults configs share (training schema, data, tokenizer) are in vit_jax/con
 import ast
 import importlib.util
 import os
+import shlex
 import sys
 import traceback
 
@@ -115,6 +116,17 @@ def _convert(raw: str, default, key: str):
           f"Config argument {key}={raw!r} must be a {type(default).__name__}."
       ) from e
   return raw
+
+
+def prepare_command() -> str:
+  """The command that tokenizes this run's dataset into a token store: `python -m vit_jax.prepare`
+  with this command line's --config flags (those of vit_jax.main or vit_jax.evaluate), writing
+  DIR."""
+  given = [a for a in sys.argv[1:] if a.startswith("--config=") or a.startswith("--config.")]
+  given = [a for a in given if not a.startswith("--config.token_store=")]
+  return shlex.join(
+      ["python", "-m", "vit_jax.prepare", *(given or ["--config=CONFIG"]), "--output=DIR"]
+  )
 
 
 def parse_command_line(flag_values, argv):

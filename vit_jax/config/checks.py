@@ -139,6 +139,21 @@ def validate_training(config, workdir: str) -> dict:
   return {}
 
 
+def validate_preparation(config, output: str, split_names=None) -> None:
+  """Checks a text config and its dataset before `python -m vit_jax.prepare` writes anything."""
+  validate_config(config)
+  task = tasks.TASKS[config.task]
+  if task.reads_images:
+    raise errors.ConfigError(
+        f"python -m vit_jax.prepare tokenizes text; --config.task={config.task!r} reads images."
+    )
+  from vit_jax.data.text import checks as text_checks  # pylint: disable=g-import-not-at-top
+  from vit_jax.data.text import store_writer  # pylint: disable=g-import-not-at-top
+
+  names = split_names or store_writer.splits_to_prepare(config)
+  text_checks.check_preparation(config, task.examples, output, names)
+
+
 def check_mesh_and_input(config) -> None:
   """`config.mesh` fits this job's devices, the batch splits over its batch shards, and the
   input can give each process exactly the rows its devices hold (training/host_input.py)."""

@@ -153,6 +153,10 @@ def text_defaults(
   with the tokenizer its pretraining workdir saved (a checkpoint never changes vocabulary).
   """
   c = dataset_defaults(task, dataset, eval_split)
+  # A token store of the dataset made by `python -m vit_jax.prepare` (local or gs://): training
+  # reads it by index (vit_jax/data/text/token_store.py). Streamed TFDS datasets (c4, lm1b,
+  # wikipedia, wmt14) need one; None: the dataset is tokenized in memory when the run starts.
+  c.token_store = placeholder(str)
   c.tokenizer = ml_collections.ConfigDict(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use

@@ -85,7 +85,12 @@ class Classification(TaskEval):
       from vit_jax.data.text import checks  # pylint: disable=g-import-not-at-top
 
       checks.check_split(
-          s.dataset, s.split, info.examples, key=self.key("split"), data_dir=c.data_dir
+          s.dataset,
+          s.split,
+          info.examples,
+          key=self.key("split"),
+          data_dir=c.data_dir,
+          token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
       )
       return
     from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top

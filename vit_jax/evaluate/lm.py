@@ -19,10 +19,15 @@ class TextTaskEval(base.TaskEval):
   def check_data(self):
     from vit_jax.data.text import checks  # pylint: disable=g-import-not-at-top
 
-    s = self.settings
-    examples = tasks.TASKS[self.config.task].examples
+    s, c = self.settings, self.config
+    examples = tasks.TASKS[c.task].examples
     checks.check_split(
-        s.dataset, s.split, examples, key=self.key("split"), data_dir=self.config.data_dir
+        s.dataset,
+        s.split,
+        examples,
+        key=self.key("split"),
+        data_dir=c.data_dir,
+        token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
     )
 
 

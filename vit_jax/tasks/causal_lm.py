@@ -58,8 +58,8 @@ class CausalLM(text_common.TokenLossTask):
           seed=batch_args["seed"],
           start_step=batch_args["start_step"],
           windows=self.config.stream.windows,
-          process_index=batch_args["process_index"],
-          process_count=batch_args["process_count"],
+          process_index=batch_args["shard"],
+          process_count=batch_args["shard_count"],
       )
     return batches.clm_batches(seq_len=self.config.seq_len, **batch_args)
 

@@ -5,15 +5,15 @@ masked positions. Reported: MLM loss and accuracy, NSP accuracy, and the accurac
 predicting the most frequent token, the baseline MLM accuracy must beat.
 """
 
-import collections
 import math
 
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from vit_jax.data.text import batches
-from vit_jax.data.text import datasets
 from vit_jax.data.text import masking
+from vit_jax.data.text import splits
 from vit_jax.tasks import text_common
 
 
@@ -28,14 +28,23 @@ class MaskedLM(text_common.TextTask):
       self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
 
   def _most_frequent_token(self) -> int:
-    """The most frequent non-special token of (a sample of) the training datasets."""
-    counts = collections.Counter()
-    special = self.tokenizer.special_id_set()
-    for doc in datasets.dataset_texts(
-        self.config.dataset, self.config.train_split, max_texts=200, data_dir=self.config.data_dir
-    ):
-      counts.update(t for t in self.tokenizer.encode(doc) if t not in special)
-    return counts.most_common(1)[0][0] if counts else 0
+    """The most frequent non-special token of the training split's first 200 documents."""
+    c = self.config
+    split = splits.open_split(
+        c.dataset,
+        c.train_split,
+        kind="documents",
+        tokenizer=self.tokenizer,
+        token_store_path=c.token_store,
+        data_dir=c.data_dir,
+    )
+    documents = split.examples("text", np.arange(min(200, split.num_examples)))
+    counts = np.bincount(
+        np.concatenate([np.zeros(0, np.int64), *documents]).astype(np.int64),
+        minlength=self.tokenizer.vocab_size,
+    )
+    counts[list(self.tokenizer.special_id_set())] = 0
+    return int(np.argmax(counts)) if counts.any() else 0
 
   def _masking_config(self):
     m = self.config.masking

@@ -11,19 +11,23 @@ from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
+from vit_jax.data.text import splits
 from vit_jax.data.text import stream
 from vit_jax.data.tokenizers import base
 from vit_jax.tasks import base as task_base
 
 
 def tokenizer_for(config, workdir: str):
-  """The workdir's saved tokenizer, or a new one trained/loaded as the config says.
+  """The workdir's saved tokenizer, the token store's, or a new one trained/loaded as the config
+  says.
 
-  A saved tokenizer of another kind or vocabulary size than the config asks for is an error:
-  a checkpoint trained with one vocabulary must never be resumed with another.
+  A saved tokenizer of another kind or vocabulary size than the config asks for, or other than
+  the token store's, is an error: a checkpoint trained with one vocabulary must never be resumed
+  with another, nor read token ids of another.
   """
   tc = config.tokenizer
   directory = workdir_lib.tokenizer_dir(workdir)
+  store = splits.open_store(config.token_store) if config.token_store else None
   if storage.exists(storage.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (
@@ -35,19 +39,29 @@ def tokenizer_for(config, workdir: str):
           f"differs from the config (kind {tc.kind!r}, vocab {tc.vocab_size}). Use a new "
           "--workdir, or the tokenizer settings that wrote it."
       )
+    if store is not None:
+      tokenizers.check_fingerprint(
+          saved, store.tokenizer_fingerprint, context=f"the token store {store.path}"
+      )
     return saved
-  if tc.path:
-    return tokenizers.load_pretrained(tc.path)
+  if store is not None:  # the tokenizer the store's ids are of (checks.py compared the settings)
+    tokenizer = tokenizers.load_tokenizer(store.tokenizer_dir())
+    tokenizers.check_fingerprint(
+        tokenizer, store.tokenizer_fingerprint, context=f"the token store {store.path}"
+    )
+    return tokenizer
   init_dir = workdir_lib.tokenizer_dir(config.get("init_from") or "")
-  if config.get("init_from") and storage.exists(storage.join(init_dir, base.META_FILE)):
+  if not tc.path and config.get("init_from") and storage.exists(storage.join(init_dir, base.META_FILE)):
     return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
-  if stream.is_stream(config.dataset):  # the training text only: the tail stays unseen
-    texts = stream.tokenizer_texts(config.dataset, config.stream.holdout)[: tc.max_train_texts]
-  else:
-    texts = datasets.dataset_texts(
+
+  def texts():
+    if stream.is_stream(config.dataset):  # the training text only: the tail stays unseen
+      return stream.tokenizer_texts(config.dataset, config.stream.holdout)[: tc.max_train_texts]
+    return datasets.dataset_texts(
         config.dataset, "train", max_texts=tc.max_train_texts, data_dir=config.data_dir
     )
-  return tokenizers.build_tokenizer(tc.kind, texts, tc.vocab_size)
+
+  return tokenizers.from_settings(tc, texts)
 
 
 def batch_spec(int_keys, float_keys, shape) -> dict:
@@ -89,7 +103,9 @@ class TextTask(task_base.Task):
   def eval_batches(self, shard, shard_count, *, dataset=None, split=None):
     split = split or self.config.eval_split
     args = self._batch_args(split, False, 0, shard, shard_count)
-    return self._batches(**{**args, "dataset": dataset or self.config.dataset})
+    if dataset and dataset != self.config.dataset:  # another dataset: not the run's store's
+      args.update(dataset=dataset, token_store=None)
+    return self._batches(**args)
 
   def _batch_args(self, split, train, start_step, shard, shard_count) -> dict:
     """The arguments every text batch function takes (vit_jax/data/text/batches.py)."""
@@ -102,9 +118,10 @@ class TextTask(task_base.Task):
         train=train,
         seed=c.seed,
         start_step=start_step,
+        token_store=c.token_store,
         data_dir=c.data_dir,
-        process_index=shard,  # the data functions read share `shard` of `shard_count`
-        process_count=shard_count,
+        shard=shard,  # the data functions read input shard `shard` of `shard_count`
+        shard_count=shard_count,
     )
 
   @abc.abstractmethod

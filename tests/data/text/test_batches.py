@@ -1,4 +1,4 @@
-"""Batches for every objective: keys, shapes, dtypes, resume, eval passes."""
+"""Batches for every objective: keys, shapes, dtypes, resume by index, shards, eval passes."""
 
 import numpy as np
 import pytest
@@ -7,8 +7,10 @@ from vit_jax.data import tokenizers
 from vit_jax.data.text import batches as text_batches
 from vit_jax.data.text import datasets
 from vit_jax.data.text import masking
+from vit_jax.data.text import order
 from vit_jax.data.text import seq2seq_batches
-from vit_jax.data.text import sources
+from vit_jax.data.text import splits
+from vit_jax.data.text import token_store
 
 B, L = 4, 32
 
@@ -88,31 +90,89 @@ MODES = {
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-@pytest.mark.parametrize("streaming", [False, True], ids=["memory", "stream"])
-def test_resume_is_exact(mode, streaming, char_tokenizer, small_docs):
-  """start_step=k continues exactly, also across epoch boundaries."""
-
-  def data():
-    if streaming:  # Read forward, no epoch arithmetic.
-      memory = sources.InMemorySource(small_docs, seed=3)
-      return sources.StreamingSource(memory.epoch, memory.single_pass)
-    return small_docs
-
+def test_resume_is_exact(mode, char_tokenizer, small_docs):
+  """start_step=k reads exactly batch k, also across epoch boundaries."""
+  split = splits.tokenize(small_docs, "documents", char_tokenizer)
   make = MODES[mode]
-  fresh = _take(make(char_tokenizer, data(), seed=3), 150)
+  fresh = _take(make(char_tokenizer, split, seed=3), 150)
   for k in (1, 67, 147):  # 30 docs of <= 300 chars: ~70 steps per epoch.
-    resumed = _take(make(char_tokenizer, data(), seed=3, start_step=k), 3)
+    resumed = _take(make(char_tokenizer, split, seed=3, start_step=k), 3)
     _assert_same(fresh[k : k + 3], resumed)
-  if streaming:
-    return
-  other_seed = _take(make(char_tokenizer, data(), seed=4), 2)
+  other_seed = _take(make(char_tokenizer, split, seed=4), 2)
   assert any((a[key] != b[key]).any() for a, b in zip(fresh, other_seed) for key in a)
 
 
-def test_epochs_are_reshuffled(char_tokenizer, small_docs):
-  source = sources.InMemorySource(small_docs, seed=0)
-  assert list(source.epoch(0)) != list(source.epoch(1))
-  assert sorted(source.epoch(0)) == sorted(small_docs)
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_global_batch_is_the_same_for_any_shard_count(mode, char_tokenizer, small_docs):
+  """The shards' batches, stacked in shard order, are the one-shard batch: the data does not
+  depend on how many processes read it."""
+  split = splits.tokenize(small_docs, "documents", char_tokenizer)
+  whole = _take(_shard_batches(mode, char_tokenizer, split, 0, 1), 2)
+  for count in (2, 4):
+    parts = [_take(_shard_batches(mode, char_tokenizer, split, i, count), 2) for i in range(count)]
+    for step in range(2):
+      stacked = {k: np.concatenate([p[step][k] for p in parts]) for k in whole[step]}
+      _assert_same([whole[step]], [stacked])
+
+
+def _shard_batches(mode, tokenizer, split, shard, count):
+  """MODES[mode] with batch_size B / count: shard `shard` of `count`."""
+  make = {
+      "clm": text_batches.clm_batches,
+      "mlm": text_batches.mlm_batches,
+      "mlm_nsp_span": lambda *a, **kw: text_batches.mlm_batches(
+          *a, nsp=True, masking_config=masking.MaskingConfig(span=True, whole_word=True), **kw
+      ),
+  }[mode]
+  return make(
+      split,
+      tokenizer,
+      batch_size=B // count,
+      seq_len=L,
+      seed=5,
+      start_step=40,
+      shard=shard,
+      shard_count=count,
+  )
+
+
+def test_an_epoch_reads_every_window_once(char_tokenizer, small_docs):
+  split = splits.tokenize(small_docs, "documents", char_tokenizer)
+  stream = text_batches.DocumentStream(split, char_tokenizer.eos_id)
+  windows = (stream.length - 1) // L
+  steps = windows // B
+  rows = np.concatenate(
+      [
+          b["inputs"]
+          for b in _take(
+              text_batches.clm_batches(split, char_tokenizer, batch_size=B, seq_len=L), steps
+          )
+      ]
+  )
+  tokens, _ = stream.read(np.arange(windows) * L, L)
+  seen = {r.tobytes() for r in rows}
+  assert len(seen) == len(rows) == steps * B  # no window twice within the epoch
+  assert seen <= {t.tobytes() for t in tokens}
+
+
+def test_a_far_step_is_read_directly(char_tokenizer, small_docs):
+  """Step 10^12 costs what step 1 does: its windows are computed, not reached by reading."""
+  split = splits.tokenize(small_docs, "documents", char_tokenizer)
+  stream = text_batches.DocumentStream(split, char_tokenizer.eos_id)
+  windows = (stream.length - 1) // L
+  step = 10**12
+  batch = next(
+      text_batches.clm_batches(split, char_tokenizer, batch_size=B, seq_len=L, start_step=step)
+  )
+  units = order.epoch_units(order.shard_positions(step, B, 0, 1), windows, 0)
+  tokens, _ = stream.read(units * L, L + 1)
+  np.testing.assert_array_equal(batch["inputs"], tokens[:, :L])
+
+
+def test_epochs_are_reshuffled():
+  first, second = (order.permute(np.arange(50), 50, 0, epoch) for epoch in (0, 1))
+  assert sorted(first) == sorted(second) == list(range(50))
+  assert (first != second).any()
 
 
 def test_mlm_batch_keys_and_rows(char_tokenizer):
@@ -242,40 +302,82 @@ def test_every_toy_dataset_names_a_toy_task():
 def test_eval_pass_is_finite_and_padded(char_tokenizer):
   docs = ["short one", "another short document", "x" * 70]
   batches = list(
-      text_batches.clm_batches(
-          docs, char_tokenizer, batch_size=3, seq_len=16, train=False, num_batches=4
-      )
+      text_batches.clm_batches(docs, char_tokenizer, batch_size=3, seq_len=16, train=False)
   )
-  assert len(batches) == 4
   tokens = sum(len(d) + 1 for d in docs)  # +1: EOS.
-  assert sum((b["segment_ids"] > 0).sum() for b in batches) == tokens
-  assert sum(b["weights"].sum() for b in batches) < tokens
-  assert (batches[-1]["weights"] == 0).all()
-  with pytest.raises(ValueError, match="num_batches"):
-    list(
-        text_batches.clm_batches(
-            docs, char_tokenizer, batch_size=1, seq_len=16, train=False, num_batches=2
-        )
-    )
+  assert len(batches) == 3  # ceil((104 - 1) / 16) = 7 windows, in batches of 3
+  assert sum((b["segment_ids"] > 0).sum() for b in batches) == tokens  # each an input once
+  # every target that continues its document is scored once: all but each document's first
+  assert sum(b["weights"].sum() for b in batches) == tokens - len(docs)
+  assert (batches[-1]["weights"][1:] == 0).all()
   mlm = list(text_batches.mlm_batches(docs, char_tokenizer, batch_size=3, seq_len=16, train=False))
   assert len(mlm) == 3  # 1 + 2 + 5 rows of 14 tokens: 8 rows.
   assert mlm[2]["input_mask"][2].sum() == 0
   assert mlm[2]["masked_weights"][2].sum() == 0
 
 
-def test_processes_read_disjoint_shares(char_tokenizer):
-  shares = [datasets.load_source("embedded", process_index=i, process_count=3) for i in range(3)]
-  docs = [set(s.examples) for s in shares]
-  assert sum(len(d) for d in docs) == len(set.union(*docs))
-  assert max(len(d) for d in docs) - min(len(d) for d in docs) <= 1
-  batch = next(
-      text_batches.clm_batches(
-          "embedded", char_tokenizer, batch_size=B, seq_len=L, process_index=2, process_count=3
+def test_eval_shards_together_read_every_row_once(char_tokenizer):
+  docs = [d[:200] for d in datasets.memory_examples("embedded", "validation")]
+  split = splits.tokenize(docs, "documents", char_tokenizer)
+  read = lambda shard, count: list(
+      text_batches.mlm_batches(
+          split,
+          char_tokenizer,
+          batch_size=4,
+          seq_len=L,
+          train=False,
+          shard=shard,
+          shard_count=count,
       )
   )
-  assert batch["inputs"].shape == (B, L)
-  with pytest.raises(ValueError, match="process_index"):
-    datasets.load_source("embedded", process_index=3, process_count=3)
+  whole = read(0, 1)
+  parts = [read(i, 3) for i in range(3)]
+  rows = lambda batches: sorted(
+      r.tobytes() for b in batches for r, m in zip(b["tokens"], b["input_mask"][:, 0]) if m
+  )
+  assert rows(whole) == rows([b for part in parts for b in part])
+  with pytest.raises(ValueError, match="input shard 3"):
+    next(
+        text_batches.clm_batches(
+            split, char_tokenizer, batch_size=B, seq_len=L, shard=3, shard_count=3
+        )
+    )
+
+
+def test_store_and_memory_give_the_same_batches(char_tokenizer, small_docs, tmp_path):
+  """A split read from files through the store's layout is the in-memory one."""
+  memory = splits.tokenize(small_docs, "documents", char_tokenizer)
+  (tmp_path / "train").mkdir()
+  store = _write_store(tmp_path, small_docs, char_tokenizer)
+  for make in MODES.values():
+    _assert_same(
+        _take(make(char_tokenizer, memory, seed=1, start_step=9), 2),
+        _take(make(char_tokenizer, store, seed=1, start_step=9), 2),
+    )
+
+
+def _write_store(folder, docs, tokenizer, shards=3):
+  """`docs` as the train split of a store of `shards` shard files in `folder` (the layout
+  token_store.py reads; vit_jax.prepare's own output is tested in test_token_store.py)."""
+  dtype = token_store.token_dtype(tokenizer.vocab_size)
+  entries, bounds = [], np.linspace(0, len(docs), shards + 1).astype(int)
+  for k in range(shards):
+    name = token_store.shard_name(k)
+    ids = [np.asarray(tokenizer.encode(d), dtype) for d in docs[bounds[k] : bounds[k + 1]]]
+    lengths = [len(i) for i in ids]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(token_store.OFFSET_DTYPE)
+    (folder / "train" / token_store.tokens_file(name, "text")).write_bytes(
+        np.concatenate(ids).tobytes()
+    )
+    (folder / "train" / token_store.offsets_file(name, "text")).write_bytes(offsets.tobytes())
+    entries.append({"name": name, "examples": len(ids), "tokens": {"text": int(offsets[-1])}})
+  manifest = {
+      "fields": ["text"],
+      "dtype": dtype.str,
+      "labels": False,
+      "splits": {"train": {"shards": entries}},
+  }
+  return token_store.Store(str(folder), manifest).split("train")
 
 
 def test_empty_dataset_is_a_clear_error(char_tokenizer):

@@ -1,106 +1,231 @@
-"""Numpy batches for causal LM, masked LM and sequence classification.
+"""Numpy batches for causal LM, masked LM and sequence classification, read by index.
 
-Every function takes a dataset (a name from vit_jax.data.text.datasets, a source, or a
-list of examples) and a tokenizer, and returns an iterator of dicts of numpy
-arrays with B = batch_size rows per process.
+Every function takes a token split (vit_jax/data/text/token_store.py: a prepared store's, or text
+tokenized in memory; a dataset name or a list of examples is opened with `splits.as_split`) and
+returns an iterator of dicts of numpy arrays of B = batch_size rows: input shard `shard` of
+`shard_count`.
 
-train=True: infinite, shuffled by `seed`, deterministic. `start_step=k`
-  yields exactly what batches k, k+1, ... of a fresh iterator would: the
-  stream is skipped by counting units (tokens for causal LM, rows otherwise)
-  without building the skipped rows, and all randomness (masking, NSP) is
-  seeded by step or row index rather than drawn from a running generator.
-train=False: one pass in stored order; the last batch is padded with rows of
-  zero weight (all-pad rows with input_mask 0), and `num_batches` pads further
-  so all processes run the same number of eval steps.
+train=True: endless. Row r of shard i at step s is training position u = (s * n + i) * B + r
+(n = shard_count), and position u reads unit `order.epoch_units(u)`: epochs of seeded
+permutations of the units (causal LM: windows of the document stream; masked LM: chunks of
+documents; classification: examples). Masking and next-sentence draws are seeded by u too. So
+a batch is a function of (seed, step, shard) alone: `start_step=k` reads exactly batch k with
+nothing skipped or replayed, and the global batch (the shards' batches in order) is the same for
+any shard_count.
+train=False: one pass over the units in stored order, shard i taking units i, i + n, i + 2n...;
+the last batch is padded with rows of zero weight (all-pad rows with input_mask 0).
 """
 
 import dataclasses
-import functools
 from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from vit_jax import errors
-from vit_jax.data.text import datasets as text
-from vit_jax.data.text import packing
-from vit_jax.data.text import sources
+from vit_jax.data.text import order
+from vit_jax.data.text import splits
+from vit_jax.data.text import token_store as stores
 
 Batch = dict[str, np.ndarray]
 # Keys separating the random streams drawn from one seed.
-_MASK_STREAM, _NSP_STREAM = 1, 2
-# NSP negatives come from one of the next this-many documents of the stream.
-NSP_LOOKAHEAD = 16
+_MASK_STREAM, _NSP_STREAM, _EVAL_MASK_STREAM = 1, 2, 4
+_NSP_TRIES = 10  # draws of a random other document before a row keeps its true continuation
 
 
 @dataclasses.dataclass(frozen=True)
-class Stream:
-  """What every batch function shares: which examples this process reads, and in what order.
+class Reading:
+  """What every batch function shares: which units this shard reads, and in what order.
 
   The batch functions take these fields as keyword arguments (`dataset` positionally); the
-  module docstring says what `train`, `start_step` and `num_batches` do.
+  module docstring says what `train` and `start_step` do.
   """
 
-  dataset: Any  # a name from vit_jax.data.text.datasets, a source, or a list of examples
+  dataset: Any  # a stores.Split, a dataset name (vit_jax.data.text.datasets), or examples
   split: str = "train"
   train: bool = True
   seed: int = 0
   start_step: int = 0
-  num_batches: Optional[int] = None
+  token_store: Optional[str] = None  # the run's token store (a dataset name is read from it)
   data_dir: Optional[str] = None
-  process_index: int = 0
-  process_count: int = 1
+  shard: int = 0
+  shard_count: int = 1
 
-  def examples(self, kind: str, encode, cost, skip: int) -> Iterator[tuple[Any, int]]:
-    """(encoded example, units already consumed): resumed epochs after `skip` units, or one
-    eval pass. `kind` is what a named dataset yields ("documents", "labeled" or "pairs")."""
-    if isinstance(self.dataset, str):
-      source = text.load_source(
-          self.dataset,
-          self.split,
-          kind=kind,
-          data_dir=self.data_dir,
-          process_index=self.process_index,
-          process_count=self.process_count,
-          seed=self.seed,
+  def open(self, kind: str, tokenizer) -> stores.Split:
+    return splits.as_split(
+        self.dataset,
+        kind,
+        tokenizer,
+        split=self.split,
+        token_store_path=self.token_store,
+        data_dir=self.data_dir,
+    )
+
+  def units(self, units_per_epoch: int, rows: int) -> Iterator[np.ndarray]:
+    """Each batch's units: training positions mapped through the epochs' permutations, or one
+    pass over this shard's units in stored order (-1 pads the last batch)."""
+    order.check_shard(self.shard, self.shard_count)
+    if self.train:
+      if units_per_epoch < 1:
+        raise errors.DataError(
+            "The dataset yields nothing to train on (every example is empty or too short)."
+        )
+      step = self.start_step
+      while True:
+        positions = order.shard_positions(step, rows, self.shard, self.shard_count)
+        yield positions, order.epoch_units(positions, units_per_epoch, self.seed)
+        step += 1
+    mine = np.arange(self.shard, units_per_epoch, self.shard_count, dtype=np.int64)
+    for i in range(0, len(mine), rows):
+      chunk = np.pad(mine[i : i + rows], (0, rows - len(mine[i : i + rows])), constant_values=-1)
+      yield chunk, chunk
+
+
+def _pad_id(tokenizer) -> int:
+  return tokenizer.pad_id if tokenizer.pad_id is not None else 0
+
+
+# ---- Causal LM: windows of the document stream -----------------------------------------------
+
+
+class DocumentStream:
+  """A split's documents one after another, each followed by `separator` (EOS) unless it is
+  None: a token sequence read by position. Position p lies in document d of shard k where
+  p - shard_starts[k] is in [offsets[d] + d, offsets[d + 1] + d + 1) (with a separator)."""
+
+  def __init__(self, split: stores.Split, separator: Optional[int], field: str = "text"):
+    self.split, self.separator, self.field = split, separator, field
+    self.gap = 0 if separator is None else 1
+    lengths = [s.token_counts[field] + self.gap * s.examples for s in split.shards]
+    self.shard_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    self.length = int(self.shard_starts[-1])
+
+  def _document_at(self, offsets: np.ndarray, position: int) -> int:
+    """The document holding local position `position` (the last d with offsets[d] + gap d <=
+    position): a binary search over the shard's offsets, which may be a memory map."""
+    low, high = 0, len(offsets) - 2
+    while low < high:
+      mid = (low + high + 1) // 2
+      if offsets[mid] + self.gap * mid <= position:
+        low = mid
+      else:
+        high = mid - 1
+    return low
+
+  def read(self, starts_R: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, document) int32/int64 (R, length) of the windows [start, start + length) of the
+    stream; positions past its end hold token -1 and document -1. A document is its global
+    example index."""
+    pieces = []  # (row, column, shard, first doc, local start, local end, offsets slice)
+    for row, start in enumerate(np.asarray(starts_R, np.int64)):
+      position, end = int(start), min(int(start) + length, self.length)
+      while position < end:
+        shard = int(np.searchsorted(self.shard_starts, position, side="right") - 1)
+        local = position - int(self.shard_starts[shard])
+        stop = min(
+            local + end - position, int(self.shard_starts[shard + 1] - self.shard_starts[shard])
+        )
+        offsets = self.split.offsets(shard, self.field)
+        first, last = self._document_at(offsets, local), self._document_at(offsets, stop - 1)
+        pieces.append(
+            (row, position - int(start), shard, first, local, stop, offsets[first : last + 2])
+        )
+        position += stop - local
+    reads, layouts = [], []
+    for row, column, shard, first, local, stop, offsets in pieces:
+      p_N = np.arange(local, stop, dtype=np.int64)
+      starts_D = offsets[:-1] + self.gap * np.arange(first, first + len(offsets) - 1)
+      doc_N = first + np.searchsorted(starts_D, p_N, side="right") - 1
+      real_N = p_N - self.gap * doc_N
+      is_separator_N = real_N >= offsets[doc_N - first + 1]
+      real_N = np.where(is_separator_N, -1, real_N)
+      kept = real_N[~is_separator_N]
+      begin, finish = (int(kept.min()), int(kept.max()) + 1) if len(kept) else (0, 0)
+      reads.append((self.split.shards[shard].tokens[self.field], begin, finish))
+      layouts.append((row, column, shard, doc_N, real_N - begin, is_separator_N))
+    tokens_RxL = np.full((len(starts_R), length), -1, np.int32)
+    doc_RxL = np.full((len(starts_R), length), -1, np.int64)
+    for (row, column, shard, doc_N, index_N, is_separator_N), got in zip(
+        layouts, stores.read_ranges(reads)
+    ):
+      values_N = np.where(
+          is_separator_N, self.separator or 0, got[np.maximum(index_N, 0)] if len(got) else 0
       )
-    else:
-      source = sources.as_source(self.dataset, self.seed)
-    encoded = source.map_batches(encode)
-    if self.train:
-      return sources.resume_stream(encoded, cost, skip)
-    return ((example, 0) for example in encoded.single_pass())
-
-  def batch(self, rows, batch_size: int, pad_row: Batch) -> Iterator[Batch]:
-    """Training drops a partial last batch; eval pads it, and up to `num_batches`, with pad_row."""
-    if self.train:
-      return packing.batch_rows(rows, batch_size)
-    return packing.batch_rows(rows, batch_size, pad_row, self.num_batches)
+      tokens_RxL[row, column : column + len(doc_N)] = values_N
+      doc_RxL[row, column : column + len(doc_N)] = self.split.starts[shard] + doc_N
+    return tokens_RxL, doc_RxL
 
 
 def clm_batches(
-    dataset, tokenizer, *, batch_size: int, seq_len: int, add_eos: bool = True, **stream_args
+    dataset, tokenizer, *, batch_size: int, seq_len: int, add_eos: bool = True, **reading
 ) -> Iterator[Batch]:
-  """Causal-LM batches of packed documents.
+  """Causal-LM batches: windows of seq_len + 1 tokens of the document stream (documents one
+  after another, each ended by EOS when add_eos and the tokenizer has one).
 
-  Keys (all (B, L)): inputs, targets, segment_ids, positions int32; weights
-  float32. Documents end with EOS (add_eos and the tokenizer has one), so
-  the model learns to end a text: the last real token's target is EOS, and
-  the last token of every segment (EOS, or the cut of a split document) has
-  weight 0, as does padding.
+  Window w is stream positions [w L, w L + L + 1) (L = seq_len): inputs its first L tokens,
+  targets its last L, so every token after the first is a target exactly once per epoch. Keys
+  (all (B, L)): inputs, targets, segment_ids, positions int32; weights float32. Each document
+  (or the part of one inside the window) is its own segment, with positions counted from 0, and
+  attention never crosses documents; a target is weighted 1 where it continues its input's
+  document (the model learns to end a text: the last real token's target is EOS) and 0 across
+  documents and on padding.
   """
-  stream = Stream(dataset, **stream_args)
-  eos = [tokenizer.eos_id] if add_eos and tokenizer.eos_id is not None else []
-  encode = functools.partial(encode_all, tokenizer, suffix=eos)
-  skip = stream.start_step * batch_size * seq_len
-  examples = stream.examples("documents", encode, cost=len, skip=skip)
+  reading = Reading(dataset, **reading)
+  split = reading.open("documents", tokenizer)
+  eos = tokenizer.eos_id if add_eos else None
+  stream = DocumentStream(split, eos)
   pad_id = _pad_id(tokenizer)
-  rows = packing.pack_documents((doc[done:] for doc, done in examples), seq_len, pad_id)
-  pad_row = {
-      "tokens": np.full(seq_len, pad_id, np.int32),
-      "segment_ids": np.zeros(seq_len, np.int32),
-      "positions": np.zeros(seq_len, np.int32),
+  if reading.train:
+    windows = max(0, (stream.length - 1) // seq_len)  # whole windows of L + 1 tokens
+  else:
+    windows = -(-max(0, stream.length - 1) // seq_len)  # the last one padded
+  for _, units in reading.units(windows, batch_size):
+    starts_B = np.where(units >= 0, units * seq_len, stream.length)
+    tokens_BxT, doc_BxT = stream.read(starts_B, seq_len + 1)
+    yield _clm_batch(tokens_BxT, doc_BxT, pad_id)
+
+
+def _clm_batch(tokens_BxT: np.ndarray, doc_BxT: np.ndarray, pad_id: int) -> Batch:
+  """Inputs and targets of windows of T = L + 1 tokens, segments from their documents."""
+  doc_BxL = doc_BxT[:, :-1]
+  real_BxL = doc_BxL >= 0
+  new_segment_BxL = np.ones(doc_BxL.shape, bool)
+  new_segment_BxL[:, 1:] = doc_BxL[:, 1:] != doc_BxL[:, :-1]
+  segment_ids_BxL = np.where(real_BxL, np.cumsum(new_segment_BxL, axis=1), 0).astype(np.int32)
+  column_L = np.arange(doc_BxL.shape[1])
+  segment_start_BxL = np.maximum.accumulate(np.where(new_segment_BxL, column_L, 0), axis=1)
+  positions_BxL = np.where(real_BxL, column_L - segment_start_BxL, 0).astype(np.int32)
+  weights_BxL = (real_BxL & (doc_BxT[:, 1:] == doc_BxL)).astype(np.float32)
+  tokens_BxT = np.where(doc_BxT >= 0, tokens_BxT, pad_id).astype(np.int32)
+  return {
+      "inputs": tokens_BxT[:, :-1],
+      "targets": np.where(weights_BxL > 0, tokens_BxT[:, 1:], pad_id).astype(np.int32),
+      "segment_ids": segment_ids_BxL,
+      "positions": positions_BxL,
+      "weights": weights_BxL,
   }
-  return (_clm_batch(batch, pad_id) for batch in stream.batch(rows, batch_size, pad_row))
+
+
+# ---- Masked LM: chunks of documents -----------------------------------------------------------
+
+
+class ChunkIndex:
+  """Rows of masked LM: each document cut into chunks of `chunk` tokens, numbered one after
+  another over the split (with `nsp`, a chunk needs at least 2 tokens to split into A and B).
+  Built from every shard's offsets: 8 bytes per document, the same at any step."""
+
+  def __init__(self, split: stores.Split, chunk: int, nsp: bool, field: str = "text"):
+    self.split, self.chunk, self.field = split, chunk, field
+    lengths_D = split.lengths(field)
+    full_D, rest_D = np.divmod(lengths_D, chunk)
+    rows_D = full_D + (rest_D >= 2 if nsp else rest_D > 0)
+    self.row_starts = np.concatenate([[0], np.cumsum(rows_D)]).astype(np.int64)
+    self.rows = int(self.row_starts[-1])
+    self.lengths_D = lengths_D
+
+  def locate(self, row_N: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(document, chunk within it) of each row."""
+    doc_N = np.searchsorted(self.row_starts, row_N, side="right") - 1
+    return doc_N, row_N - self.row_starts[doc_N]
 
 
 def mlm_batches(
@@ -111,17 +236,17 @@ def mlm_batches(
     seq_len: int,
     masking_config=None,
     nsp: bool = False,
-    **stream_args,
+    **reading,
 ) -> Iterator[Batch]:
-  """Masked-LM batches; masking is redrawn per step (seeded by step).
+  """Masked-LM batches; masking is redrawn at every training position (seeded by it).
 
-  Rows are `[CLS] chunk [SEP]`, chunks of one document (L - 2 tokens), or
-  with nsp `[CLS] A [SEP] B [SEP]`, where B continues A (nsp_label 0) or,
-  half the time, is a span of a nearby other document (nsp_label 1; the
-  labels of BERT and Hugging Face).
-  Keys: tokens, token_type_ids, input_mask, positions int32 (B, L);
-  masked_positions, masked_targets int32 (B, P); masked_weights float32
-  (B, P), P = masking_config.predictions(L); nsp_label int32 (B,) with nsp.
+  Rows are `[CLS] chunk [SEP]`, chunks of one document (L - 2 tokens), or with nsp
+  `[CLS] A [SEP] B [SEP]`: a chunk of L - 3 tokens cut in two at a random point, B replaced,
+  half the time, by a span of the same length of a random other document of the split
+  (nsp_label 1; 0 when B continues A: the labels of BERT and Hugging Face).
+  Keys: tokens, token_type_ids, input_mask, positions int32 (B, L); masked_positions,
+  masked_targets int32 (B, P); masked_weights float32 (B, P), P =
+  masking_config.predictions(L); nsp_label int32 (B,) with nsp.
   masking_config: a masking.MaskingConfig (default: BERT's 15%).
   """
   # pylint: disable-next=g-import-not-at-top  (a causal-LM run loads no masking)
@@ -129,112 +254,74 @@ def mlm_batches(
 
   masking_config = masking.MaskingConfig() if masking_config is None else masking_config
   tokenizer.require("cls", "sep", "mask")
-  stream = Stream(dataset, **stream_args)
+  reading = Reading(dataset, **reading)
   chunk = seq_len - 3 if nsp else seq_len - 2
-  cost = functools.partial(_nsp_rows if nsp else _plain_rows, chunk)
-  first_step = stream.start_step if stream.train else 0
-  start_row = stream.start_step * batch_size
-  examples = stream.examples("documents", functools.partial(encode_all, tokenizer), cost, start_row)
   if chunk < 2:
     raise errors.ConfigError(f"seq_len={seq_len} is too short for masked LM rows.")
-  if nsp:
-    rows = _nsp_row_stream(
-        examples, tokenizer, seq_len, chunk, stream.seed, first_step * batch_size
-    )
-  else:
-    rows = (
-        _bert_row(tokenizer, seq_len, doc[i * chunk : (i + 1) * chunk])
-        for doc, done in examples
-        for i in range(done, cost(doc))
-    )
-  batches = stream.batch(rows, batch_size, _pad_bert_row(tokenizer, seq_len, nsp))
-  mask = functools.partial(_mask_batch, tokenizer, masking_config, stream.seed)
-  return (mask(step, batch) for step, batch in enumerate(batches, start=first_step))
+  split = reading.open("documents", tokenizer)
+  index = ChunkIndex(split, chunk, nsp)
+  pad_row = _pad_bert_row(tokenizer, seq_len, nsp)
+  streams = (_MASK_STREAM, _NSP_STREAM) if reading.train else (_EVAL_MASK_STREAM, _NSP_STREAM + 8)
+  for positions, units in reading.units(index.rows, batch_size):
+    real = units >= 0
+    doc_B, piece_B = index.locate(np.where(real, units, 0))
+    pieces = split.spans("text", doc_B, piece_B * chunk, (piece_B + 1) * chunk)
+    keys_B = positions  # eval: the units themselves, so every pass masks alike
+    if nsp:
+      rows = _nsp_rows(
+          tokenizer, seq_len, split, index, doc_B, pieces, keys_B, reading.seed, streams[1]
+      )
+    else:
+      rows = [_bert_row(tokenizer, seq_len, piece) for piece in pieces]
+    rows = [row if ok else dict(pad_row) for row, ok in zip(rows, real)]
+    batch = {k: np.stack([row[k] for row in rows]) for k in pad_row}
+    yield _mask(tokenizer, masking_config, reading.seed, streams[0], keys_B, batch)
 
 
-def cls_batches(
-    dataset, tokenizer, *, batch_size: int, seq_len: int, **stream_args
-) -> Iterator[Batch]:
-  """Classification batches: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`.
-
-  Keys: tokens, token_type_ids, input_mask int32 (B, L); label int32 (B,).
-  Eval padding rows have input_mask all 0 (and label 0): count a row only
-  where input_mask[:, 0] == 1.
-  """
-  tokenizer.require("cls", "sep")
-  stream = Stream(dataset, **stream_args)
-  encode = functools.partial(_encode_labeled, tokenizer)
-  examples = stream.examples(
-      "labeled", encode, cost=lambda _: 1, skip=stream.start_step * batch_size
-  )
-  rows = (
-      _classification_row(tokenizer, seq_len, segments, label) for (segments, label), _ in examples
-  )
-  pad_row = {**_pad_bert_row(tokenizer, seq_len, False), "label": np.int32(0)}
-  batches = stream.batch(rows, batch_size, pad_row)
-  return ({k: v for k, v in batch.items() if k != "positions"} for batch in batches)
-
-
-# --- shared plumbing (also used by seq2seq_batches) --------------------------
-def encode_all(tokenizer, texts: list[str], suffix=()) -> list[np.ndarray]:
-  suffix = list(suffix)
-  return [np.asarray(ids + suffix, dtype=np.int32) for ids in tokenizer.encode_batch(texts)]
-
-
-def _pad_id(tokenizer) -> int:
-  return tokenizer.pad_id if tokenizer.pad_id is not None else 0
-
-
-def _clm_batch(batch: Batch, pad_id: int) -> Batch:
-  targets, weights = packing.next_token_targets(batch["tokens"], batch["segment_ids"], pad_id)
-  return {
-      "inputs": batch["tokens"],
-      "targets": targets,
-      "segment_ids": batch["segment_ids"],
-      "positions": batch["positions"],
-      "weights": weights,
-  }
-
-
-# --- masked-LM rows ----------------------------------------------------------
-def _mask_batch(tokenizer, config, seed: int, step: int, batch: Batch) -> Batch:
-  """Masks `batch` by `config` (a masking.MaskingConfig), redrawn per step."""
+def _mask(tokenizer, config, seed: int, stream: int, keys_B: np.ndarray, batch: Batch) -> Batch:
+  """Masks each row with randomness drawn from (seed, stream, its key)."""
   from vit_jax.data.text import masking  # pylint: disable=g-import-not-at-top
 
-  rng = sources.seeded_rng(seed, _MASK_STREAM, step)
-  batch.update(masking.mask_tokens(batch["tokens"], rng, tokenizer, config))
+  rows = [
+      masking.mask_tokens(
+          batch["tokens"][b : b + 1],
+          order.seeded_rng(seed, stream, max(int(key), 0)),
+          tokenizer,
+          config,
+      )
+      for b, key in enumerate(keys_B)
+  ]
+  batch.update({k: np.concatenate([row[k] for row in rows]) for k in rows[0]})
   return batch
 
 
-def _plain_rows(chunk: int, doc: np.ndarray) -> int:
-  return -(-len(doc) // chunk)
-
-
-def _nsp_rows(chunk: int, doc: np.ndarray) -> int:
-  # Chunks of at least 2 tokens can be split into A and B.
-  full, rest = divmod(len(doc), chunk)
-  return full + (rest >= 2)
-
-
-def _nsp_row_stream(
-    stream, tokenizer, seq_len: int, chunk: int, seed: int, first_row: int
-) -> Iterator[dict[str, np.ndarray]]:
-  row_index = first_row
-  for (doc, done), ahead in sources.lookahead(stream, NSP_LOOKAHEAD):
-    others = [d for d, _ in ahead if len(d) > 0]
-    for i in range(done, _nsp_rows(chunk, doc)):
-      rng = sources.seeded_rng(seed, _NSP_STREAM, row_index)
-      row_index += 1
-      piece = doc[i * chunk : (i + 1) * chunk]
-      cut = int(rng.integers(1, len(piece)))
-      first, second, is_random = piece[:cut], piece[cut:], 0
-      if others and rng.random() < 0.5:
-        other = others[rng.integers(len(others))]
-        start = int(rng.integers(max(1, len(other) - len(second) + 1)))
-        second, is_random = other[start : start + len(second)], 1
-      row = _bert_row(tokenizer, seq_len, first, second)
-      row["nsp_label"] = np.int32(is_random)
-      yield row
+def _nsp_rows(tokenizer, seq_len, split, index, doc_B, pieces, keys_B, seed, stream) -> list:
+  """`[CLS] A [SEP] B [SEP]` rows: each piece cut at a random point; B replaced, with probability
+  1/2, by a span of a random other non-empty document (nsp_label 1)."""
+  plans = []  # (A, B length, the other document or None, its start)
+  for doc, piece, key in zip(doc_B, pieces, keys_B):
+    rng = order.seeded_rng(seed, stream, max(int(key), 0))
+    cut = int(rng.integers(1, len(piece))) if len(piece) >= 2 else len(piece)
+    other, other_start = None, 0
+    if split.num_examples > 1 and rng.random() < 0.5:
+      for _ in range(_NSP_TRIES):
+        candidate = int(rng.integers(split.num_examples - 1))
+        candidate += candidate >= doc  # any document but this one
+        if index.lengths_D[candidate] > 0:
+          other = candidate
+          room = index.lengths_D[candidate] - (len(piece) - cut)
+          other_start = int(rng.integers(max(1, room + 1)))
+          break
+    plans.append((piece, cut, other, other_start))
+  others = [(p[2], p[3], p[3] + len(p[0]) - p[1]) for p in plans if p[2] is not None]
+  spans = iter(split.spans("text", *map(np.array, zip(*others))) if others else [])
+  rows = []
+  for piece, cut, other, _ in plans:
+    second = next(spans) if other is not None else piece[cut:]
+    row = _bert_row(tokenizer, seq_len, piece[:cut], second)
+    row["nsp_label"] = np.int32(other is not None)
+    rows.append(row)
+  return rows
 
 
 def _bert_row(
@@ -264,11 +351,32 @@ def _pad_bert_row(tokenizer, seq_len: int, nsp: bool) -> dict[str, np.ndarray]:
   return row
 
 
-# --- classification rows -----------------------------------------------------
-def _encode_labeled(tokenizer, examples: list) -> list:
-  flat = [t for texts, _ in examples for t in texts]
-  encoded = iter(encode_all(tokenizer, flat))
-  return [(tuple(next(encoded) for _ in texts), label) for texts, label in examples]
+# ---- Classification: labeled examples ---------------------------------------------------------
+
+
+def cls_batches(dataset, tokenizer, *, batch_size: int, seq_len: int, **reading) -> Iterator[Batch]:
+  """Classification batches: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`.
+
+  Keys: tokens, token_type_ids, input_mask int32 (B, L); label int32 (B,).
+  Eval padding rows have input_mask all 0 (and label 0): count a row only
+  where input_mask[:, 0] == 1.
+  """
+  tokenizer.require("cls", "sep")
+  reading = Reading(dataset, **reading)
+  split = reading.open("labeled", tokenizer)
+  pad_row = {**_pad_bert_row(tokenizer, seq_len, False), "label": np.int32(0)}
+  for _, units in reading.units(split.num_examples, batch_size):
+    real = units >= 0
+    examples = np.where(real, units, 0)
+    segments = [split.examples(field, examples) for field in split.fields]
+    labels = split.labels(examples)
+    rows = [
+        _classification_row(tokenizer, seq_len, [s[b] for s in segments], labels[b])
+        if real[b]
+        else pad_row
+        for b in range(len(units))
+    ]
+    yield {k: np.stack([row[k] for row in rows]) for k in pad_row if k != "positions"}
 
 
 def _classification_row(tokenizer, seq_len: int, segments, label: int):

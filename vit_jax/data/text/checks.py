@@ -1,4 +1,5 @@
-"""Checks of a text data config before training: the dataset's name, kind, splits and files."""
+"""Checks of a text data config before training: the dataset's name, kind, splits and files, and
+the token store a streamed dataset is read from."""
 
 import glob
 import os
@@ -8,7 +9,9 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.text import corpus
 from vit_jax.data.text import datasets
+from vit_jax.data.text import splits
 from vit_jax.data.text import stream
+from vit_jax.data.text import token_store as stores
 
 TEXT_SPLITS = ("train", "validation", "test", "all")
 
@@ -26,15 +29,68 @@ def check_config(config, examples: str, *, streams: bool = False) -> None:
     raise errors.DataError(
         f"--config.train_split={config.train_split!r}: a stream: dataset trains on 'train'."
     )
+  if config.token_store:
+    check_token_store(config, examples)
   for key in data.SPLIT_KEYS:
-    check_split(config.dataset, config[key], examples, key=key, data_dir=config.data_dir)
+    check_split(
+        config.dataset,
+        config[key],
+        examples,
+        key=key,
+        data_dir=config.data_dir,
+        token_store=config.token_store,
+    )
+
+
+def check_token_store(config, examples: str) -> None:
+  """`config.token_store` is a finished store of `config.dataset`'s `examples`, made with the
+  tokenizer settings the config names (a store's token ids mean nothing under another)."""
+  if stream.is_stream(config.dataset):
+    raise errors.ConfigError(
+        f"--config.token_store: a stream: dataset ({config.dataset}) is tokenized when the run "
+        "starts; leave token_store unset."
+    )
+  store = splits.open_store(config.token_store)
+  if store.dataset != config.dataset or store.kind != examples:
+    raise errors.DataError(
+        f"the token store {store.path} holds {store.dataset!r} as {store.kind}, not "
+        f"--config.dataset={config.dataset!r} as {examples}; name the store of this dataset, or "
+        "make one with python -m vit_jax.prepare."
+    )
+  want = stores.tokenizer_settings(config)
+  differ = [k for k in want if want[k] != store.tokenizer_settings.get(k)]
+  if differ:
+    raise errors.DataError(
+        f"the token store {store.path} was made with another tokenizer: "
+        + ", ".join(
+            f"--config.tokenizer.{k}={store.tokenizer_settings.get(k)!r} (not {want[k]!r})"
+            for k in differ
+        )
+        + "; give the store's settings, or prepare a store with these."
+    )
 
 
 def check_split(
-    name: str, split: str, examples: str, *, key: str, data_dir: str | None = None
+    name: str,
+    split: str,
+    examples: str,
+    *,
+    key: str,
+    data_dir: str | None = None,
+    token_store: str | None = None,
+    tokenizing: bool = False,
 ) -> None:
   """Dataset `name` exists, reads `examples` and has a non-empty `split`; `key` is the config
-  key that names the split (`--config.<key>`), for the error message."""
+  key that names the split (`--config.<key>`), for the error message. `token_store`: the run's
+  store of `name`, which must hold the split, intact. A streamed TFDS dataset is read only from
+  a store, unless `tokenizing` (vit_jax.prepare reads it to make one)."""
+  if token_store and not stream.is_stream(name):
+    datasets.check_kind(name, examples)
+    splits.open_store(token_store, [split])  # the split is there and its files are whole
+    return
+  if datasets.is_streamed(name) and not tokenizing:
+    datasets.check_kind(name, examples)
+    raise splits.not_prepared_error(name)
   if stream.is_stream(name):
     if split not in stream.SPLITS:
       raise errors.DataError(
@@ -65,7 +121,7 @@ def check_split(
     return  # the embedded corpus and the toy tasks are generated: every split has examples
   for path in text_files(name):
     check_text_file(path)
-  count = lambda split: sum(1 for _ in datasets.load_source(name, split).single_pass())
+  count = lambda split: len(datasets.memory_examples(name, split))
   if count(split) == 0:
     every = corpus.VALIDATION_EVERY
     raise errors.DataError(
@@ -122,4 +178,22 @@ def check_text_file(path: str) -> None:
     raise errors.DataError(
         f"{path} looks binary (control character {bad.group()!r} at "
         f"character {bad.start()}); leave it out of the pattern."
+    )
+
+
+def check_preparation(config, examples: str, output: str, split_names) -> None:
+  """What `python -m vit_jax.prepare` reads is there: the config's dataset (not a stream) and
+  each split to tokenize; `output` can be written (a bucket needs the gcs extra)."""
+  if stream.is_stream(config.dataset):
+    raise errors.ConfigError(
+        f"--config.dataset={config.dataset!r} is one text tokenized when a run starts: there is "
+        "nothing to prepare."
+    )
+  datasets.check_kind(config.dataset, examples)
+  from vit_jax import storage  # pylint: disable=g-import-not-at-top
+
+  storage.check(output)
+  for split in split_names:
+    check_split(
+        config.dataset, split, examples, key="splits", data_dir=config.data_dir, tokenizing=True
     )

@@ -1,6 +1,6 @@
 """Text datasets by name: TFDS, local files, the embedded corpus, toy tasks.
 
-    load_source("c4", "train", kind="documents", process_index=..., ...)
+    read_examples("c4", "train", kind="documents", shard=k, shard_count=n)
 
 Names:
   embedded                  the corpus shipped with Python (vit_jax.data.text.corpus)
@@ -19,8 +19,10 @@ Splits: 'train' and 'validation' map to each dataset's own split names; any
 other string is passed to TFDS as is ('train[:1%]'). Local files and the
 embedded corpus hold out every 20th document as 'validation'.
 
-Each process reads only its share: TFDS via `tfds.split_for_jax_process`,
-in-memory data by a stride over examples.
+Training never reads text from here as a stream: a dataset held in memory (`in_memory`, the
+embedded corpus, files, toy tasks) is tokenized when a run starts (vit_jax/data/text/splits.py),
+and a streamed TFDS dataset (`is_streamed`: c4, lm1b, wikipedia, wmt14) is tokenized once into a
+token store (`python -m vit_jax.prepare`), which reads it here shard by shard.
 """
 
 import dataclasses
@@ -33,12 +35,9 @@ from typing import Any, Iterator, Optional
 
 from vit_jax import errors
 from vit_jax.data.text import corpus
-from vit_jax.data.text import sources as text_sources
 
 KINDS = ("documents", "labeled", "pairs")
 TOY_SIZES = {"train": 50_000, "validation": 1_000, "test": 1_000}
-# Streaming TFDS sources shuffle examples in a buffer of this many.
-SHUFFLE_BUFFER = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,32 +134,63 @@ def check_kind(name: str, kind: str) -> None:
     )
 
 
-def load_source(
+def is_streamed(name: str) -> bool:
+  """A TFDS dataset too big to hold in memory: training reads it from a token store."""
+  return name in TFDS_DATASETS and not TFDS_DATASETS[name].in_memory
+
+
+def texts_per_example(name: str) -> int:
+  """How many texts a labeled example of `name` has (one for other kinds' documents)."""
+  return len(TFDS_DATASETS[name].text_keys) if name in TFDS_DATASETS else 1
+
+
+def memory_examples(
+    name: str, split: str = "train", *, kind: str = "documents", data_dir: Optional[str] = None
+) -> list:
+  """Every example of `kind` of a dataset held in memory, in stored order."""
+  check_kind(name, kind)
+  if name == "embedded":
+    return list(corpus.split_documents(split))
+  if name.startswith(FILE_PREFIXES):
+    return _file_documents(name, split)
+  if name in TOY_DATASETS:
+    return list(_toy_examples(TOY_DATASETS[name], split))
+  if is_streamed(name):
+    raise errors.DataError(f"{name!r} is streamed from TFDS, not held in memory.")
+  return list(_tfds_examples(TFDS_DATASETS[name], split, kind, data_dir))
+
+
+def read_examples(
     name: str,
     split: str = "train",
     *,
     kind: str = "documents",
     data_dir: Optional[str] = None,
-    process_index: int = 0,
-    process_count: int = 1,
-    seed: int = 0,
-) -> text_sources.Source:
-  """This process's share of dataset `name` as examples of `kind`."""
+    shard: int = 0,
+    shard_count: int = 1,
+) -> Iterator[Any]:
+  """The examples of `kind` of shard `shard` of `shard_count` of the split, in stored order:
+  contiguous parts that together hold the split once (a token store's shards)."""
   check_kind(name, kind)
-  text_sources.check_process(process_index, process_count)
-  share = functools.partial(
-      text_sources.take_share, process_index=process_index, process_count=process_count
-  )
-  if name == "embedded":
-    return text_sources.InMemorySource(share(corpus.split_documents(split)), seed)
-  if name.startswith(FILE_PREFIXES):
-    return text_sources.InMemorySource(share(_file_documents(name, split)), seed)
-  if name in TOY_DATASETS:
-    examples = _toy_examples(TOY_DATASETS[name], split)
-    return text_sources.InMemorySource(share(examples), seed)
-  return _tfds_source(
-      TFDS_DATASETS[name], split, kind, data_dir, process_index, process_count, seed
-  )
+  if not 0 <= shard < shard_count:
+    raise ValueError(f"shard={shard} must be in [0, shard_count={shard_count}).")
+  if is_streamed(name):
+    return _tfds_examples(TFDS_DATASETS[name], split, kind, data_dir, shard, shard_count)
+  examples = memory_examples(name, split, kind=kind, data_dir=data_dir)
+  lo, hi = (len(examples) * k // shard_count for k in (shard, shard + 1))
+  return iter(examples[lo:hi])
+
+
+def num_examples(name: str, split: str, data_dir: Optional[str] = None) -> int:
+  """How many examples the split holds (a TFDS dataset's from its metadata)."""
+  if not is_streamed(name):
+    return len(memory_examples(name, split, kind=dataset_kind(name), data_dir=data_dir))
+  spec = TFDS_DATASETS[name]
+  builder = _builder(spec, data_dir)
+  if builder.info.splits:
+    return builder.info.splits[dict(spec.splits).get(split, split)].num_examples
+  # A builder without split metadata (tfds.testing.mock_data's): count by reading.
+  return sum(1 for _ in _tfds_examples(spec, split, dataset_kind(name), data_dir))
 
 
 def dataset_texts(
@@ -171,8 +201,8 @@ def dataset_texts(
   Pairs give both sides (a shared source/target vocabulary).
   """
   kind = dataset_kind(name)
-  source = load_source(name, split, kind=kind, data_dir=data_dir)
-  texts = (t for example in source.single_pass() for t in _example_texts(kind, example))
+  examples = read_examples(name, split, kind=kind, data_dir=data_dir)
+  texts = (t for example in examples for t in _example_texts(kind, example))
   return list(itertools.islice(texts, max_texts))
 
 
@@ -231,52 +261,38 @@ def _toy_examples(task: str, split: str) -> tuple[tuple[str, str], ...]:
 
 
 # --- TFDS --------------------------------------------------------------------
-def _tfds_source(
+def _builder(spec: TfdsText, data_dir: Optional[str]):
+  from vit_jax.data import tfds_builders  # pylint: disable=g-import-not-at-top  (TFDS only)
+
+  return tfds_builders.open_builder(spec.tfds_name, data_dir=data_dir)  # prepared, or says how
+
+
+def _tfds_examples(
     spec: TfdsText,
     split: str,
     kind: str,
     data_dir: Optional[str],
-    process_index: int,
-    process_count: int,
-    seed: int,
-) -> text_sources.Source:
+    shard: int = 0,
+    shard_count: int = 1,
+) -> Iterator[Any]:
+  """Part `shard` of `shard_count` of the split (TFDS's even_splits), in stored order; a dataset
+  of one huge text (`paragraphs`) is read whole and split at blank lines."""
   # pylint: disable=import-outside-toplevel  (only TFDS datasets load TFDS)
   import tensorflow_datasets as tfds
 
   from vit_jax import data
-  from vit_jax.data import tfds_builders
 
   tfds_split = dict(spec.splits).get(split, split)
-  builder = tfds_builders.open_builder(spec.tfds_name, data_dir=data_dir)  # prepared, or says how
-  convert = functools.partial(_convert, spec, kind)
-
-  def read(process_split, shuffle_seed=None) -> Iterator[Any]:
-    read_config = tfds.ReadConfig(shuffle_seed=shuffle_seed, options=data.tf_data_options())
-    ds = builder.as_dataset(
-        split=process_split, shuffle_files=shuffle_seed is not None, read_config=read_config
-    )
-    return (convert(example) for example in tfds.as_numpy(ds))
-
-  if spec.paragraphs:
-    # A single huge example: every process reads it, then strides paragraphs.
-    documents = [p for text in read(tfds_split) for p in _paragraphs(text)]
-    return text_sources.InMemorySource(
-        text_sources.take_share(documents, process_index, process_count), seed
-    )
-
-  process_split = tfds.split_for_jax_process(
-      tfds_split, process_index=process_index, process_count=process_count
-  )
-  if spec.in_memory:
-    return text_sources.InMemorySource(read(process_split), seed)
-
-  def epoch(e: int) -> Iterator[Any]:
-    shuffle_seed = int(text_sources.seeded_rng(seed, e).integers(2**31))
-    return text_sources.shuffle_buffer(
-        read(process_split, shuffle_seed), SHUFFLE_BUFFER, text_sources.seeded_rng(seed, e, 1)
-    )
-
-  return text_sources.StreamingSource(epoch, lambda: read(process_split))
+  builder = _builder(spec, data_dir)
+  part = tfds.even_splits(tfds_split, n=shard_count)[shard] if shard_count > 1 else tfds_split
+  read_config = tfds.ReadConfig(options=data.tf_data_options())
+  ds = builder.as_dataset(split=part, shuffle_files=False, read_config=read_config)
+  for example in tfds.as_numpy(ds):
+    converted = _convert(spec, kind, example)
+    if spec.paragraphs:
+      yield from _paragraphs(converted)
+    else:
+      yield converted
 
 
 def _convert(spec: TfdsText, kind: str, example: dict) -> Any:

@@ -1,12 +1,11 @@
 """Numpy batches for encoder-decoder training on (source, target) pairs.
 
 Datasets: the offline toy tasks ('toy_reverse', 'toy_number_words') or TFDS
-translation ('wmt14_translate/de-en', German -> English), or a list of pairs.
-Training/eval semantics (infinite + start_step, or one padded pass) are those
-of vit_jax.data.text.batches.
+translation ('wmt14_translate/de-en', German -> English, from its token store), or a list of
+pairs. Training/eval semantics (endless by index from start_step, or one padded pass) are those
+of vit_jax.data.text.batches, with the examples as units.
 """
 
-import functools
 from typing import Iterator
 
 import numpy as np
@@ -15,28 +14,28 @@ from vit_jax.data.text import batches as text_batches
 
 
 def seq2seq_batches(
-    dataset, tokenizer, *, batch_size: int, input_len: int, target_len: int, **stream_args
+    dataset, tokenizer, *, batch_size: int, input_len: int, target_len: int, **reading
 ) -> Iterator[text_batches.Batch]:
   """Keys: inputs, input_mask int32 (B, Li); decoder_inputs, targets int32
-  (B, Lt); weights float32 (B, Lt). `stream_args` are text_batches.Stream's.
+  (B, Lt); weights float32 (B, Lt). `reading` are text_batches.Reading's.
 
   Sources and targets end with EOS (if the tokenizer has one; truncation
   keeps it). decoder_inputs is the target shifted right behind BOS, or behind
   PAD for tokenizers without BOS (the T5 convention).
   """
-  stream = text_batches.Stream(dataset, **stream_args)
-  encode = functools.partial(_encode_pairs, tokenizer)
-  examples = stream.examples("pairs", encode, cost=lambda _: 1, skip=stream.start_step * batch_size)
-  rows = (_row(tokenizer, input_len, target_len, src, tgt) for (src, tgt), _ in examples)
+  reading = text_batches.Reading(dataset, **reading)
+  split = reading.open("pairs", tokenizer)
   empty = np.zeros(0, np.int32)
   pad_row = _row(tokenizer, input_len, target_len, empty, empty, pad=True)
-  return stream.batch(rows, batch_size, pad_row)
-
-
-def _encode_pairs(tokenizer, pairs: list) -> list:
-  sources = text_batches.encode_all(tokenizer, [s for s, _ in pairs])
-  targets = text_batches.encode_all(tokenizer, [t for _, t in pairs])
-  return list(zip(sources, targets))
+  for _, units in reading.units(split.num_examples, batch_size):
+    real = units >= 0
+    examples = np.where(real, units, 0)
+    sources, targets = (split.examples(field, examples) for field in ("source", "target"))
+    rows = [
+        _row(tokenizer, input_len, target_len, src, tgt) if ok else pad_row
+        for src, tgt, ok in zip(sources, targets, real)
+    ]
+    yield {k: np.stack([row[k] for row in rows]) for k in pad_row}
 
 
 def _row(
@@ -66,6 +65,7 @@ def _row(
 
 
 def _with_eos(tokenizer, ids: np.ndarray, max_len: int, pad: bool):
+  ids = np.asarray(ids, np.int32)
   if pad:
     return ids[:0]
   if tokenizer.eos_id is None:

@@ -26,7 +26,7 @@ import numpy as np
 from vit_jax import errors
 from vit_jax.config import defaults
 from vit_jax.data.text import corpus
-from vit_jax.data.text import sources
+from vit_jax.data.text import order
 
 PREFIX = "stream:"
 WINDOWS = defaults.CHOICES["stream.windows"]
@@ -111,7 +111,7 @@ def train_batches(
 ):
   """Endless batches of `batch_size` windows of this input shard (`process_index` of
   `process_count`); batch k depends only on k, so `start_step` resumes exactly."""
-  sources.check_process(process_index, process_count)
+  order.check_shard(process_index, process_count)
   starts = len(tokens_N) - seq_len  # windows need seq_len + 1 tokens
   if starts < 1:
     raise errors.DataError(
@@ -123,7 +123,7 @@ def train_batches(
   step = start_step
   while True:
     if windows == "random":
-      rng = sources.seeded_rng(seed, _WINDOW_SEEDS, step, process_index)
+      rng = order.seeded_rng(seed, _WINDOW_SEEDS, step, process_index)
       window_starts = rng.integers(0, starts, size=batch_size)
     else:  # row r of shard p at step k is global window (k * count + p) * batch + r
       first = (step * process_count + process_index) * batch_size
@@ -162,7 +162,7 @@ def eval_batches(
 ):
   """This shard's windows (every `process_count`-th), in batches; the last padded with rows of
   weight 0. `stride` None: seq_len (windows side by side)."""
-  sources.check_process(process_index, process_count)
+  order.check_shard(process_index, process_count)
   rows = eval_windows(train_N, held_out_M, seq_len, stride or seq_len)
   mine = [row for k, row in enumerate(rows) if k % process_count == process_index]
   empty = _window(np.zeros(seq_len + 1, np.int32), 0, seq_len)

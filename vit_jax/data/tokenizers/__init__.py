@@ -38,6 +38,7 @@ __all__ = [  # noqa: PLE0604 -- the names of _CLASSES, loaded by __getattr__
     "TRAINABLE_KINDS",
     "build_tokenizer",
     "check_fingerprint",
+    "from_settings",
     "load_or_build",
     "load_pretrained",
     "load_tokenizer",
@@ -94,6 +95,14 @@ def build_tokenizer(
   if kind == "byte_bpe":
     return trainer.train_byte_level_bpe(texts, vocab_size, **options)
   return trainer.train(texts, vocab_size, model_type=kind.removeprefix("spm_"), **options)
+
+
+def from_settings(settings, texts: Callable[[], Iterable[str]]) -> Tokenizer:
+  """The tokenizer a config's `tokenizer` block describes: loaded from its `path`, or a `kind`
+  tokenizer of `vocab_size` trained on `texts()`."""
+  if settings.path:
+    return load_pretrained(settings.path)
+  return build_tokenizer(settings.kind, texts(), settings.vocab_size)
 
 
 def load_pretrained(path: str, special_ids: Optional[dict] = None) -> Tokenizer:

@@ -1,0 +1,360 @@
+"""Writing a token store (its format: vit_jax/data/text/token_store.py): a dataset's splits
+tokenized once, in shards, by several processes on several hosts, resumable.
+
+    prepare(config, output, workers=8, task_index=i, num_tasks=n)
+
+1. The plan. Task 0 makes the tokenizer the config describes (trained on the first
+   `tokenizer.max_train_texts` texts of the training split, or loaded from `tokenizer.path`),
+   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset, its kind, the tokenizer's
+   settings and fingerprint, and each split's shards. The other tasks wait for the plan. A rerun
+   reads the plan and goes on when it asks for the same store, or stops naming what differs.
+2. The shards. Task i tokenizes the shards k with k % n == i that are not done yet, `workers`
+   at a time in worker processes. A shard's arrays are staged on local disk and put in place
+   whole (a rename, or one upload each), then its NNNNN.json: a shard counts as done only once
+   all of it is in place, so a shard an interruption cut short is tokenized again.
+3. The manifest. The task that finds every shard done writes store.json, the only file training
+   starts from.
+"""
+
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import time
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from vit_jax import errors
+from vit_jax import storage
+from vit_jax.data import tokenizers
+from vit_jax.data.text import datasets
+from vit_jax.data.text import token_store
+
+EXAMPLES_PER_SHARD = 100_000  # C4's 365 M documents: 3,650 shards of about 45 M tokens
+_ENCODE_CHUNK = 1_000  # examples encoded per call (HF tokenizers encode a batch in parallel)
+PLAN_WAIT_S = 3_600  # how long a task other than 0 waits for the plan (task 0 trains the tokenizer)
+
+
+def splits_to_prepare(config) -> list[str]:
+  """The splits a run of `config` reads from its dataset: the training split, then each split
+  its evaluators read from the same dataset."""
+  from vit_jax.evaluate import registry  # pylint: disable=g-import-not-at-top
+
+  names = [config.train_split]
+  for settings in registry.evals_of(config).values():
+    if settings.get("dataset") == config.dataset and settings.get("split") not in names:
+      names.append(settings["split"])
+  return names
+
+
+def make_plan(config, split_names: Sequence[str], examples_per_shard: int, fingerprint: str):
+  """What the store will hold: a pure function of the config, so every task computes the same
+  shards (task 0 writes it, the others read it)."""
+  kind = _kind(config)
+  shards = {}
+  for split in split_names:
+    count = datasets.num_examples(config.dataset, split, data_dir=config.data_dir)
+    shards[split] = max(1, math.ceil(count / examples_per_shard))
+  return {
+      "format": token_store.FORMAT,
+      "version": token_store.VERSION,
+      "dataset": config.dataset,
+      "kind": kind,
+      "fields": list(token_store.fields_of(kind, datasets.texts_per_example(config.dataset))),
+      "labels": kind == "labeled",
+      "tokenizer": {**token_store.tokenizer_settings(config), "fingerprint": fingerprint},
+      "shards": shards,
+  }
+
+
+def _kind(config) -> str:
+  from vit_jax import tasks  # pylint: disable=g-import-not-at-top  (the task registry only)
+
+  return tasks.TASKS[config.task].examples
+
+
+def prepare(
+    config,
+    output: str,
+    *,
+    split_names: Optional[Sequence[str]] = None,
+    examples_per_shard: int = EXAMPLES_PER_SHARD,
+    workers: int = 1,
+    task_index: int = 0,
+    num_tasks: int = 1,
+    report: Callable[[str], None] = print,
+) -> bool:
+  """Prepares this task's shards of the store at `output`; True when the store is finished (this
+  task wrote or found store.json), False when other tasks still have shards to do."""
+  if not 0 <= task_index < num_tasks:
+    raise errors.ConfigError(f"--task_index={task_index} must be in [0, --num_tasks={num_tasks}).")
+  split_names = list(split_names or splits_to_prepare(config))
+  plan = _plan(config, output, split_names, examples_per_shard, task_index, report)
+  if storage.exists(storage.join(output, token_store.MANIFEST_FILE)):
+    report(f"prepare: {output} is already a finished token store; nothing to do.")
+    return True
+  done = _done_shards(output, plan)
+  jobs = [
+      (output, plan, split, k, config.data_dir)
+      for split, count in plan["shards"].items()
+      for k in range(count)
+      if k % num_tasks == task_index and (split, k) not in done
+  ]
+  mine = sum(
+      1
+      for split, count in plan["shards"].items()
+      for k in range(count)
+      if k % num_tasks == task_index
+  )
+  report(
+      f"prepare: task {task_index} of {num_tasks}: {len(jobs)} of its {mine} shards to "
+      f"tokenize, {min(workers, len(jobs)) or 1} at a time, into {output}"
+  )
+  started, tokens = time.time(), 0
+  for i, (split, k, examples, shard_tokens, seconds) in enumerate(_run(jobs, workers), 1):
+    tokens += shard_tokens
+    report(
+        f"prepare: {split} shard {k + 1}/{plan['shards'][split]} done ({i}/{len(jobs)} of this "
+        f"task's): {examples:,} examples, {shard_tokens:,} tokens in {seconds:.1f} s; "
+        f"{tokens / max(time.time() - started, 1e-9):,.0f} tokens/s so far"
+    )
+  return finish(output, plan, report)
+
+
+def _plan(config, output, split_names, examples_per_shard, task_index, report) -> dict:
+  """The store's plan: read (and checked) where one exists, made and written by task 0 else."""
+  plan_path = storage.join(output, token_store.PLAN_FILE)
+  if not storage.exists(plan_path) and task_index == 0:
+    _check_output(output)
+    tokenizer = _tokenizer(config, output, report)
+    plan = make_plan(config, split_names, examples_per_shard, tokenizer.fingerprint)
+    storage.replace_text(plan_path, json.dumps(plan, indent=2))
+  deadline = time.time() + PLAN_WAIT_S
+  while not storage.exists(plan_path):
+    if time.time() > deadline:
+      raise errors.DataError(
+          f"no {plan_path} after {PLAN_WAIT_S} s: start task 0 (--task_index=0), which writes it."
+      )
+    time.sleep(5)
+  plan = json.loads(storage.read_text(plan_path))
+  have = {
+      "dataset": plan["dataset"],
+      "kind": plan["kind"],
+      "tokenizer": {k: v for k, v in plan["tokenizer"].items() if k != "fingerprint"},
+      "splits": list(plan["shards"]),
+  }
+  want = {
+      "dataset": config.dataset,
+      "kind": _kind(config),
+      "tokenizer": token_store.tokenizer_settings(config),
+      "splits": list(split_names),
+  }
+  differ = [key for key in have if have[key] != want[key]]
+  if differ:
+    listing = "; ".join(f"{k}: the store's {have[k]!r}, now {want[k]!r}" for k in differ)
+    raise errors.DataError(
+        f"--output={output} holds a token store of other settings ({listing}); use a new "
+        "--output, or the settings it was made with. Nothing was changed."
+    )
+  return plan
+
+
+def _check_output(output: str) -> None:
+  """A new store goes into a new or empty folder (or one holding only the tokenizer of an attempt
+  interrupted before its plan): nothing else there is replaced."""
+  if not storage.exists(output):
+    return
+  others = [
+      name
+      for name in (storage.listdir(output) if storage.isdir(output) else [output])
+      if name != token_store.TOKENIZER_DIR and not name.startswith(".")
+  ]
+  if others:
+    raise errors.DataError(
+        f"--output={output} exists and is not an empty folder or a token store; name a new "
+        "folder. Nothing was changed."
+    )
+
+
+def _tokenizer(config, output: str, report):
+  """The config's tokenizer, saved in the store."""
+  directory = storage.join(output, token_store.TOKENIZER_DIR)
+  tc = config.tokenizer
+  report(
+      f"prepare: {'loading' if tc.path else 'training'} the {tc.kind} tokenizer"
+      + ("" if tc.path else f" on the first {tc.max_train_texts:,} texts of {config.dataset}")
+  )
+  tokenizer = tokenizers.from_settings(
+      tc,
+      lambda: datasets.dataset_texts(
+          config.dataset, "train", max_texts=tc.max_train_texts, data_dir=config.data_dir
+      ),
+  )
+  with storage.output_path(directory, overwrite=True) as staged:
+    tokenizer.save(staged)
+  return tokenizer
+
+
+def _done_shards(output: str, plan: dict) -> set:
+  done = set()
+  for split in plan["shards"]:
+    folder = storage.join(output, split)
+    if not storage.isdir(folder):
+      continue
+    names = set(storage.listdir(folder))
+    done |= {
+        (split, k)
+        for k in range(plan["shards"][split])
+        if token_store.done_file(token_store.shard_name(k)) in names
+    }
+  return done
+
+
+def _run(jobs, workers: int):
+  """Each job's result as it finishes: in this process for one worker, else in a pool of
+  `workers` fresh processes (spawned: TensorFlow and threads do not survive a fork)."""
+  if workers <= 1 or len(jobs) <= 1:
+    yield from map(write_shard, jobs)
+    return
+  context = multiprocessing.get_context("spawn")
+  with context.Pool(min(workers, len(jobs))) as pool:
+    yield from pool.imap_unordered(write_shard, jobs)
+
+
+_TOKENIZERS = {}  # output -> its tokenizer, once per worker process
+
+
+def write_shard(job) -> tuple[str, int, int, int, float]:
+  """Tokenizes shard k of a split and puts its files in place; (split, k, examples, tokens,
+  seconds)."""
+  output, plan, split, k, data_dir = job
+  started = time.time()
+  if output not in _TOKENIZERS:
+    _TOKENIZERS[output] = tokenizers.load_tokenizer(storage.join(output, token_store.TOKENIZER_DIR))
+  tokenizer = _TOKENIZERS[output]
+  dtype = token_store.token_dtype(tokenizer.vocab_size)
+  fields, kind = plan["fields"], plan["kind"]
+  shard = token_store.shard_name(k)
+  folder = storage.join(output, split)
+  storage.makedirs(folder)
+  examples = datasets.read_examples(
+      plan["dataset"],
+      split,
+      kind=kind,
+      data_dir=data_dir,
+      shard=k,
+      shard_count=plan["shards"][split],
+  )
+  lengths = {field: [] for field in fields}
+  labels = []
+  with contextlib.ExitStack() as stack:
+    files = {}
+    for field in fields:
+      staged = stack.enter_context(
+          storage.output_path(
+              storage.join(folder, token_store.tokens_file(shard, field)), overwrite=True
+          )
+      )
+      files[field] = stack.enter_context(open(staged, "wb"))
+    while chunk := _take(examples, _ENCODE_CHUNK):
+      columns, chunk_labels = _columns(kind, chunk, len(fields))
+      labels.extend(chunk_labels)
+      for field, texts in zip(fields, columns):
+        for ids in tokenizer.encode_batch(texts):
+          files[field].write(np.asarray(ids, dtype).tobytes())
+          lengths[field].append(len(ids))
+    for f in files.values():
+      f.close()
+  count = len(lengths[fields[0]])
+  for field in fields:
+    offsets = np.concatenate([[0], np.cumsum(lengths[field], dtype=np.int64)]).astype(
+        token_store.OFFSET_DTYPE
+    )
+    _put(storage.join(folder, token_store.offsets_file(shard, field)), offsets.tobytes())
+  if plan["labels"]:
+    _put(
+        storage.join(folder, token_store.labels_file(shard)),
+        np.asarray(labels, token_store.LABEL_DTYPE).tobytes(),
+    )
+  counts = {"examples": count, "tokens": {f: int(sum(lengths[f])) for f in fields}}
+  storage.replace_text(storage.join(folder, token_store.done_file(shard)), json.dumps(counts))
+  return split, k, count, sum(counts["tokens"].values()), time.time() - started
+
+
+def _take(iterator, n: int) -> list:
+  chunk = []
+  for example in iterator:
+    chunk.append(example)
+    if len(chunk) == n:
+      break
+  return chunk
+
+
+def _columns(kind: str, chunk: list, count: int) -> tuple[list[list[str]], list[int]]:
+  """The texts of each field of `chunk`'s examples, and their labels."""
+  if kind == "documents":
+    return [chunk], []
+  if kind == "pairs":
+    return [[s for s, _ in chunk], [t for _, t in chunk]], []
+  return [[texts[i] for texts, _ in chunk] for i in range(count)], [label for _, label in chunk]
+
+
+def _put(path: str, data: bytes) -> None:
+  with storage.output_path(path, overwrite=True) as staged:
+    with open(staged, "wb") as f:
+      f.write(data)
+
+
+def finish(output: str, plan: dict, report=print) -> bool:
+  """Writes store.json if every shard is done; whether the store is finished."""
+  manifest_path = storage.join(output, token_store.MANIFEST_FILE)
+  if storage.exists(manifest_path):
+    return True
+  splits = {}
+  left = 0
+  for split, count in plan["shards"].items():
+    folder = storage.join(output, split)
+    names = set(storage.listdir(folder)) if storage.isdir(folder) else set()
+    entries = []
+    for k in range(count):
+      shard = token_store.shard_name(k)
+      if token_store.done_file(shard) not in names:
+        left += 1
+        continue
+      counts = json.loads(storage.read_text(storage.join(folder, token_store.done_file(shard))))
+      entries.append({"name": shard, **counts})
+    splits[split] = {
+        "shards": entries,
+        "examples": sum(e["examples"] for e in entries),
+        "tokens": {f: sum(e["tokens"][f] for e in entries) for f in plan["fields"]},
+    }
+  if left:
+    report(
+        f"prepare: {left} shards are left to other tasks; the last task to finish writes "
+        f"{token_store.MANIFEST_FILE}."
+    )
+    return False
+  tokenizer = plan["tokenizer"]
+  manifest = {
+      **{k: v for k, v in plan.items() if k != "shards"},
+      "dtype": token_store.token_dtype(
+          tokenizers.load_tokenizer(storage.join(output, token_store.TOKENIZER_DIR)).vocab_size
+      ).str,
+      "tokenizer": tokenizer,
+      "splits": splits,
+  }
+  storage.replace_text(manifest_path, json.dumps(manifest, indent=1))
+  for split, entry in splits.items():
+    report(
+        f"prepare: {split}: {entry['examples']:,} examples, "
+        + ", ".join(f"{n:,} {f} tokens" for f, n in entry["tokens"].items())
+        + f" in {len(entry['shards'])} shards"
+    )
+  report(f"prepare: {output} is ready: train with --config.token_store={output}")
+  return True
+
+
+def default_workers() -> int:
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
