@@ -17,13 +17,19 @@ Embedded default, character-level:
 BERT-base on Wikipedia with NSP, the paper's recipe (Devlin et al. 2019, appendix A.2; the values
 and their sources are in _paper below): batch 256, Adam lr 1e-4 (b2 0.999, epsilon 1e-6), weight
 decay 0.01, 10k warmup steps then linear decay over 1M steps, dropout 0.1, sequences of 128
-tokens for 90% of the steps and 512 for the rest. Two commands, the second starting from the
-first's parameters (Adam's moments restart, as in BERT's own two-run recipe, README "Pre-training
-tips"); together they follow the paper's one learning-rate line to within 1%:
+tokens for 90% of the steps and 512 for the rest. Wikipedia is tokenized once into a token store
+(docs/text.md); then two commands, the second starting from the first's parameters (Adam's
+moments restart, as in BERT's own two-run recipe, README "Pre-training tips"); together they
+follow the paper's one learning-rate line to within 1%:
+  python -m vit_jax.prepare --config=configs/bert.py:dataset=wikipedia,variant=base,nsp \
+      --config.tokenizer.kind=spm_unigram --config.tokenizer.vocab_size=30522 \
+      --output=gs://BUCKET/wikipedia-spm
   python -m vit_jax.main --config=configs/bert.py:dataset=wikipedia,variant=base,nsp \
-      --config.tokenizer.kind=spm_unigram --config.tokenizer.vocab_size=30522 --workdir=W1
+      --config.tokenizer.kind=spm_unigram --config.tokenizer.vocab_size=30522 \
+      --config.token_store=gs://BUCKET/wikipedia-spm --workdir=W1
   python -m vit_jax.main --config=configs/bert.py:dataset=wikipedia,variant=base,nsp,phase=2 \
-      --config.init_from=W1 --workdir=W2     # keeps W1's tokenizer
+      --config.tokenizer.kind=spm_unigram --config.tokenizer.vocab_size=30522 \
+      --config.token_store=gs://BUCKET/wikipedia-spm --config.init_from=W1 --workdir=W2
   -> the paper reports a GLUE average of 79.6 for BERT-base after fine-tuning (Table 1), from
      pretraining on BooksCorpus + Wikipedia "on 4 Cloud TPUs in Pod configuration (16 TPU chips
      total)" in 4 days (appendix A.2). Not reproduced here. Differences: Wikipedia only

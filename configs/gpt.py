@@ -21,9 +21,14 @@ GPT-2 124M on C4 with a byte-level BPE (GPU/TPU; not run here), GPT-2's recipe (
 their sources are in _gpt2 below): 1024-token context, batch 512, weights N(0, 0.02) with the
 residual projections scaled by 1/sqrt(2 x layers), position embeddings N(0, 0.01), no dropout;
 the optimizer, which the GPT-2 paper leaves out, is nanoGPT's reproduction's (AdamW lr 6e-4,
-b2 0.95, weight decay 0.1, 2k warmup, cosine to 6e-5 over 600k steps):
+b2 0.95, weight decay 0.1, 2k warmup, cosine to 6e-5 over 600k steps). C4 is tokenized once into
+a token store (docs/text.md), then trained on by index:
+  python -m vit_jax.prepare --config=configs/gpt.py:dataset=c4,variant=gpt2 \
+      --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 \
+      --output=gs://BUCKET/c4-gpt2
   python -m vit_jax.main --config=configs/gpt.py:dataset=c4,variant=gpt2 \
-      --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 --workdir=W
+      --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 \
+      --config.token_store=gs://BUCKET/c4-gpt2 --workdir=W
   -> nanoGPT "reproduces GPT-2 (124M) on OpenWebText, running on a single 8XA100 40GB node in
      about 4 days of training" to a validation loss of about 2.85 (its README); GPT-2's own
      figures are zero-shot (e.g. WikiText-103 perplexity 37.50, GPT-2 paper Table 3) after

@@ -12,10 +12,14 @@ Embedded default:
      validation; measured: docs/results.md); generate prints "helloworld -> dlrowolleh" (inputs
      are 1-12 lowercase letters).
 
-WMT'14 German -> English with a SentencePiece vocabulary (accelerators; not run here):
+WMT'14 German -> English with a SentencePiece vocabulary (accelerators; not run here), its
+sentence pairs tokenized once into a token store (docs/text.md):
+  python -m vit_jax.prepare --config=configs/seq2seq.py:dataset=wmt14_translate/de-en \
+      --config.tokenizer.kind=spm_bpe --config.tokenizer.vocab_size=32000 --output=/data/wmt14
   python -m vit_jax.main --config=configs/seq2seq.py:dataset=wmt14_translate/de-en \
       --config.tokenizer.kind=spm_bpe --config.tokenizer.vocab_size=32000 \
-      --config.model.width=512 --config.model.num_layers=6 --workdir=W
+      --config.token_store=/data/wmt14 --config.model.width=512 --config.model.num_layers=6 \
+      --workdir=W
 """
 
 import ml_collections

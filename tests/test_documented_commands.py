@@ -30,6 +30,7 @@ from vit_jax import convert
 from vit_jax import main
 from vit_jax import tasks
 from vit_jax.config import checks
+from vit_jax.data.text import store_writer
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import build_model
 
@@ -107,6 +108,7 @@ def documented_commands() -> list[Command]:
 
 COMMANDS = documented_commands()
 TRAINING = [c for c in COMMANDS if c.module == "vit_jax.main"]
+PREPARING = [c for c in COMMANDS if c.module == "vit_jax.prepare"]
 # Each distinct training configuration once: commands differing only in --workdir build the same.
 DISTINCT = {}
 for _command in TRAINING:
@@ -203,12 +205,36 @@ def first_batch(task, config):
   return _IMAGE_BATCHES[key]
 
 
-def build_and_trace(config, workdir: str):
-  """Builds the task, reads a batch, traces the model, then builds the task again as a rerun."""
-  vocab_size = None
+def shrink_vocabulary(config) -> int | None:
+  """MOCK_VOCAB pieces in place of the command's vocabulary; the command's size, if it was
+  shrunk."""
   tokenizer = config.get("tokenizer")
   if tokenizer and tokenizer.kind != "char" and (tokenizer.vocab_size or 0) > MOCK_VOCAB:
     vocab_size, tokenizer.vocab_size = tokenizer.vocab_size, MOCK_VOCAB
+    return vocab_size
+  return None
+
+
+def prepare_command(store: str):
+  """The documented `vit_jax.prepare` command that writes token store `store`, if any."""
+  return next((c for c in PREPARING if c.flag("output") == store), None)
+
+
+def prepare_store(command: Command, tmp_path, monkeypatch, capsys) -> None:
+  """Runs a documented prepare command in this process on mock data (its config as vit_jax.main
+  parses the same --config flags)."""
+  argv = [a for a in with_local_paths(command, tmp_path) if not a.startswith("--output=")]
+  config = resolve_config(argv, monkeypatch, capsys)
+  shrink_vocabulary(config)
+  with data_for(config):
+    store_writer.prepare(
+        config, local_path(command.flag("output"), tmp_path), workers=1, report=lambda _: None
+    )
+
+
+def build_and_trace(config, workdir: str):
+  """Builds the task, reads a batch, traces the model, then builds the task again as a rerun."""
+  vocab_size = shrink_vocabulary(config)
   small = config.copy_and_resolve_references()  # the batch is read small, traced at full size
   small.batch_size = DATA_BATCH
   with data_for(config):
@@ -254,6 +280,7 @@ def test_commands_are_found():
       "vit_jax.sweep",
       "vit_jax.compile",
       "vit_jax.evaluate",
+      "vit_jax.prepare",
   }
   assert set(UNCHECKED) <= texts, "an UNCHECKED command is no longer documented: drop it"
 
@@ -266,6 +293,12 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
   if config.dataset == "sklearn_digits" and config.data_dir is None:
     config.data_dir = digits_dir
+  store = command.flag("config.token_store")
+  if store:  # a streamed dataset: its documented prepare command makes the store first
+    preparing = prepare_command(store)
+    assert preparing, f"{command.text}: no documented vit_jax.prepare command writes {store}"
+    if not os.path.exists(local_path(store, tmp_path)):
+      prepare_store(preparing, tmp_path, monkeypatch, capsys)
   init_from = command.flag("config.init_from")
   source = training_command(init_from) if init_from else None
   if source:  # fine-tuning from a documented run: build that run's workdir first
@@ -400,3 +433,16 @@ def test_sweep_command_parses_and_its_runs_check(command, shapes_metadata):
   args = sweep_command.parse_args(list(command.argv))
   configs = checks.check_all(spec.load(os.path.join(helpers.ROOT, args.sweep_file)))
   assert configs and all(c.total_steps > 0 for c in configs.values())
+
+
+@pytest.mark.parametrize("command", PREPARING, ids=lambda c: c.text)
+def test_prepare_command_feeds_a_documented_run(command):
+  """Each documented store is trained on by a documented command with the same --config flags
+  (the tokenizer settings a run on the store must repeat)."""
+  assert command.flag("output") and command.flag("config")
+  flags = lambda c: sorted(
+      a for a in c.argv if a.startswith("--config=") or (a.startswith("--config.tokenizer."))
+  )
+  users = [c for c in TRAINING if c.flag("config.token_store") == command.flag("output")]
+  assert users, f"{command.text}: no documented training command reads {command.flag('output')}"
+  assert any(flags(c) == flags(command) for c in users), command.text

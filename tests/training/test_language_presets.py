@@ -7,6 +7,8 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests import helpers
+from vit_jax.data.text import datasets
+from vit_jax.data.text import store_writer
 from vit_jax.training import train
 
 CONFIGS = os.path.join(helpers.ROOT, "configs")
@@ -40,13 +42,16 @@ def small(config):
 def test_preset_runs_under_mock_data(tmp_path, config_name, arg, eval_key):
   config = small(load_config(config_name, arg + ",runlocal"))
   with tfds.testing.mock_data(num_examples=40):
-    result = train.train_and_evaluate(config, str(tmp_path))
-  rows = [r for r in helpers.read_metrics(tmp_path) if "train_loss" in r]
+    if datasets.is_streamed(config.dataset):  # tokenized once into a store, then read by index
+      store_writer.prepare(config, str(tmp_path / "store"), workers=1, report=lambda _: None)
+      config.token_store = str(tmp_path / "store")
+    result = train.train_and_evaluate(config, str(tmp_path / "w"))
+  rows = [r for r in helpers.read_metrics(tmp_path / "w") if "train_loss" in r]
   assert [r["step"] for r in rows] == [1, 2, 3, 4]
   assert all(np.isfinite(r["train_loss"]) for r in rows)
   assert all(set(helpers.BREAKDOWN_KEYS) <= set(r) for r in rows)  # the step-time breakdown
   assert np.isfinite(result[eval_key])
-  assert (tmp_path / "tokenizer" / "tokenizer_meta.json").is_file()
+  assert (tmp_path / "w" / "tokenizer" / "tokenizer_meta.json").is_file()
 
 
 def gpt_command(workdir, *overrides):

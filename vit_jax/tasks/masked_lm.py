@@ -12,8 +12,8 @@ import numpy as np
 import optax
 
 from vit_jax.data.text import batches
+from vit_jax.data.text import datasets
 from vit_jax.data.text import masking
-from vit_jax.data.text import splits
 from vit_jax.tasks import text_common
 
 
@@ -30,7 +30,7 @@ class MaskedLM(text_common.TextTask):
   def _most_frequent_token(self) -> int:
     """The most frequent non-special token of the training split's first 200 documents."""
     c = self.config
-    split = splits.open_split(
+    split = datasets.open_split(
         c.dataset,
         c.train_split,
         kind="documents",

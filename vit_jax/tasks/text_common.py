@@ -11,7 +11,6 @@ from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
-from vit_jax.data.text import splits
 from vit_jax.data.text import stream
 from vit_jax.data.tokenizers import base
 from vit_jax.tasks import base as task_base
@@ -27,7 +26,7 @@ def tokenizer_for(config, workdir: str):
   """
   tc = config.tokenizer
   directory = workdir_lib.tokenizer_dir(workdir)
-  store = splits.open_store(config.token_store) if config.token_store else None
+  store = datasets.open_store(config.token_store) if config.token_store else None
   if storage.exists(storage.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (
@@ -44,14 +43,19 @@ def tokenizer_for(config, workdir: str):
           saved, store.tokenizer_fingerprint, context=f"the token store {store.path}"
       )
     return saved
+  init_dir = workdir_lib.tokenizer_dir(config.get("init_from") or "")
+  pretrained = config.get("init_from") and storage.exists(storage.join(init_dir, base.META_FILE))
   if store is not None:  # the tokenizer the store's ids are of (checks.py compared the settings)
     tokenizer = tokenizers.load_tokenizer(store.tokenizer_dir())
-    tokenizers.check_fingerprint(
-        tokenizer, store.tokenizer_fingerprint, context=f"the token store {store.path}"
-    )
+    context = f"the token store {store.path}"
+    tokenizers.check_fingerprint(tokenizer, store.tokenizer_fingerprint, context=context)
+    if pretrained:  # fine-tuning on a store: the pretrained vocabulary must be the store's
+      pretrained_tokenizer = tokenizers.load_tokenizer(init_dir)
+      tokenizers.check_fingerprint(
+          pretrained_tokenizer, store.tokenizer_fingerprint, context=context
+      )
     return tokenizer
-  init_dir = workdir_lib.tokenizer_dir(config.get("init_from") or "")
-  if not tc.path and config.get("init_from") and storage.exists(storage.join(init_dir, base.META_FILE)):
+  if not tc.path and pretrained:
     return tokenizers.load_tokenizer(init_dir)  # fine-tuning keeps the pretrained vocabulary
 
   def texts():

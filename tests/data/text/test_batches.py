@@ -9,7 +9,6 @@ from vit_jax.data.text import datasets
 from vit_jax.data.text import masking
 from vit_jax.data.text import order
 from vit_jax.data.text import seq2seq_batches
-from vit_jax.data.text import splits
 from vit_jax.data.text import token_store
 
 B, L = 4, 32
@@ -92,7 +91,7 @@ MODES = {
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_resume_is_exact(mode, char_tokenizer, small_docs):
   """start_step=k reads exactly batch k, also across epoch boundaries."""
-  split = splits.tokenize(small_docs, "documents", char_tokenizer)
+  split = datasets.tokenize(small_docs, "documents", char_tokenizer)
   make = MODES[mode]
   fresh = _take(make(char_tokenizer, split, seed=3), 150)
   for k in (1, 67, 147):  # 30 docs of <= 300 chars: ~70 steps per epoch.
@@ -106,7 +105,7 @@ def test_resume_is_exact(mode, char_tokenizer, small_docs):
 def test_global_batch_is_the_same_for_any_shard_count(mode, char_tokenizer, small_docs):
   """The shards' batches, stacked in shard order, are the one-shard batch: the data does not
   depend on how many processes read it."""
-  split = splits.tokenize(small_docs, "documents", char_tokenizer)
+  split = datasets.tokenize(small_docs, "documents", char_tokenizer)
   whole = _take(_shard_batches(mode, char_tokenizer, split, 0, 1), 2)
   for count in (2, 4):
     parts = [_take(_shard_batches(mode, char_tokenizer, split, i, count), 2) for i in range(count)]
@@ -137,7 +136,7 @@ def _shard_batches(mode, tokenizer, split, shard, count):
 
 
 def test_an_epoch_reads_every_window_once(char_tokenizer, small_docs):
-  split = splits.tokenize(small_docs, "documents", char_tokenizer)
+  split = datasets.tokenize(small_docs, "documents", char_tokenizer)
   stream = text_batches.DocumentStream(split, char_tokenizer.eos_id)
   windows = (stream.length - 1) // L
   steps = windows // B
@@ -157,7 +156,7 @@ def test_an_epoch_reads_every_window_once(char_tokenizer, small_docs):
 
 def test_a_far_step_is_read_directly(char_tokenizer, small_docs):
   """Step 10^12 costs what step 1 does: its windows are computed, not reached by reading."""
-  split = splits.tokenize(small_docs, "documents", char_tokenizer)
+  split = datasets.tokenize(small_docs, "documents", char_tokenizer)
   stream = text_batches.DocumentStream(split, char_tokenizer.eos_id)
   windows = (stream.length - 1) // L
   step = 10**12
@@ -318,7 +317,7 @@ def test_eval_pass_is_finite_and_padded(char_tokenizer):
 
 def test_eval_shards_together_read_every_row_once(char_tokenizer):
   docs = [d[:200] for d in datasets.memory_examples("embedded", "validation")]
-  split = splits.tokenize(docs, "documents", char_tokenizer)
+  split = datasets.tokenize(docs, "documents", char_tokenizer)
   read = lambda shard, count: list(
       text_batches.mlm_batches(
           split,
@@ -346,7 +345,7 @@ def test_eval_shards_together_read_every_row_once(char_tokenizer):
 
 def test_store_and_memory_give_the_same_batches(char_tokenizer, small_docs, tmp_path):
   """A split read from files through the store's layout is the in-memory one."""
-  memory = splits.tokenize(small_docs, "documents", char_tokenizer)
+  memory = datasets.tokenize(small_docs, "documents", char_tokenizer)
   (tmp_path / "train").mkdir()
   store = _write_store(tmp_path, small_docs, char_tokenizer)
   for make in MODES.values():

@@ -11,7 +11,6 @@ from vit_jax.data import tokenizers
 from vit_jax.data.text import batches
 from vit_jax.data.text import datasets
 from vit_jax.data.text import seq2seq_batches
-from vit_jax.data.text import splits
 from vit_jax.data.text import store_writer
 
 B, L = 2, 16
@@ -158,7 +157,7 @@ def test_local_files(tmp_path, char_tokenizer):
       for i in range(2)
   ]
   assert shards[0] + shards[1] == paragraphs
-  split = splits.open_split(
+  split = datasets.open_split(
       f"paragraphs:{tmp_path}/*.txt", "train", kind="documents", tokenizer=char_tokenizer
   )
   assert split.num_examples == 29

@@ -5,6 +5,7 @@ import pytest
 
 from vit_jax.data.text import batches
 from vit_jax.data.text import masking
+from vit_jax.data.text import order
 
 SEQ_LEN = 128
 
@@ -27,17 +28,43 @@ def tokens_BxL(char_tokenizer, train_docs):
   return tokens
 
 
-def _mask(tokenizer, tokens_BxL, config, seed=0):
+def _mask(tokenizer, tokens_BxL, config, seed=0, by="generator"):
+  """mask_tokens with one Generator for the batch, or mask_rows with each row's key."""
+  if by == "keys":
+    keys_B = np.arange(len(tokens_BxL)) * 7 + 3
+    return masking.mask_rows(tokens_BxL, keys_B, seed, 1, tokenizer, config)
   return masking.mask_tokens(tokens_BxL, np.random.default_rng(seed), tokenizer, config)
+
+
+def test_a_rows_masking_depends_on_its_key_only(char_tokenizer, tokens_BxL):
+  """mask_rows draws each row from its key: a row masks alike in any batch, and whole-word
+  rows are mask_tokens' with a Generator of (seed, stream, key)."""
+  for config in (masking.MaskingConfig(), masking.MaskingConfig(whole_word=True)):
+    keys_B = np.arange(10, 30)
+    whole = masking.mask_rows(tokens_BxL[:20], keys_B, 5, 1, char_tokenizer, config)
+    part = masking.mask_rows(tokens_BxL[7:9], keys_B[7:9], 5, 1, char_tokenizer, config)
+    for key in whole:
+      np.testing.assert_array_equal(whole[key][7:9], part[key], err_msg=key)
+    other = masking.mask_rows(tokens_BxL[:20], keys_B + 1, 5, 1, char_tokenizer, config)
+    assert (other["masked_positions"] != whole["masked_positions"]).any()
+  one = masking.mask_tokens(
+      tokens_BxL[7:8],
+      order.seeded_rng(5, 1, 17),
+      char_tokenizer,
+      masking.MaskingConfig(whole_word=True),
+  )
+  for key in one:
+    np.testing.assert_array_equal(whole[key][7:8], one[key], err_msg=key)
 
 
 def _candidates(tokenizer, tokens_BxL):
   return ~np.isin(tokens_BxL, list(tokenizer.special_id_set()))
 
 
-def test_fifteen_percent_and_80_10_10(char_tokenizer, tokens_BxL):
+@pytest.mark.parametrize("by", ["generator", "keys"])
+def test_fifteen_percent_and_80_10_10(char_tokenizer, tokens_BxL, by):
   tok = char_tokenizer
-  out = _mask(tok, tokens_BxL, masking.MaskingConfig())
+  out = _mask(tok, tokens_BxL, masking.MaskingConfig(), by=by)
   weights_BxP = out["masked_weights"]
   assert out["masked_positions"].shape == (1000, 29)  # round(.15*128) + 10.
   assert out["masked_positions"].dtype == np.int32
@@ -72,8 +99,9 @@ def test_fifteen_percent_and_80_10_10(char_tokenizer, tokens_BxL):
     ],
     ids=["token", "whole_word", "span"],
 )
-def test_special_tokens_are_never_masked(char_tokenizer, tokens_BxL, config):
-  out = _mask(char_tokenizer, tokens_BxL, config)
+@pytest.mark.parametrize("by", ["generator", "keys"])
+def test_special_tokens_are_never_masked(char_tokenizer, tokens_BxL, config, by):
+  out = _mask(char_tokenizer, tokens_BxL, config, by=by)
   b, p = np.nonzero(out["masked_weights"])
   where = out["masked_positions"][b, p]
   assert _candidates(char_tokenizer, tokens_BxL)[b, where].all()

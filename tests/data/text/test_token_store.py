@@ -21,7 +21,7 @@ from vit_jax import errors
 from vit_jax.config import checks
 from vit_jax.data import tokenizers
 from vit_jax.data.text import batches
-from vit_jax.data.text import splits
+from vit_jax.data.text import datasets
 from vit_jax.data.text import store_writer
 from vit_jax.data.text import token_store
 
@@ -65,7 +65,7 @@ def test_a_prepared_store_reads_as_the_dataset(text_files, tmp_path):
   assert tok.fingerprint == store.tokenizer_fingerprint
   for split in ("train", "validation"):
     stored = store.split(split)
-    memory = splits.open_split(text_files, split, kind="documents", tokenizer=tok)
+    memory = datasets.open_split(text_files, split, kind="documents", tokenizer=tok)
     assert stored.num_examples == memory.num_examples
     ids = np.arange(memory.num_examples)
     for a, b in zip(stored.examples("text", ids), memory.examples("text", ids)):
@@ -184,7 +184,9 @@ def test_a_store_of_other_settings_is_refused_before_anything_runs(text_files, t
       checks.validate_training(other, str(tmp_path / "w"))
     bert = configs_lib.load("bert", "dataset=embedded")
     bert.token_store = out
-    with pytest.raises(errors.DataError, match="holds 'files:.*' as documents, not --config.dataset='embedded'"):
+    with pytest.raises(
+        errors.DataError, match="holds 'files:.*' as documents, not --config.dataset='embedded'"
+    ):
       checks.validate_training(bert, str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
   with pytest.raises(errors.DataError, match="exists and is not an empty folder"):

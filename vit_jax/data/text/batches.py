@@ -1,7 +1,7 @@
 """Numpy batches for causal LM, masked LM and sequence classification, read by index.
 
 Every function takes a token split (vit_jax/data/text/token_store.py: a prepared store's, or text
-tokenized in memory; a dataset name or a list of examples is opened with `splits.as_split`) and
+tokenized in memory; a dataset name or a list of examples is opened with `datasets.as_split`) and
 returns an iterator of dicts of numpy arrays of B = batch_size rows: input shard `shard` of
 `shard_count`.
 
@@ -22,8 +22,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from vit_jax import errors
+from vit_jax.data.text import datasets
 from vit_jax.data.text import order
-from vit_jax.data.text import splits
 from vit_jax.data.text import token_store as stores
 
 Batch = dict[str, np.ndarray]
@@ -51,7 +51,7 @@ class Reading:
   shard_count: int = 1
 
   def open(self, kind: str, tokenizer) -> stores.Split:
-    return splits.as_split(
+    return datasets.as_split(
         self.dataset,
         kind,
         tokenizer,
@@ -268,75 +268,93 @@ def mlm_batches(
     pieces = split.spans("text", doc_B, piece_B * chunk, (piece_B + 1) * chunk)
     keys_B = positions  # eval: the units themselves, so every pass masks alike
     if nsp:
-      rows = _nsp_rows(
-          tokenizer, seq_len, split, index, doc_B, pieces, keys_B, reading.seed, streams[1]
+      firsts, seconds, labels_B = _nsp_pairs(
+          split, index, doc_B, pieces, keys_B, reading.seed, streams[1]
       )
+      batch = _bert_rows(tokenizer, seq_len, firsts, seconds)
+      batch["nsp_label"] = labels_B
     else:
-      rows = [_bert_row(tokenizer, seq_len, piece) for piece in pieces]
-    rows = [row if ok else dict(pad_row) for row, ok in zip(rows, real)]
-    batch = {k: np.stack([row[k] for row in rows]) for k in pad_row}
-    yield _mask(tokenizer, masking_config, reading.seed, streams[0], keys_B, batch)
+      batch = _bert_rows(tokenizer, seq_len, pieces)
+    for key, value in batch.items():  # eval's padding rows: all pad, masked nowhere
+      value[~real] = pad_row[key]
+    batch.update(
+        masking.mask_rows(
+            batch["tokens"], keys_B, reading.seed, streams[0], tokenizer, masking_config
+        )
+    )
+    yield batch
 
 
-def _mask(tokenizer, config, seed: int, stream: int, keys_B: np.ndarray, batch: Batch) -> Batch:
-  """Masks each row with randomness drawn from (seed, stream, its key)."""
-  from vit_jax.data.text import masking  # pylint: disable=g-import-not-at-top
-
-  rows = [
-      masking.mask_tokens(
-          batch["tokens"][b : b + 1],
-          order.seeded_rng(seed, stream, max(int(key), 0)),
-          tokenizer,
-          config,
-      )
-      for b, key in enumerate(keys_B)
-  ]
-  batch.update({k: np.concatenate([row[k] for row in rows]) for k in rows[0]})
-  return batch
-
-
-def _nsp_rows(tokenizer, seq_len, split, index, doc_B, pieces, keys_B, seed, stream) -> list:
-  """`[CLS] A [SEP] B [SEP]` rows: each piece cut at a random point; B replaced, with probability
-  1/2, by a span of a random other non-empty document (nsp_label 1)."""
-  plans = []  # (A, B length, the other document or None, its start)
-  for doc, piece, key in zip(doc_B, pieces, keys_B):
-    rng = order.seeded_rng(seed, stream, max(int(key), 0))
-    cut = int(rng.integers(1, len(piece))) if len(piece) >= 2 else len(piece)
-    other, other_start = None, 0
-    if split.num_examples > 1 and rng.random() < 0.5:
-      for _ in range(_NSP_TRIES):
-        candidate = int(rng.integers(split.num_examples - 1))
+def _nsp_pairs(split, index, doc_B, pieces, keys_B, seed, stream):
+  """(A, B, nsp_label int32 (B,)) of `[CLS] A [SEP] B [SEP]` rows: each piece cut at a random
+  point; B replaced, with probability 1/2, by a span of as many tokens of a random other
+  non-empty document (label 1). Each row's draws are counter-based uniforms of (seed, stream, its
+  key)."""
+  draws_BxD = order.uniform(seed, stream, keys_B, 2 + 2 * _NSP_TRIES)
+  cuts, others = [], {}  # others: row -> (document, first token, end token)
+  for b, (doc, piece, draws) in enumerate(zip(doc_B, pieces, draws_BxD)):
+    cut = 1 + int(draws[0] * (len(piece) - 1)) if len(piece) >= 2 else len(piece)
+    cuts.append(cut)
+    if split.num_examples > 1 and draws[1] < 0.5:
+      for t in range(_NSP_TRIES):
+        candidate = int(draws[2 + 2 * t] * (split.num_examples - 1))
         candidate += candidate >= doc  # any document but this one
         if index.lengths_D[candidate] > 0:
-          other = candidate
-          room = index.lengths_D[candidate] - (len(piece) - cut)
-          other_start = int(rng.integers(max(1, room + 1)))
+          room = int(index.lengths_D[candidate]) - (len(piece) - cut)
+          start = int(draws[3 + 2 * t] * max(1, room + 1))
+          others[b] = (candidate, start, start + len(piece) - cut)
           break
-    plans.append((piece, cut, other, other_start))
-  others = [(p[2], p[3], p[3] + len(p[0]) - p[1]) for p in plans if p[2] is not None]
-  spans = iter(split.spans("text", *map(np.array, zip(*others))) if others else [])
-  rows = []
-  for piece, cut, other, _ in plans:
-    second = next(spans) if other is not None else piece[cut:]
-    row = _bert_row(tokenizer, seq_len, piece[:cut], second)
-    row["nsp_label"] = np.int32(other is not None)
-    rows.append(row)
-  return rows
+  spans = (
+      dict(zip(others, split.spans("text", *map(np.array, zip(*others.values())))))
+      if others
+      else {}
+  )
+  firsts = [piece[:cut] for piece, cut in zip(pieces, cuts)]
+  seconds = [spans.get(b, piece[cut:]) for b, (piece, cut) in enumerate(zip(pieces, cuts))]
+  labels_B = np.array([b in others for b in range(len(pieces))], np.int32)
+  return firsts, seconds, labels_B
+
+
+def _bert_rows(tokenizer, seq_len: int, firsts, seconds=None) -> dict[str, np.ndarray]:
+  """`[CLS] first [SEP]` (or `[CLS] first [SEP] second [SEP]`) per row, padded to seq_len:
+  tokens, token_type_ids, input_mask, positions int32 (B, L)."""
+  rows = len(firsts)
+  tokens_BxL = np.full((rows, seq_len), _pad_id(tokenizer), np.int32)
+  row_B = np.arange(rows)
+  end_B = np.zeros(rows, np.int64)  # where the next part starts
+  type_start_B = None
+  for part, segment in ((firsts, 0), *(((seconds, 1),) if seconds is not None else ())):
+    if segment == 0:
+      tokens_BxL[:, 0] = tokenizer.cls_id
+      end_B += 1
+    else:
+      type_start_B = end_B.copy()
+    lengths_B = np.array([len(p) for p in part], np.int64)
+    if lengths_B.sum():
+      flat = np.concatenate([np.asarray(p, np.int32) for p in part])
+      at = np.repeat(end_B - np.concatenate([[0], np.cumsum(lengths_B)[:-1]]), lengths_B)
+      tokens_BxL[np.repeat(row_B, lengths_B), at + np.arange(len(flat))] = flat
+    tokens_BxL[row_B, end_B + lengths_B] = tokenizer.sep_id
+    end_B += lengths_B + 1
+  column_L = np.arange(seq_len)
+  input_mask_BxL = (column_L[None] < end_B[:, None]).astype(np.int32)
+  types_BxL = np.zeros((rows, seq_len), np.int32)
+  if type_start_B is not None:
+    types_BxL = ((column_L[None] >= type_start_B[:, None]) & (input_mask_BxL > 0)).astype(np.int32)
+  return {
+      "tokens": tokens_BxL,
+      "token_type_ids": types_BxL,
+      "input_mask": input_mask_BxL,
+      "positions": np.tile(column_L.astype(np.int32), (rows, 1)),
+  }
 
 
 def _bert_row(
     tokenizer, seq_len: int, first: np.ndarray, second: Optional[np.ndarray] = None
 ) -> dict[str, np.ndarray]:
-  """`[CLS] first [SEP] (second [SEP])`, padded to seq_len."""
-  cls, sep = [tokenizer.cls_id], [tokenizer.sep_id]
-  parts = [cls, first, sep] + ([second, sep] if second is not None else [])
-  ids = np.concatenate([np.asarray(p, np.int32) for p in parts])
-  n_first = len(first) + 2
-  row = _pad_bert_row(tokenizer, seq_len, False)
-  row["tokens"][: len(ids)] = ids
-  row["token_type_ids"][n_first : len(ids)] = 1
-  row["input_mask"][: len(ids)] = 1
-  return row
+  """`_bert_rows` of one row."""
+  batch = _bert_rows(tokenizer, seq_len, [first], None if second is None else [second])
+  return {k: v[0] for k, v in batch.items()}
 
 
 def _pad_bert_row(tokenizer, seq_len: int, nsp: bool) -> dict[str, np.ndarray]:

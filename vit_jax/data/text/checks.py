@@ -9,7 +9,6 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.text import corpus
 from vit_jax.data.text import datasets
-from vit_jax.data.text import splits
 from vit_jax.data.text import stream
 from vit_jax.data.text import token_store as stores
 
@@ -50,7 +49,7 @@ def check_token_store(config, examples: str) -> None:
         f"--config.token_store: a stream: dataset ({config.dataset}) is tokenized when the run "
         "starts; leave token_store unset."
     )
-  store = splits.open_store(config.token_store)
+  store = datasets.open_store(config.token_store)
   if store.dataset != config.dataset or store.kind != examples:
     raise errors.DataError(
         f"the token store {store.path} holds {store.dataset!r} as {store.kind}, not "
@@ -86,11 +85,11 @@ def check_split(
   a store, unless `tokenizing` (vit_jax.prepare reads it to make one)."""
   if token_store and not stream.is_stream(name):
     datasets.check_kind(name, examples)
-    splits.open_store(token_store, [split])  # the split is there and its files are whole
+    datasets.open_store(token_store, [split])  # the split is there and its files are whole
     return
   if datasets.is_streamed(name) and not tokenizing:
     datasets.check_kind(name, examples)
-    raise splits.not_prepared_error(name)
+    raise datasets.not_prepared_error(name)
   if stream.is_stream(name):
     if split not in stream.SPLITS:
       raise errors.DataError(

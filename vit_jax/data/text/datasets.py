@@ -19,10 +19,11 @@ Splits: 'train' and 'validation' map to each dataset's own split names; any
 other string is passed to TFDS as is ('train[:1%]'). Local files and the
 embedded corpus hold out every 20th document as 'validation'.
 
-Training never reads text from here as a stream: a dataset held in memory (`in_memory`, the
-embedded corpus, files, toy tasks) is tokenized when a run starts (vit_jax/data/text/splits.py),
-and a streamed TFDS dataset (`is_streamed`: c4, lm1b, wikipedia, wmt14) is tokenized once into a
-token store (`python -m vit_jax.prepare`), which reads it here shard by shard.
+Training reads a split as tokens by index (`open_split`, a token_store.Split): a dataset held
+in memory (`in_memory`, the embedded corpus, files, toy tasks) is tokenized whole when a run
+starts (once per run, `data.opened_once`), into the layout a token store has; a streamed TFDS
+dataset (`is_streamed`: c4, lm1b, wikipedia, wmt14) is read only from its token store, made once
+by `python -m vit_jax.prepare`, which reads it here shard by shard (`read_examples`).
 """
 
 import dataclasses
@@ -31,10 +32,15 @@ import glob
 import itertools
 import os
 import re
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
+import numpy as np
+
+from vit_jax import data
 from vit_jax import errors
+from vit_jax.config import args as config_args
 from vit_jax.data.text import corpus
+from vit_jax.data.text import token_store
 
 KINDS = ("documents", "labeled", "pairs")
 TOY_SIZES = {"train": 50_000, "validation": 1_000, "test": 1_000}
@@ -191,6 +197,75 @@ def num_examples(name: str, split: str, data_dir: Optional[str] = None) -> int:
     return builder.info.splits[dict(spec.splits).get(split, split)].num_examples
   # A builder without split metadata (tfds.testing.mock_data's): count by reading.
   return sum(1 for _ in _tfds_examples(spec, split, dataset_kind(name), data_dir))
+
+
+# --- a split as tokens, read by index ------------------------------------------
+def open_store(path: str, splits: Sequence[str] = ()) -> token_store.Store:
+  """The token store at `path` (checked once per run; the files of `splits` too)."""
+  return data.opened(
+      ("token store", path, tuple(splits)), lambda: token_store.open_store(path, splits)
+  )
+
+
+def open_split(
+    dataset: str,
+    split: str,
+    *,
+    kind: str,
+    tokenizer,
+    token_store_path: Optional[str] = None,
+    data_dir: Optional[str] = None,
+) -> token_store.Split:
+  """Split `split` of `dataset` as examples of `kind`: the store's where `token_store_path` names
+  one (made from `dataset`), else tokenized in memory."""
+  if token_store_path:
+    return open_store(token_store_path).split(split)
+  if is_streamed(dataset):
+    raise not_prepared_error(dataset)
+  key = ("text split", dataset, split, kind, tokenizer.fingerprint, data_dir)
+  return data.opened(
+      key,
+      lambda: tokenize(
+          memory_examples(dataset, split, kind=kind, data_dir=data_dir), kind, tokenizer
+      ),
+  )
+
+
+def not_prepared_error(dataset: str) -> errors.DataError:
+  return errors.DataError(
+      f"dataset {dataset!r} is too big to tokenize at every start: tokenize it once into a token "
+      f"store with `{config_args.prepare_command()}`, then train with "
+      "--config.token_store=DIR (docs/text.md)."
+  )
+
+
+def tokenize(examples: Sequence[Any], kind: str, tokenizer) -> token_store.Split:
+  """`examples` of `kind` (documents: str; pairs: (source, target); labeled: (texts, label)) as
+  an in-memory split."""
+  examples = list(examples)
+  labels = None
+  if kind == "documents":
+    columns = [list(examples)]
+  elif kind == "pairs":
+    columns = [[s for s, _ in examples], [t for _, t in examples]]
+  else:
+    count = len(examples[0][0]) if examples else 1
+    if any(len(texts) != count for texts, _ in examples):
+      raise errors.DataError(f"labeled examples must all have {count} texts.")
+    columns = [[texts[i] for texts, _ in examples] for i in range(count)]
+    labels = [label for _, label in examples]
+  encoded = [tokenizer.encode_batch(column) for column in columns]
+  rows = [[np.asarray(e[i], np.int32) for e in encoded] for i in range(len(examples))]
+  return token_store.in_memory(token_store.fields_of(kind, len(columns)), rows, labels)
+
+
+def as_split(dataset: Any, kind: str, tokenizer, **open_args) -> token_store.Split:
+  """A Split as it is; a dataset name opened (`open_split`); a list of examples tokenized."""
+  if isinstance(dataset, token_store.Split):
+    return dataset
+  if isinstance(dataset, str):
+    return open_split(dataset, kind=kind, tokenizer=tokenizer, **open_args)
+  return tokenize(dataset, kind, tokenizer)
 
 
 def dataset_texts(

@@ -16,12 +16,20 @@ Span stopping is randomized so the expected number selected is exactly the
 budget: with r units left, one more span is drawn with probability
 r / (mean_len + E[(r - len)+]). The decision depends only on the past, so the
 histogram of drawn lengths keeps the clipped-geometric law exactly.
+
+`mask_rows` draws each row's randomness from (seed, stream, the row's key): a row is masked the
+same whatever batch it is in. Token masking draws the whole batch at once (counter-based
+uniforms, vit_jax/data/text/order.py): the tokens with the `budget` smallest draws among a row's
+candidates are a uniformly random subset. Whole-word and span masking draw row by row from a
+Generator seeded the same way (`mask_tokens`).
 """
 
 import dataclasses
 from typing import Optional
 
 import numpy as np
+
+from vit_jax.data.text import order
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +102,68 @@ def mask_tokens(
   targets_BxP = np.take_along_axis(tokens_BxL, positions_BxP, axis=1)
   targets_BxP = np.where(weights_BxP > 0, targets_BxP, 0).astype(np.int32)
   masked_BxL = _corrupt(tokens_BxL, positions_BxP, weights_BxP, rng, tokenizer, config)
+  return {
+      "tokens": masked_BxL,
+      "masked_positions": positions_BxP,
+      "masked_targets": targets_BxP,
+      "masked_weights": weights_BxP,
+  }
+
+
+def mask_rows(
+    tokens_BxL: np.ndarray,
+    keys_B: np.ndarray,
+    seed: int,
+    stream: int,
+    tokenizer,
+    config: MaskingConfig = MaskingConfig(),
+) -> dict[str, np.ndarray]:
+  """`mask_tokens`' entries, each row's randomness drawn from (seed, stream, keys_B[row])."""
+  if config.whole_word or config.span:
+    rows = [
+        mask_tokens(
+            tokens_BxL[b : b + 1], order.seeded_rng(seed, stream, int(key)), tokenizer, config
+        )
+        for b, key in enumerate(keys_B)
+    ]
+    return {k: np.concatenate([row[k] for row in rows]) for k in rows[0]}
+  tokenizer.require("mask")
+  batch, seq_len = tokens_BxL.shape
+  num_predictions = config.predictions(seq_len)
+  special = np.array(sorted(tokenizer.special_id_set()), dtype=np.int32)
+  candidates_BxL = ~np.isin(tokens_BxL, special)
+  count_B = candidates_BxL.sum(axis=1)
+  budget_B = np.where(
+      count_B > 0, np.maximum(int(config.rate > 0), np.round(config.rate * count_B)), 0
+  ).astype(np.int64)
+  draws_Bx3xL = order.uniform(seed, stream, keys_B, 3 * seq_len).reshape(batch, 3, seq_len)
+  score_BxL = np.where(candidates_BxL, draws_Bx3xL[:, 0], 2.0)  # non-candidates last
+  rank_BxL = np.empty((batch, seq_len), np.int64)
+  np.put_along_axis(rank_BxL, np.argsort(score_BxL, axis=1), np.arange(seq_len)[None], axis=1)
+  chosen_BxL = rank_BxL < budget_B[:, None]
+  column_L = np.arange(seq_len)
+  # Only a user-set, too small max_predictions can cut predictions here.
+  positions_BxP = np.sort(np.where(chosen_BxL, column_L, seq_len), axis=1)[:, :num_predictions]
+  weights_BxP = (positions_BxP < seq_len).astype(np.float32)
+  positions_BxP = np.where(weights_BxP > 0, positions_BxP, 0).astype(np.int32)
+  targets_BxP = np.take_along_axis(tokens_BxL, positions_BxP, axis=1)
+  targets_BxP = np.where(weights_BxP > 0, targets_BxP, 0).astype(np.int32)
+  predicted_BxL = np.zeros((batch, seq_len), bool)
+  np.put_along_axis(predicted_BxL, positions_BxP, weights_BxP > 0, axis=1)
+  draw_BxL = draws_Bx3xL[:, 1]
+  to_mask_BxL = predicted_BxL & (draw_BxL < config.mask_prob)
+  to_random_BxL = (
+      predicted_BxL
+      & (draw_BxL >= config.mask_prob)
+      & (draw_BxL < config.mask_prob + config.random_prob)
+  )
+  normal = tokenizer.normal_ids()
+  random_BxL = normal[
+      np.minimum((draws_Bx3xL[:, 2] * len(normal)).astype(np.int64), len(normal) - 1)
+  ]
+  masked_BxL = tokens_BxL.astype(np.int32, copy=True)
+  masked_BxL[to_mask_BxL] = tokenizer.mask_id
+  masked_BxL[to_random_BxL] = random_BxL[to_random_BxL]
   return {
       "tokens": masked_BxL,
       "masked_positions": positions_BxP,

@@ -1,6 +1,10 @@
 """The training order of text: seeded randomness by key, and each epoch a permutation that any
 position of it can be computed from in constant time.
 
+`uniform(seed, stream, keys)` gives counter-based random numbers: a hash of (seed, stream, key,
+column), so a row's masking or next-sentence draws depend on its training position alone, and a
+whole batch's are drawn in one vectorized call.
+
 Training reads unit u = step * batch_size + row of an endless sequence of epochs (units are
 windows, rows or examples: vit_jax/data/text/batches.py). Epoch e is a permutation of the N units
 drawn from (seed, e), so unit u is `permute(u % N, N, seed, u // N)`: a resumed run computes the
@@ -21,6 +25,7 @@ import numpy as np
 ROUNDS = 6
 # The mixing function's constants: SplitMix64's finalizer (Steele, Lea and Flood 2014).
 _MIX_1, _MIX_2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment
 
 
 def seeded_rng(seed: int, *keys: int) -> np.random.Generator:
@@ -37,6 +42,17 @@ def _mix(z):
   z = (z ^ (z >> np.uint64(30))) * _MIX_1
   z = (z ^ (z >> np.uint64(27))) * _MIX_2
   return z ^ (z >> np.uint64(31))
+
+
+def uniform(seed: int, stream: int, keys_N, columns: int = 1) -> np.ndarray:
+  """Uniform floats in [0, 1), float64 (N, columns): column j of row n is output j + 1 of
+  SplitMix64 started from a hash of (seed, stream, keys_N[n])."""
+  keys_N = np.asarray(keys_N, np.int64).reshape(-1).astype(np.uint64)
+  start = np.array([seed % 2**63, stream], np.uint64) * np.array([_MIX_1, _MIX_2], np.uint64)
+  row_N = _mix(_mix(keys_N ^ _mix(start[:1] ^ start[1:])))
+  step_M = (np.arange(columns, dtype=np.uint64) + np.uint64(1)) * _GOLDEN
+  bits_NxM = _mix(row_N[:, None] + step_M[None, :])
+  return (bits_NxM >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def permute(index_N: np.ndarray, size: int, seed: int, *keys: int) -> np.ndarray:

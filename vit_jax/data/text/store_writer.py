@@ -169,7 +169,7 @@ def _check_output(output: str) -> None:
   others = [
       name
       for name in (storage.listdir(output) if storage.isdir(output) else [output])
-      if name != token_store.TOKENIZER_DIR and not name.startswith(".")
+      if name != storage.name(token_store.tokenizer_dir(output)) and not name.startswith(".")
   ]
   if others:
     raise errors.DataError(
@@ -180,7 +180,7 @@ def _check_output(output: str) -> None:
 
 def _tokenizer(config, output: str, report):
   """The config's tokenizer, saved in the store."""
-  directory = storage.join(output, token_store.TOKENIZER_DIR)
+  directory = token_store.tokenizer_dir(output)
   tc = config.tokenizer
   report(
       f"prepare: {'loading' if tc.path else 'training'} the {tc.kind} tokenizer"
@@ -232,7 +232,7 @@ def write_shard(job) -> tuple[str, int, int, int, float]:
   output, plan, split, k, data_dir = job
   started = time.time()
   if output not in _TOKENIZERS:
-    _TOKENIZERS[output] = tokenizers.load_tokenizer(storage.join(output, token_store.TOKENIZER_DIR))
+    _TOKENIZERS[output] = tokenizers.load_tokenizer(token_store.tokenizer_dir(output))
   tokenizer = _TOKENIZERS[output]
   dtype = token_store.token_dtype(tokenizer.vocab_size)
   fields, kind = plan["fields"], plan["kind"]
@@ -340,7 +340,7 @@ def finish(output: str, plan: dict, report=print) -> bool:
   manifest = {
       **{k: v for k, v in plan.items() if k != "shards"},
       "dtype": token_store.token_dtype(
-          tokenizers.load_tokenizer(storage.join(output, token_store.TOKENIZER_DIR)).vocab_size
+          tokenizers.load_tokenizer(token_store.tokenizer_dir(output)).vocab_size
       ).str,
       "tokenizer": tokenizer,
       "splits": splits,

@@ -38,15 +38,20 @@ import numpy as np
 
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax import workdir as workdir_lib
 
 FORMAT = "vit_jax token store"
 VERSION = 1
 MANIFEST_FILE = "store.json"
 PLAN_FILE = "plan.json"
-TOKENIZER_DIR = "tokenizer"
 FIELDS = {"documents": ("text",), "pairs": ("source", "target")}
 OFFSET_DTYPE = np.dtype("<i8")
 LABEL_DTYPE = np.dtype("<i4")
+
+
+def tokenizer_dir(store: str) -> str:
+  """Where a store keeps its tokenizer: where a workdir keeps its own."""
+  return workdir_lib.tokenizer_dir(store)
 
 
 def fields_of(kind: str, texts_per_example: int = 1) -> tuple[str, ...]:
@@ -289,7 +294,7 @@ class Store:
     return tuple(self.manifest["splits"])
 
   def tokenizer_dir(self) -> str:
-    return storage.join(self.path, TOKENIZER_DIR)
+    return tokenizer_dir(self.path)
 
   def split(self, name: str) -> Split:
     """Split `name`, read from the store's files (nothing is read until a batch asks)."""

@@ -144,10 +144,12 @@ class Tokenizer(abc.ABC):
       )
 
   def normal_ids(self) -> np.ndarray:
-    """Ids that may replace a masked token: everything but special tokens."""
-    special = self.special_id_set()
-    ids_V = np.arange(self.vocab_size, dtype=np.int32)
-    return ids_V[~np.isin(ids_V, list(special))]
+    """Ids that may replace a masked token: everything but special tokens (computed once)."""
+    if "_normal_ids" not in self.__dict__:
+      special = self.special_id_set()
+      ids_V = np.arange(self.vocab_size, dtype=np.int32)
+      self.__dict__["_normal_ids"] = ids_V[~np.isin(ids_V, list(special))]
+    return self.__dict__["_normal_ids"]
 
   def word_starts(self, tokens: np.ndarray) -> np.ndarray:
     """bool, same shape as `tokens` (..., L): token begins a new word.
