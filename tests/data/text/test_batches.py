@@ -138,7 +138,7 @@ def _shard_batches(mode, tokenizer, split, shard, count):
 def test_an_epoch_reads_every_window_once(char_tokenizer, small_docs):
   split = datasets.tokenize(small_docs, "documents", char_tokenizer)
   stream = text_batches.DocumentStream(split, char_tokenizer.eos_id)
-  windows = (stream.length - 1) // L
+  windows = -(-(stream.length - 1) // L)
   steps = windows // B
   rows = np.concatenate(
       [
@@ -158,7 +158,7 @@ def test_a_far_step_is_read_directly(char_tokenizer, small_docs):
   """Step 10^12 costs what step 1 does: its windows are computed, not reached by reading."""
   split = datasets.tokenize(small_docs, "documents", char_tokenizer)
   stream = text_batches.DocumentStream(split, char_tokenizer.eos_id)
-  windows = (stream.length - 1) // L
+  windows = -(-(stream.length - 1) // L)
   step = 10**12
   batch = next(
       text_batches.clm_batches(split, char_tokenizer, batch_size=B, seq_len=L, start_step=step)

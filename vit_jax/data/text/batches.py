@@ -60,9 +60,10 @@ class Reading:
         data_dir=self.data_dir,
     )
 
-  def units(self, units_per_epoch: int, rows: int) -> Iterator[np.ndarray]:
-    """Each batch's units: training positions mapped through the epochs' permutations, or one
-    pass over this shard's units in stored order (-1 pads the last batch)."""
+  def units(self, units_per_epoch: int, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(keys, units) of each batch's rows. Training: the rows' positions, and the units the
+    epochs' permutations put there. Evaluation: this shard's units in stored order, as both
+    (-1 pads the last batch)."""
     order.check_shard(self.shard, self.shard_count)
     if self.train:
       if units_per_epoch < 1:
@@ -161,8 +162,9 @@ def clm_batches(
   """Causal-LM batches: windows of seq_len + 1 tokens of the document stream (documents one
   after another, each ended by EOS when add_eos and the tokenizer has one).
 
-  Window w is stream positions [w L, w L + L + 1) (L = seq_len): inputs its first L tokens,
-  targets its last L, so every token after the first is a target exactly once per epoch. Keys
+  Window w is stream positions [w L, w L + L + 1) (L = seq_len; the last window of the stream
+  padded): inputs its first L tokens, targets its last L, so every token after the first is a
+  target exactly once per epoch. Keys
   (all (B, L)): inputs, targets, segment_ids, positions int32; weights float32. Each document
   (or the part of one inside the window) is its own segment, with positions counted from 0, and
   attention never crosses documents; a target is weighted 1 where it continues its input's
@@ -174,10 +176,7 @@ def clm_batches(
   eos = tokenizer.eos_id if add_eos else None
   stream = DocumentStream(split, eos)
   pad_id = _pad_id(tokenizer)
-  if reading.train:
-    windows = max(0, (stream.length - 1) // seq_len)  # whole windows of L + 1 tokens
-  else:
-    windows = -(-max(0, stream.length - 1) // seq_len)  # the last one padded
+  windows = -(-max(0, stream.length - 1) // seq_len)  # the last one padded
   for _, units in reading.units(windows, batch_size):
     starts_B = np.where(units >= 0, units * seq_len, stream.length)
     tokens_BxT, doc_BxT = stream.read(starts_B, seq_len + 1)

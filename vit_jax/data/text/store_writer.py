@@ -49,7 +49,7 @@ def splits_to_prepare(config) -> list[str]:
   return names
 
 
-def make_plan(config, split_names: Sequence[str], examples_per_shard: int, fingerprint: str):
+def make_plan(config, split_names: Sequence[str], examples_per_shard: int, tokenizer):
   """What the store will hold: a pure function of the config, so every task computes the same
   shards (task 0 writes it, the others read it)."""
   kind = _kind(config)
@@ -64,7 +64,9 @@ def make_plan(config, split_names: Sequence[str], examples_per_shard: int, finge
       "kind": kind,
       "fields": list(token_store.fields_of(kind, datasets.texts_per_example(config.dataset))),
       "labels": kind == "labeled",
-      "tokenizer": {**token_store.tokenizer_settings(config), "fingerprint": fingerprint},
+      "tokenizer_settings": token_store.tokenizer_settings(config),
+      "tokenizer_fingerprint": tokenizer.fingerprint,
+      "dtype": token_store.token_dtype(tokenizer.vocab_size).str,
       "shards": shards,
   }
 
@@ -129,7 +131,7 @@ def _plan(config, output, split_names, examples_per_shard, task_index, report) -
   if not storage.exists(plan_path) and task_index == 0:
     _check_output(output)
     tokenizer = _tokenizer(config, output, report)
-    plan = make_plan(config, split_names, examples_per_shard, tokenizer.fingerprint)
+    plan = make_plan(config, split_names, examples_per_shard, tokenizer)
     storage.replace_text(plan_path, json.dumps(plan, indent=2))
   deadline = time.time() + PLAN_WAIT_S
   while not storage.exists(plan_path):
@@ -142,7 +144,7 @@ def _plan(config, output, split_names, examples_per_shard, task_index, report) -
   have = {
       "dataset": plan["dataset"],
       "kind": plan["kind"],
-      "tokenizer": {k: v for k, v in plan["tokenizer"].items() if k != "fingerprint"},
+      "tokenizer": plan["tokenizer_settings"],
       "splits": list(plan["shards"]),
   }
   want = {
@@ -233,8 +235,11 @@ def write_shard(job) -> tuple[str, int, int, int, float]:
   started = time.time()
   if output not in _TOKENIZERS:
     _TOKENIZERS[output] = tokenizers.load_tokenizer(token_store.tokenizer_dir(output))
+    tokenizers.check_fingerprint(
+        _TOKENIZERS[output], plan["tokenizer_fingerprint"], context=f"the plan of {output}"
+    )
   tokenizer = _TOKENIZERS[output]
-  dtype = token_store.token_dtype(tokenizer.vocab_size)
+  dtype = np.dtype(plan["dtype"])
   fields, kind = plan["fields"], plan["kind"]
   shard = token_store.shard_name(k)
   folder = storage.join(output, split)
@@ -336,13 +341,8 @@ def finish(output: str, plan: dict, report=print) -> bool:
         f"{token_store.MANIFEST_FILE}."
     )
     return False
-  tokenizer = plan["tokenizer"]
   manifest = {
       **{k: v for k, v in plan.items() if k != "shards"},
-      "dtype": token_store.token_dtype(
-          tokenizers.load_tokenizer(token_store.tokenizer_dir(output)).vocab_size
-      ).str,
-      "tokenizer": tokenizer,
       "splits": splits,
   }
   storage.replace_text(manifest_path, json.dumps(manifest, indent=1))

@@ -283,11 +283,11 @@ class Store:
   @property
   def tokenizer_settings(self) -> dict:
     """The config's tokenizer settings it was made with (`tokenizer_settings`)."""
-    return {k: v for k, v in self.manifest["tokenizer"].items() if k != "fingerprint"}
+    return self.manifest["tokenizer_settings"]
 
   @property
   def tokenizer_fingerprint(self) -> str:
-    return self.manifest["tokenizer"]["fingerprint"]
+    return self.manifest["tokenizer_fingerprint"]
 
   @property
   def splits(self) -> tuple[str, ...]:

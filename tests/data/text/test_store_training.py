@@ -1,0 +1,104 @@
+"""Training on a token store of a TFDS dataset (mock c4, prepared in this process; the runs read
+only the store): a killed run resumes bit for bit, and the same input_shards give the same
+batches on another mesh and number of processes, with the store in a bucket."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from tests import helpers
+from tests import tiny_configs as configs_lib
+from vit_jax.data.text import store_writer
+
+
+@pytest.fixture(scope="module")
+def c4_store(tmp_path_factory):
+  """A token store of mock c4 (random letters), char-level."""
+  out = str(tmp_path_factory.mktemp("c4") / "store")
+  with tfds.testing.mock_data(num_examples=200):
+    config = configs_lib.load("gpt", "dataset=c4,variant=pico")
+    store_writer.prepare(config, out, workers=1, report=lambda _: None)
+  return out
+
+
+def gpt_command(workdir, store, *extra, steps=30):
+  return [
+      sys.executable,
+      "-m",
+      "vit_jax.main",
+      f"--config={helpers.ROOT}/configs/gpt.py:dataset=c4,variant=pico",
+      f"--config.token_store={store}",
+      f"--workdir={workdir}",
+      f"--config.total_steps={steps}",
+      "--config.batch_size=8",
+      "--config.seq_len=32",
+      "--config.checkpoint_every=10",
+      f"--config.eval_every={steps}",
+      "--config.eval_max_batches=2",
+      "--config.log_every=1",
+      "--config.progress=lines",
+      "--config.optimizer.warmup_steps=2",
+      *extra,
+  ]
+
+
+def train_losses(workdir):
+  return [r["train_loss"] for r in helpers.read_metrics(workdir) if "train_loss" in r]
+
+
+def test_a_killed_run_on_a_store_resumes_bit_for_bit(c4_store, tmp_path):
+  straight = helpers.run(gpt_command(tmp_path / "straight", c4_store))
+  assert straight.returncode == 0, straight.stderr[-3000:]
+  workdir = tmp_path / "killed"
+  proc = subprocess.Popen(
+      gpt_command(workdir, c4_store),
+      env=helpers.env(),
+      cwd=helpers.ROOT,
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL,
+  )
+  deadline = time.time() + 600
+  while not (workdir / "metrics.jsonl").exists() or len(train_losses(workdir)) < 14:
+    assert proc.poll() is None and time.time() < deadline
+    time.sleep(0.01)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  resumed = helpers.run(gpt_command(workdir, c4_store))
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "Resumed from" in resumed.stdout and "at step 10." in resumed.stdout
+  a = configs_lib.read_state(tmp_path / "straight", 30)
+  b = configs_lib.read_state(workdir, 30)
+  assert a.keys() == b.keys()
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.mark.multiprocess
+def test_same_input_shards_give_the_same_run_on_any_mesh(c4_store, tmp_path, gcs):
+  """2 processes on data:2, then 4 on data:2,model:2, with input_shards=2 and the store in a
+  bucket: each step's loss is the one-device run's."""
+  bucket_store = gcs.new_dir("c4")
+  gcs.upload(c4_store, bucket_store)
+  common = ("--config.input_shards=2", "--config.prefetch_batches=2")
+  one = helpers.run(gpt_command(tmp_path / "one", c4_store, *common, steps=12), timeout=900)
+  assert one.returncode == 0, one.stderr[-3000:]
+  expected = train_losses(tmp_path / "one")
+  for processes, mesh in ((2, "data:2"), (4, "data:2,model:2")):
+    workdir = tmp_path / f"p{processes}"
+    command = gpt_command(workdir, bucket_store, *common, f"--config.mesh={mesh}", steps=12)
+    out = helpers.run(
+        helpers.launch_local(processes, 1, tmp_path / f"logs{processes}", command), timeout=1800
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = train_losses(workdir)
+    assert len(got) == len(expected) == 12
+    np.testing.assert_allclose(got, expected, rtol=2e-5, err_msg=mesh)
+    evals = [r for r in helpers.read_metrics(workdir) if "eval/loss" in r]
+    one_evals = [r for r in helpers.read_metrics(tmp_path / "one") if "eval/loss" in r]
+    np.testing.assert_allclose(evals[-1]["eval/loss"], one_evals[-1]["eval/loss"], rtol=2e-5)
+    assert evals[-1]["eval/tokens"] == one_evals[-1]["eval/tokens"]
