@@ -91,10 +91,40 @@ def test_op_matches_big_vision_run_by_tensorflow(name):
     op = lambda x, m=m, sign=sign, seed_2=seed_2: ra.OPS[name](x, m, tf.constant(sign), seed_2)
     for mode, run in (("eager", op), ("tf.function", tf.function(op))):
       got = run(tf.constant(image)).numpy()
-      if not np.array_equal(got, want):
-        wrong = int(np.sum(got != want))
+      wrong_HxWx3 = got != want
+      if name == "Sharpness":
+        wrong_HxWx3 &= ~_blur_on_a_boundary(image, m, got, want)
+      if wrong_HxWx3.any():
+        wrong = int(np.sum(wrong_HxWx3))
         mismatches.append(f"{image_name} M={m} sign={sign:+.0f} seed={seed} {mode}: {wrong} values")
   assert not mismatches, f"{name} differs from big_vision's:\n" + "\n".join(mismatches)
+
+
+def _blur_on_a_boundary(image, m, got, want):
+  """Pixels where Sharpness may differ between CPUs, and do by one blur step: where PIL's SMOOTH
+  sum (3x3 of ones, 5 in the middle) is a multiple of 13, the float32 blur is an exact integer
+  that the reference truncates, and whether its sum lands on it or just below depends on the
+  CPU's order of additions (the reference file was made on another CPU). There `got` and `want`
+  may each be the blend of either blur."""
+  padded = np.pad(image.astype(np.int64), ((1, 1), (1, 1), (0, 0)))
+  total = sum(
+      padded[1 + dy : 1 + dy + image.shape[0], 1 + dx : 1 + dx + image.shape[1]]
+      for dy in (-1, 0, 1)
+      for dx in (-1, 0, 1)
+  ) + 4 * image.astype(np.int64)
+  exact = total % 13 == 0
+  exact[[0, -1]] = False  # the 1-pixel border is not blurred
+  exact[:, [0, -1]] = False
+  factor = np.float32(m / 10 * 1.8 + 0.1)
+
+  def blend(blur):  # as the op computes it, in float32
+    degenerate = blur.astype(np.float32)
+    mixed = degenerate + factor * (image.astype(np.float32) - degenerate)
+    return np.clip(mixed, 0, 255).astype(np.uint8)
+
+  low, high = blend(total // 13 - 1), blend(total // 13)
+  either = lambda x: (x == low) | (x == high)
+  return exact & either(got) & either(want)
 
 
 def _expected(name, image, m, sign):

@@ -155,6 +155,21 @@ def test_a_damaged_store_is_refused_in_one_line(text_files, tmp_path):
   shard.write_bytes(shard.read_bytes()[:100])
   with pytest.raises(errors.DataError, match=f"train/00001.text.tokens is 100 bytes, not {size}"):
     token_store.open_store(str(out), ["train"])
+  workdir = tmp_path / "w"
+  run = helpers.run(
+      [
+          sys.executable,
+          "-m",
+          "vit_jax.main",
+          f"--config={helpers.ROOT}/configs/gpt.py:dataset={text_files}",
+          f"--config.token_store={out}",
+          f"--workdir={workdir}",
+      ]
+  )
+  lines = [line for line in run.stderr.splitlines() if line.strip()]
+  assert run.returncode == 2 and len(lines) == 1, run.stderr[-3000:]
+  assert lines[0].startswith("error: the token store") and "00001.text.tokens" in lines[0]
+  assert not workdir.exists()  # refused before anything was written or compiled
   shard.unlink()
   with pytest.raises(errors.DataError, match="train/00001.text.tokens is missing"):
     token_store.open_store(str(out), ["train"])

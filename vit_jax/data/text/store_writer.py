@@ -98,20 +98,15 @@ def prepare(
     report(f"prepare: {output} is already a finished token store; nothing to do.")
     return True
   done = _done_shards(output, plan)
-  jobs = [
-      (output, plan, split, k, config.data_dir)
-      for split, count in plan["shards"].items()
-      for k in range(count)
-      if k % num_tasks == task_index and (split, k) not in done
-  ]
-  mine = sum(
-      1
+  mine = [
+      (split, k)
       for split, count in plan["shards"].items()
       for k in range(count)
       if k % num_tasks == task_index
-  )
+  ]
+  jobs = [(output, plan, split, k, config.data_dir) for split, k in mine if (split, k) not in done]
   report(
-      f"prepare: task {task_index} of {num_tasks}: {len(jobs)} of its {mine} shards to "
+      f"prepare: task {task_index} of {num_tasks}: {len(jobs)} of its {len(mine)} shards to "
       f"tokenize, {min(workers, len(jobs)) or 1} at a time, into {output}"
   )
   started, tokens = time.time(), 0
