@@ -67,6 +67,13 @@ check seq2seq "$python" -m vit_jax.main --config=configs/seq2seq.py:runlocal --w
 check generate_beam "$python" -m vit_jax.generate --workdir="$tmp/s2s" --prompt=helloworld \
   --beam_size=4 --max_new_tokens=12
 
+# A token store: text tokenized once by two worker processes, then trained on by index.
+check prepare "$python" -m vit_jax.prepare --config=configs/gpt.py:dataset=embedded \
+  --output="$tmp/store" --examples_per_shard=200 --workers=2
+expect "$tmp/store/store.json"
+check gpt_store "$python" -m vit_jax.main --config=configs/gpt.py:dataset=embedded,runlocal \
+  --config.token_store="$tmp/store" --workdir="$tmp/gpt_store"
+
 # Checkpoint interop, both ways.
 check convert_to_npz "$python" -m vit_jax.convert "$tmp/digits" "$tmp/vit.npz" --to npz
 check convert_big_vision "$python" -m vit_jax.convert "$tmp/vit.npz" "$tmp/vit_bv.npz" --to npz \

@@ -217,9 +217,10 @@ def open_split(
     data_dir: Optional[str] = None,
 ) -> token_store.Split:
   """Split `split` of `dataset` as examples of `kind`: the store's where `token_store_path` names
-  one (made from `dataset`), else tokenized in memory."""
-  if token_store_path:
-    return open_store(token_store_path).split(split)
+  one (made from `dataset`), else tokenized in memory (each once per run, `data.opened_once`)."""
+  if token_store_path:  # one Split per run: the offsets it loads serve training and evals
+    store = open_store(token_store_path)
+    return data.opened(("token split", token_store_path, split), lambda: store.split(split))
   if is_streamed(dataset):
     raise not_prepared_error(dataset)
   key = ("text split", dataset, split, kind, tokenizer.fingerprint, data_dir)
