@@ -8,7 +8,7 @@ Arguments after the colon (`k=v`, comma separated):
 Embedded default:
   python -m vit_jax.main --config=configs/seq2seq.py --workdir=workdirs/seq2seq
   python -m vit_jax.generate --workdir=workdirs/seq2seq --prompt=helloworld --beam_size=4
-  -> should take about 3 min on 2 CPU cores and reach eval/exact_match 1 (teacher-forced,
+  -> should take about 6 min on 2 CPU cores and reach eval/exact_match 1 (teacher-forced,
      validation; measured: docs/results.md); generate prints "helloworld -> dlrowolleh" (inputs
      are 1-12 lowercase letters).
 

@@ -2,6 +2,7 @@
 IsoFLOP profiles (approach 2), run lengths from a compute budget, on synthetic points with known
 answers."""
 
+import dataclasses
 import itertools
 import os
 
@@ -53,6 +54,16 @@ def test_joint_bootstrap_intervals_cover_every_constant_and_the_exponent():
   true_a = TRUE["beta"] / (TRUE["alpha"] + TRUE["beta"])
   assert intervals["a"][0] < true_a < intervals["a"][1]
   assert intervals["N_opt_1"][0] < best.optimal(computes, K)[0][1] < intervals["N_opt_1"][1]
+
+
+def test_the_bootstrap_restarts_from_a_floor_that_underflowed_to_zero():
+  """A fit whose floor E ran to 0 (its log far below -700) has E == 0.0: the bootstrap still
+  refits every resample."""
+  n, d = map(np.ravel, np.meshgrid(np.logspace(6, 9, 5), np.logspace(8, 11, 4)))
+  loss = joint.law(n, d, **{**TRUE, "E": 0.0})
+  best = dataclasses.replace(joint.fit(n, d, loss), E=0.0)
+  intervals, failed = joint.bootstrap(n, d, loss, best, np.array([1e20]), K, samples=10, seed=0)
+  assert failed == 0 and intervals["E"][0] >= 0 and intervals["alpha"][0] > 0
 
 
 def test_compute_optimal_size_matches_the_closed_form_and_a_brute_force_search():

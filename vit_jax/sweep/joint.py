@@ -220,7 +220,10 @@ def bootstrap(n, d, loss, best: Fit, computes, k: float, *, samples: int = 200, 
   and the number of resamples that could not be fitted (fewer distinct runs than MIN_POINTS)."""
   n, d, loss = _check(n, d, loss, "bootstrap")
   rng = np.random.default_rng(seed)
-  full = np.array([math.log(best.A), math.log(best.B), math.log(best.E), best.alpha, best.beta])
+  # E = exp(e) with e unbounded: a floor fitted to 0 can underflow to 0.0 exactly, whose log the
+  # restart takes as the smallest positive float's (the same fit: E adds nothing to the loss).
+  floor = max(best.E, np.finfo(np.float64).tiny)
+  full = np.array([math.log(best.A), math.log(best.B), math.log(floor), best.alpha, best.beta])
   rows, failed = [], 0
   for _ in range(samples):
     pick = rng.integers(0, len(n), len(n))

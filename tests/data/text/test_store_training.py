@@ -2,6 +2,7 @@
 only the store): a killed run resumes bit for bit, and the same input_shards give the same
 batches on another mesh and number of processes, with the store in a bucket."""
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,26 +80,36 @@ def test_a_killed_run_on_a_store_resumes_bit_for_bit(c4_store, tmp_path):
 
 
 @pytest.mark.multiprocess
-def test_same_input_shards_give_the_same_run_on_any_mesh(c4_store, tmp_path, gcs):
-  """2 processes on data:2, then 4 on data:2,model:2, with input_shards=2 and the store in a
-  bucket: each step's loss is the one-device run's."""
+def test_a_run_resumes_on_another_mesh_with_the_same_batches(c4_store, tmp_path, gcs):
+  """The store in a bucket, input_shards=2: 2 processes on data:2 train the one-device run's
+  steps; their checkpoint at step 6, resumed by 4 processes on data:2,model:2, trains its
+  steps 7-12 too."""
   bucket_store = gcs.new_dir("c4")
   gcs.upload(c4_store, bucket_store)
-  common = ("--config.input_shards=2", "--config.prefetch_batches=2")
+  common = ("--config.input_shards=2", "--config.checkpoint_every=6")
   one = helpers.run(gpt_command(tmp_path / "one", c4_store, *common, steps=12), timeout=900)
   assert one.returncode == 0, one.stderr[-3000:]
   expected = train_losses(tmp_path / "one")
-  for processes, mesh in ((2, "data:2"), (4, "data:2,model:2")):
-    workdir = tmp_path / f"p{processes}"
+  assert len(expected) == 12
+
+  def launch(processes, mesh, workdir):
     command = gpt_command(workdir, bucket_store, *common, f"--config.mesh={mesh}", steps=12)
-    out = helpers.run(
-        helpers.launch_local(processes, 1, tmp_path / f"logs{processes}", command), timeout=1800
-    )
+    logs = tmp_path / f"logs{processes}"
+    out = helpers.run(helpers.launch_local(processes, 1, logs, command), timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
-    got = train_losses(workdir)
-    assert len(got) == len(expected) == 12
-    np.testing.assert_allclose(got, expected, rtol=2e-5, err_msg=mesh)
-    evals = [r for r in helpers.read_metrics(workdir) if "eval/loss" in r]
-    one_evals = [r for r in helpers.read_metrics(tmp_path / "one") if "eval/loss" in r]
-    np.testing.assert_allclose(evals[-1]["eval/loss"], one_evals[-1]["eval/loss"], rtol=2e-5)
-    assert evals[-1]["eval/tokens"] == one_evals[-1]["eval/tokens"]
+    return out
+
+  launch(2, "data:2", tmp_path / "two")
+  np.testing.assert_allclose(train_losses(tmp_path / "two"), expected, rtol=2e-5)
+  shutil.copytree(tmp_path / "two", tmp_path / "moved")
+  shutil.rmtree(tmp_path / "moved" / "checkpoints" / "12")  # as if stopped after step 6
+  resumed = launch(4, "data:2,model:2", tmp_path / "moved")
+  assert "at step 6." in resumed.stdout
+  rows = [r for r in helpers.read_metrics(tmp_path / "moved") if "train_loss" in r]
+  after = [r["train_loss"] for r in rows[12:]]  # the resumed run's records follow the first's
+  assert [r["step"] for r in rows[12:]] == list(range(7, 13))
+  np.testing.assert_allclose(after, expected[6:], rtol=2e-5)
+  evals = [r for r in helpers.read_metrics(tmp_path / "moved") if "eval/loss" in r]
+  one_evals = [r for r in helpers.read_metrics(tmp_path / "one") if "eval/loss" in r]
+  np.testing.assert_allclose(evals[-1]["eval/loss"], one_evals[-1]["eval/loss"], rtol=2e-5)
+  assert evals[-1]["eval/tokens"] == one_evals[-1]["eval/tokens"]

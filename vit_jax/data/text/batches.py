@@ -96,7 +96,7 @@ class DocumentStream:
   def __init__(self, split: stores.Split, separator: Optional[int], field: str = "text"):
     self.split, self.separator, self.field = split, separator, field
     self.gap = 0 if separator is None else 1
-    lengths = [s.token_counts[field] + self.gap * s.examples for s in split.shards]
+    lengths = [s.tokens[field].length + self.gap * s.examples for s in split.shards]
     self.shard_starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     self.length = int(self.shard_starts[-1])
 

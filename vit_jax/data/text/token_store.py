@@ -101,17 +101,30 @@ def tokenizer_settings(config) -> dict:
 
 
 class Array:
-  """A flat array read by element ranges: in memory, a memory map of a local file, or byte-range
-  reads of an object in a bucket (the whole array downloaded once where it is asked for whole)."""
+  """A flat array of `length` elements read by element ranges: in memory, a memory map of a local
+  file, or byte-range reads of an object in a bucket (downloaded once where it is asked for
+  whole)."""
 
-  def __init__(self, dtype, *, path: str | None = None, data: np.ndarray | None = None):
-    self.dtype, self.path = np.dtype(dtype), path
+  def __init__(
+      self, dtype, length: int, *, path: str | None = None, data: np.ndarray | None = None
+  ):
+    self.dtype, self.length, self.path = np.dtype(dtype), length, path
     self._data = data
     self._lock = threading.Lock()
 
   @property
   def remote(self) -> bool:
     return self._data is None and storage.is_remote(self.path)
+
+  @staticmethod
+  def download(arrays: Sequence["Array"]) -> None:
+    """Reads every array of `arrays` in a bucket whole, all at once (concurrent requests)."""
+    missing = [a for a in arrays if a.remote]
+    if missing:
+      wanted = [(a.path, 0, a.length * a.dtype.itemsize) for a in missing]
+      for array, data in zip(missing, storage.read_ranges(wanted)):
+        with array._lock:  # pylint: disable=protected-access
+          array._data = np.frombuffer(data, array.dtype)  # pylint: disable=protected-access
 
   def whole(self) -> np.ndarray:
     """The whole array (a memory map for a local file; downloaded once from a bucket)."""
@@ -154,7 +167,6 @@ def read_ranges(requests: Sequence[tuple[Array, int, int]]) -> list[np.ndarray]:
 @dataclasses.dataclass
 class Shard:
   examples: int
-  token_counts: dict  # field -> how many tokens it holds
   tokens: dict  # field -> Array of its tokens
   offsets: dict  # field -> Array of examples + 1 offsets
   labels: Array | None = None
@@ -173,10 +185,6 @@ class Split:
     self._offsets = {}
     self._lock = threading.Lock()
 
-  @property
-  def has_labels(self) -> bool:
-    return bool(self.shards) and self.shards[0].labels is not None
-
   def offsets(self, shard: int, field: str) -> np.ndarray:
     """Shard `shard`'s offsets of `field` (loaded once, checked for consistency)."""
     key = (shard, field)
@@ -189,7 +197,7 @@ class Split:
     if (
         len(offsets) != s.examples + 1
         or offsets[0] != 0
-        or offsets[-1] != s.token_counts[field]
+        or offsets[-1] != s.tokens[field].length
         or np.any(offsets[1:] < offsets[:-1])
     ):
       raise errors.DataError(
@@ -208,7 +216,8 @@ class Split:
 
   def lengths(self, field: str) -> np.ndarray:
     """Every example's token count of `field` (int64, num_examples): loads every shard's
-    offsets."""
+    offsets (a bucket's in one concurrent call)."""
+    Array.download([s.offsets[field] for s in self.shards])
     return np.concatenate(
         [np.diff(self.offsets(k, field)) for k in range(len(self.shards))] or [np.zeros(0, int)]
     ).astype(np.int64)
@@ -249,15 +258,18 @@ class Split:
 
 def in_memory(fields: Sequence[str], examples: Sequence[Sequence[np.ndarray]], labels=None):
   """A Split of one in-memory shard: `examples[i][f]` the token ids of field f of example i."""
-  tokens, offsets, counts = {}, {}, {}
+  tokens, offsets = {}, {}
   for f, field in enumerate(fields):
     parts = [np.asarray(example[f], np.int32) for example in examples]
     lengths = np.array([len(p) for p in parts], np.int64)
-    offsets[field] = Array(OFFSET_DTYPE, data=np.concatenate([[0], np.cumsum(lengths)]))
-    tokens[field] = Array(np.int32, data=np.concatenate(parts or [np.zeros(0, np.int32)]))
-    counts[field] = int(lengths.sum())
-  label_array = None if labels is None else Array(LABEL_DTYPE, data=np.asarray(labels, np.int32))
-  return Split(fields, [Shard(len(examples), counts, tokens, offsets, label_array)])
+    offsets_N = np.concatenate([[0], np.cumsum(lengths)])
+    tokens_T = np.concatenate(parts or [np.zeros(0, np.int32)])
+    offsets[field] = Array(OFFSET_DTYPE, len(offsets_N), data=offsets_N)
+    tokens[field] = Array(np.int32, len(tokens_T), data=tokens_T)
+  label_array = None
+  if labels is not None:
+    label_array = Array(LABEL_DTYPE, len(labels), data=np.asarray(labels, np.int32))
+  return Split(fields, [Shard(len(examples), tokens, offsets, label_array)])
 
 
 # ---- A store on disk or in a bucket -----------------------------------------------------------
@@ -307,20 +319,20 @@ class Store:
     dtype = np.dtype(self.manifest["dtype"])
     shards = []
     for entry in self.manifest["splits"][name]["shards"]:
-      shard = entry["name"]
+      shard, count = entry["name"], entry["examples"]
+      at = lambda file: storage.join(folder, file)  # pylint: disable=cell-var-from-loop
       shards.append(
           Shard(
-              entry["examples"],
-              dict(entry["tokens"]),
+              count,
               {
-                  f: Array(dtype, path=storage.join(folder, tokens_file(shard, f)))
+                  f: Array(dtype, entry["tokens"][f], path=at(tokens_file(shard, f)))
                   for f in self.fields
               },
               {
-                  f: Array(OFFSET_DTYPE, path=storage.join(folder, offsets_file(shard, f)))
+                  f: Array(OFFSET_DTYPE, count + 1, path=at(offsets_file(shard, f)))
                   for f in self.fields
               },
-              Array(LABEL_DTYPE, path=storage.join(folder, labels_file(shard)))
+              Array(LABEL_DTYPE, count, path=at(labels_file(shard)))
               if self.manifest["labels"]
               else None,
               name=f"{name}/{shard}",
