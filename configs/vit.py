@@ -334,9 +334,28 @@ def _imagenet_common(c):
   c.keep_checkpoints = 3
 
 
+def _imagenet1k_evals(c):
+  """big_vision's ImageNet-1k evaluators (vit_s16_i1k.py:95-103, vit_i1k.py:152-161), every 2,500
+  steps: besides `eval` on validation, top-1 on 2% of train, on the held-out 1% of train
+  (minival), on ImageNet-v2 and on ReaL (validation relabelled: prec@1 against its labels). The
+  papers quote validation, ReaL and v2; v2 and ReaL are skipped with a line where they are not
+  prepared (they download: python -m vit_jax.prepare fetches them with the config's dataset)."""
+  c.eval_every = 2_500
+  for name, dataset, split, optional in (
+      ("train", "imagenet2012", "train[:2%]", False),
+      ("minival", "imagenet2012", "train[99%:]", False),
+      ("v2", "imagenet_v2", "test", True),
+      ("real", "imagenet2012_real", "validation", True),
+  ):
+    c.evals[name] = evaluators.entry(
+        c, "classification", dataset=dataset, split=split, optional=optional
+    )
+
+
 def _imagenet_plain(c):
   """big_vision configs/vit_s16_i1k.py: the plain ViT-S/16 baseline, 90 epochs."""
   _imagenet_common(c)
+  _imagenet1k_evals(c)
   # rep_size=True in big_vision: a pre-logits layer as wide as the model.
   preset, _ = vit_model.parse_variant(c.model.variant)
   c.model.update(classifier="gap", posemb="sincos2d", representation_size=preset.width)
@@ -349,6 +368,7 @@ def _imagenet_plain(c):
 def _imagenet_augreg(c):
   """big_vision configs/vit_i1k.py: AugReg, 300 epochs, sigmoid loss."""
   _imagenet_common(c)
+  _imagenet1k_evals(c)
   preset, _ = vit_model.parse_variant(c.model.variant)
   c.loss = "sigmoid_xent"
   # classifier="token": as vit_i1k.py's pool_type="tok", but the position table keeps a slot for

@@ -113,6 +113,25 @@ check predict_text "$python" -m vit_jax.predict --checkpoint="$tmp/bert" \
   --text="The [MASK]odule" --top_k=5
 expect "$tmp/predictions.json"
 
+# ImageNet as docs/imagenet.md prepares it: a miniature in the official tar format, prepared by
+# TFDS's builder through vit_jax.prepare, then trained, evaluated and predicted.
+check imagenet_tars "$python" scripts/imagenet_miniature.py "$tmp/imagenet_tars"
+check imagenet_prepare "$python" -m vit_jax.prepare \
+  --config=configs/vit.py:dataset=imagenet2012,runlocal --config.data_dir="$tmp/imagenet_tfds" \
+  --manual_dir="$tmp/imagenet_tars" --datasets=imagenet2012
+expect_line imagenet_prepare "imagenet2012: prepared"
+check imagenet_train "$python" -m vit_jax.main --config=configs/vit.py:dataset=imagenet2012,runlocal \
+  --config.data_dir="$tmp/imagenet_tfds" --workdir="$tmp/imagenet_run"
+expect_line imagenet_train "Final eval accuracy:"
+check imagenet_evaluate "$python" -m vit_jax.evaluate --checkpoint="$tmp/imagenet_run"
+expect_line imagenet_evaluate "minival"
+mkdir -p "$tmp/imagenet_val"
+tar -xf "$tmp/imagenet_tars/ILSVRC2012_img_val.tar" -C "$tmp/imagenet_val" \
+  ILSVRC2012_val_00000001.JPEG
+check imagenet_predict "$python" -m vit_jax.predict --checkpoint="$tmp/imagenet_run" \
+  --image="$tmp/imagenet_val/ILSVRC2012_val_00000001.JPEG"
+expect_line imagenet_predict "ILSVRC2012_val_00000001.JPEG"
+
 # A two-run sweep through run, collect, fit and plot; and a cluster sweep's command lines.
 check sweep "$python" -m vit_jax.sweep all experiments/sweeps/smoke_cpu.py --root="$tmp/sweep"
 expect "$tmp/sweep/runs.csv" "$tmp/sweep/evals.csv" "$tmp/sweep/fit.json" \

@@ -438,8 +438,17 @@ def test_sweep_command_parses_and_its_runs_check(command, shapes_metadata):
 @pytest.mark.parametrize("command", PREPARING, ids=lambda c: c.text)
 def test_prepare_command_feeds_a_documented_run(command):
   """Each documented store is trained on by a documented command with the same --config flags
-  (the tokenizer settings a run on the store must repeat)."""
-  assert command.flag("output") and command.flag("config")
+  (the tokenizer settings a run on the store must repeat); each documented image preparation
+  (TFDS data into --config.data_dir) by one with the same config and data_dir."""
+  assert command.flag("config")
+  if command.flag("output") is None:
+    assert "vit.py" in command.flag("config"), f"{command.text}: a text preparation needs --output"
+    same = lambda c: all(c.flag(k) == command.flag(k) for k in ("config", "config.data_dir"))
+    assert any(same(c) for c in TRAINING), (
+        f"{command.text}: no documented training command reads its config's data from "
+        f"{command.flag('config.data_dir')}"
+    )
+    return
   flags = lambda c: sorted(
       a for a in c.argv if a.startswith("--config=") or (a.startswith("--config.tokenizer."))
   )

@@ -1,4 +1,22 @@
-"""Tokenizes a text config's dataset once into a token store that training reads by index.
+"""Prepares what a config reads, once, before training: its TFDS datasets, and for text a token
+store that training reads by index.
+
+Images (docs/imagenet.md): the config's dataset and its evaluators' datasets, into
+--config.data_dir (TFDS's data_dir; default ~/tensorflow_datasets). A dataset behind a manual
+download reads its files from --manual_dir (default DATA_DIR/downloads/manual): for ImageNet,
+ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar.
+
+  python -m vit_jax.prepare --config=configs/vit.py:variant=S/16,dataset=imagenet2012 \
+      --config.data_dir=/data/tfds --manual_dir=/data/imagenet_tars
+  python -m vit_jax.main --config=configs/vit.py:variant=S/16,dataset=imagenet2012 \
+      --config.data_dir=/data/tfds --workdir=W
+
+An evaluator's dataset that cannot be prepared here (no manual download, or no network: TFDS
+retries for minutes first) is skipped with one line, as the run then skips that evaluator;
+--datasets=imagenet2012 prepares only the ones named.
+
+Text: the dataset's TFDS data (when it has some and is not prepared), then, with --output, the
+token store:
 
   python -m vit_jax.prepare --config=configs/gpt.py:dataset=c4,variant=gpt2 \
       --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 --output=DIR
@@ -13,9 +31,11 @@ store must name the same settings. DIR is a local folder or gs://BUCKET/...
 
 Parallel: --workers processes on this machine (default: one per core); on several hosts, run
 the same command on each with --task_index=I --num_tasks=N (scripts/launch_local.py sets them
-through JAX_PROCESS_ID and JAX_NUM_PROCESSES). Rerun the command after an interruption: it goes
-on from the shards that are done. The store is read only once DIR/store.json is written, after
-its last shard (vit_jax/data/text/store_writer.py).
+through JAX_PROCESS_ID and JAX_NUM_PROCESSES); their TFDS data must be prepared first (the same
+command without --output, on one host). Rerun the command after an interruption: it goes on
+from the shards that are done. The store is read only once DIR/store.json is written, after its
+last shard (vit_jax/data/text/store_writer.py); TFDS renames a dataset's folder into place only
+once it is whole.
 """
 
 import os
@@ -32,8 +52,16 @@ FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file(
     "config", None, "Config file, optionally with :ARGS.", lock_config=True
 )
-flags.DEFINE_string("output", None, "The store's folder: a new one, local or gs://BUCKET/...")
+flags.DEFINE_string(
+    "output", None, "Text: the token store's folder, a new one, local or gs://BUCKET/..."
+)
+flags.DEFINE_string(
+    "manual_dir", None, "A manual download's files (default: DATA_DIR/downloads/manual)."
+)
 flags.DEFINE_list("splits", None, "Splits to tokenize; default: those the config reads.")
+flags.DEFINE_list(
+    "datasets", None, "Images: the TFDS datasets to prepare; default: all the config reads."
+)
 flags.DEFINE_integer("workers", None, "Processes tokenizing shards at once; default: the cores.")
 flags.DEFINE_integer("examples_per_shard", None, "Examples per shard (default 100,000).")
 flags.DEFINE_integer(
@@ -49,13 +77,13 @@ def main(argv):
   startup.quiet_startup()
   # pylint: disable=g-import-not-at-top
   from vit_jax import errors
+  from vit_jax import tasks
   from vit_jax.config import checks
-  from vit_jax.data.text import store_writer
 
-  if FLAGS.config is None or FLAGS.output is None:
+  if FLAGS.config is None:
     print(
-        "error: both --config and --output are required, e.g. python -m vit_jax.prepare "
-        "--config=configs/gpt.py:dataset=c4 --output=/data/c4_tokens",
+        "error: --config is required, e.g. python -m vit_jax.prepare "
+        "--config=configs/vit.py:dataset=imagenet2012 --config.data_dir=/data/tfds",
         file=sys.stderr,
     )
     sys.exit(2)
@@ -69,16 +97,82 @@ def main(argv):
       print(f"error: --{name}={FLAGS[name].value} must be at least 1.", file=sys.stderr)
       sys.exit(2)
   with errors.exit_on_user_error(where=FLAGS.output):
-    checks.validate_preparation(config, FLAGS.output, FLAGS.splits)
-    finished = store_writer.prepare(
-        config,
-        FLAGS.output,
-        split_names=FLAGS.splits,
-        examples_per_shard=FLAGS.examples_per_shard or store_writer.EXAMPLES_PER_SHARD,
-        workers=FLAGS.workers or store_writer.default_workers(),
-        task_index=task_index,
-        num_tasks=num_tasks,
+    checks.validate_config(config)
+    if tasks.TASKS[config.task].reads_images:
+      if FLAGS.output is not None:
+        raise errors.ConfigError(
+            "--output is for a text config's token store; an image dataset is prepared into "
+            "--config.data_dir (TFDS's data_dir). Drop --output."
+        )
+      _prepare_image_datasets(config)
+      return
+    if num_tasks == 1:
+      _prepare_text_dataset(config)
+    if FLAGS.output is None:
+      print("To tokenize it into a token store that training reads by index, add --output=DIR.")
+      return
+    _prepare_token_store(config, task_index, num_tasks)
+
+
+def _prepare_image_datasets(config) -> None:
+  """The config's dataset, then each evaluator's other dataset (skipped with a line if it cannot
+  be prepared here)."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import errors
+  from vit_jax.data import tfds_builders
+  from vit_jax.data.image import sources
+  from vit_jax.evaluate import registry
+
+  evaluated = [s.dataset for s in registry.evals_of(config).values() if "dataset" in s]
+  read = list(dict.fromkeys([config.dataset, *evaluated]))  # each once, in order
+  unknown = sorted(set(FLAGS.datasets or ()) - set(read))
+  if unknown:
+    raise errors.ConfigError(
+        f"--datasets: the config does not read {', '.join(unknown)}; it reads {', '.join(read)}."
     )
+  for dataset in FLAGS.datasets or read:
+    if dataset.startswith(sources.FOLDER_PREFIX):
+      continue  # a folder is read as it is
+    try:
+      prepared = tfds_builders.prepare(
+          dataset, data_dir=config.data_dir, manual_dir=FLAGS.manual_dir
+      )
+    except errors.UserError as e:
+      if dataset == config.dataset:
+        raise
+      print(f"skipped {dataset!r} (its evaluators are skipped too): {e}", flush=True)
+      continue
+    print(f"{dataset}: {'prepared' if prepared else 'already prepared'}", flush=True)
+
+
+def _prepare_text_dataset(config) -> None:
+  """The TFDS data behind a text config's dataset, if it has some and it is not prepared."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax.data import tfds_builders
+  from vit_jax.data.text import datasets
+
+  spec = datasets.TFDS_DATASETS.get(config.dataset)
+  if spec is not None and tfds_builders.prepare(
+      spec.tfds_name, data_dir=config.data_dir, manual_dir=FLAGS.manual_dir
+  ):
+    print(f"{spec.tfds_name}: prepared", flush=True)
+
+
+def _prepare_token_store(config, task_index: int, num_tasks: int) -> None:
+  # pylint: disable=g-import-not-at-top
+  from vit_jax.config import checks
+  from vit_jax.data.text import store_writer
+
+  checks.validate_preparation(config, FLAGS.output, FLAGS.splits)
+  finished = store_writer.prepare(
+      config,
+      FLAGS.output,
+      split_names=FLAGS.splits,
+      examples_per_shard=FLAGS.examples_per_shard or store_writer.EXAMPLES_PER_SHARD,
+      workers=FLAGS.workers or store_writer.default_workers(),
+      task_index=task_index,
+      num_tasks=num_tasks,
+  )
   del finished  # another task's last shard finishes the store: not an error here
 
 

@@ -68,9 +68,25 @@ def imagenet_common(ref: str, lines: dict) -> dict:
   }
 
 
+def imagenet1k_evals(ref: str, log_line: int, first_line: int) -> dict:
+  """big_vision's i1k evaluators: `log_line` has their log_steps, `first_line` the first one."""
+  return {
+      "eval_every": (2_500, f"{ref}:{log_line} log_steps"),
+      "evals.train.split": ("train[:2%]", f"{ref}:{first_line}"),
+      "evals.minival.split": ("train[99%:]", f"{ref}:{first_line + 1}"),
+      "evals.v2.dataset": ("imagenet_v2", f"{ref}:{first_line + 3}"),
+      "evals.v2.split": ("test", f"{ref}:{first_line + 3}"),
+      "evals.v2.optional": (True, "skipped with a line where not prepared (downloaded)"),
+      "evals.real.dataset": ("imagenet2012_real", f"{ref}:{first_line + 4}"),
+      "evals.real.split": ("validation", f"{ref}:{first_line + 4}"),
+      "evals.real.optional": (True, "skipped with a line where not prepared (downloaded)"),
+  }
+
+
 S16 = BV + "vit_s16_i1k.py"
 VIT_S16_I1K = {
     **imagenet_common(S16, dict(split=45, pp=57, optax=79, lr=82, clip=78, eval=60, shuffle=49)),
+    **imagenet1k_evals(S16, log_line=95, first_line=98),
     "epochs": (90, f"{S16}:38"),
     "batch_size": (1024, f"{S16}:47"),
     "loss": ("softmax_xent", f"{S16}:40"),
@@ -93,6 +109,7 @@ def augreg_i1k(variant: str, width: int) -> dict:
       **imagenet_common(
           I1K, dict(split=89, pp=101, optax=129, lr=139, clip=128, eval=105, shuffle=93)
       ),
+      **imagenet1k_evals(I1K, log_line=152, first_line=156),
       "epochs": (300, f"{I1K}:69"),
       "batch_size": (4096, f"{I1K}:91"),
       "loss": ("sigmoid_xent", f"{I1K}:71"),
@@ -491,14 +508,15 @@ def test_bit_units_have_no_zero_init_option():
     ],
 )
 def test_paper_sweep_runs_use_their_size_recipe(sweep, recipes):
-  """Every run of the paper sweeps trains its size's recipe; only the epoch budget varies."""
+  """Every run of the paper sweeps trains its size's recipe; only the epoch budget varies (and
+  the sweep's own eval cadence)."""
   loaded = spec.load(os.path.join(REPO, "experiments", "sweeps", sweep))
   budgets = {}
   for run in loaded.runs:
     config = sweep_checks.run_config(run)
     _, expected = RECIPES[recipes[config.model.variant]]
     for key, (want, source) in expected.items():
-      if key != "epochs":
+      if key not in ("epochs", "eval_every"):
         assert matches(flat(config, key), want), f"{run.name}: {key} ({source})"
     budgets.setdefault(config.model.variant, set()).add(config.total_steps)
   assert sorted(budgets) == sorted(recipes) and all(len(b) == 3 for b in budgets.values())

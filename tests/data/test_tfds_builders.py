@@ -63,7 +63,7 @@ def test_text_datasets_open_their_builder_in_the_same_place(tmp_path, constructe
   # lm1b is not prepared in an empty data_dir: the shared open says how to prepare it, as it
   # does for images, and constructs the builder once per check (vit_jax.prepare's, which reads
   # TFDS to tokenize the split into a token store).
-  with pytest.raises(errors.DatasetNotPreparedError, match=r"tfds build lm1b --data_dir="):
+  with pytest.raises(errors.DatasetNotPreparedError, match=r"python -m vit_jax.prepare --config="):
     text_checks.check_split(
         "lm1b", "train", "documents", key="splits", data_dir=str(tmp_path), tokenizing=True
     )

@@ -136,7 +136,20 @@ def test_classification_summary_is_per_example(task, count_key):
   want = {"accuracy": 0.25, "loss": 0.75, "examples": 4.0}
   if top5:
     sums["correct_top5"], want["top5_accuracy"] = np.float32(3.0), 0.75
-    sums["correct_any"], want["prec@1"] = np.float32(2.0), 0.5
+    sums["correct_any"], sums["labelled"], want["prec@1"] = np.float32(2.0), 4.0, 0.5
   assert task.eval_summary(sums) == want
   empty = {k: 0.0 for k in sums}  # no examples: zeros, not NaN
   assert all(v == 0.0 for v in task.eval_summary(empty).values())
+
+
+def test_prec1_is_over_the_rows_with_labels():
+  """ReaL's relabelled validation leaves some images without labels: big_vision's prec@1 leaves
+  them out (evaluators/classification.py:40-41), while accuracy still counts every row."""
+  labels = np.zeros((3, V), np.float32)
+  labels[0, [1, 2]] = 1.0  # top-1 (1) is one of its labels
+  labels[1, 3] = 1.0  # top-1 (1) is not
+  # row 2: no labels at all, though its top-1 (1) is its original `label`
+  batch = {"labels": labels, "label": np.array([1, 3, 1]), "mask": np.ones(3, np.float32)}
+  sums = jax.device_get(image_classification().eval_sums(confident([1, 1, 1]), batch))
+  summary = classification.ImageClassification.eval_summary(sums)
+  assert summary["prec@1"] == 0.5 and summary["accuracy"] == pytest.approx(2 / 3)

@@ -55,7 +55,14 @@ def test_image_classification_loss_is_mean_soft_cross_entropy():
   accuracy = (logits.argmax(-1) == label).mean()
   np.testing.assert_allclose(float(metrics["train_accuracy"]), accuracy)
   assert_adds_up(task, logits, batch, 1)
-  sums = {"loss": 6.0, "correct": 3.0, "correct_any": 3.0, "correct_top5": 4.0, "count": 4.0}
+  sums = {
+      "loss": 6.0,
+      "correct": 3.0,
+      "correct_any": 3.0,
+      "labelled": 4.0,
+      "correct_top5": 4.0,
+      "count": 4.0,
+  }
   summary = task.eval_summary(sums)
   assert summary == {
       "prec@1": 0.75,

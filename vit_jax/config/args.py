@@ -118,14 +118,18 @@ def _convert(raw: str, default, key: str):
   return raw
 
 
-def prepare_command() -> str:
-  """The command that tokenizes this run's dataset into a token store: `python -m vit_jax.prepare`
-  with this command line's --config flags (those of vit_jax.main or vit_jax.evaluate), writing
-  DIR."""
+def prepare_command(*, output: bool = False, dataset: str | None = None, data_dir=None) -> str:
+  """The command that prepares this run's data: `python -m vit_jax.prepare` with this command
+  line's --config flags (those of vit_jax.main or vit_jax.evaluate), writing a token store to DIR
+  with `output`. Outside such a command (no --config flags): a config naming `dataset` and
+  `data_dir`."""
   given = [a for a in sys.argv[1:] if a.startswith("--config=") or a.startswith("--config.")]
   given = [a for a in given if not a.startswith("--config.token_store=")]
+  if not given:
+    given = [f"--config=configs/vit.py:dataset={dataset}" if dataset else "--config=CONFIG"]
+    given += [f"--config.data_dir={data_dir}"] if data_dir else []
   return shlex.join(
-      ["python", "-m", "vit_jax.prepare", *(given or ["--config=CONFIG"]), "--output=DIR"]
+      ["python", "-m", "vit_jax.prepare", *given, *(["--output=DIR"] if output else [])]
   )
 
 

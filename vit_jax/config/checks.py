@@ -140,13 +140,10 @@ def validate_training(config, workdir: str) -> dict:
 
 
 def validate_preparation(config, output: str, split_names=None) -> None:
-  """Checks a text config and its dataset before `python -m vit_jax.prepare` writes anything."""
+  """Checks a text config and its dataset before `python -m vit_jax.prepare` writes a token
+  store."""
   validate_config(config)
   task = tasks.TASKS[config.task]
-  if task.reads_images:
-    raise errors.ConfigError(
-        f"python -m vit_jax.prepare tokenizes text; --config.task={config.task!r} reads images."
-    )
   from vit_jax.data.text import checks as text_checks  # pylint: disable=g-import-not-at-top
   from vit_jax.data.text import store_writer  # pylint: disable=g-import-not-at-top
 

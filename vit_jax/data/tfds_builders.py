@@ -18,6 +18,7 @@ Outside it every call constructs afresh (a builder holds its metadata, not the d
 import dataclasses
 import importlib
 import os
+import tarfile
 
 from vit_jax import data
 from vit_jax import errors
@@ -30,11 +31,26 @@ class ImageDataset:
   # The module under vit_jax/data/image whose import registers the dataset's TFDS builder: made
   # from what is on this machine (no download), it is prepared on first use. None: TFDS's own.
   built_here: str | None = None
+  # The features holding an example's class (ClassLabel) and, on multi-label data, all its
+  # classes (Sequence(ClassLabel)); `labels_alone`: score against `labels` without `label`, and
+  # leave out examples with none (ReaL's relabelled validation: the original label is not one of
+  # its labels where the raters rejected it).
+  label_feature: str = "label"
+  labels_feature: str = "labels"
+  labels_alone: bool = False
 
 
 IMAGE_DATASETS = {
     "imagenet2012": ImageDataset("train", "validation"),
     "imagenet_v2": ImageDataset(None, "test"),  # Evaluation-only re-collection of ImageNet val.
+    # ImageNet's validation images with the ReaL labels (Beyer et al. 2020), evaluation only.
+    "imagenet2012_real": ImageDataset(
+        None,
+        "validation",
+        label_feature="original_label",
+        labels_feature="real_label",
+        labels_alone=True,
+    ),
     "cifar10": ImageDataset("train", "test"),
     "cifar100": ImageDataset("train", "test"),
     "oxford_iiit_pet": ImageDataset("train", "test"),
@@ -100,31 +116,76 @@ def ensure_prepared(builder, *, prepare: bool = False) -> None:
 
 
 def how_to_prepare(builder) -> str:
+  """Says where the data is missing and the command that prepares it: `python -m vit_jax.prepare`
+  with this command line's config flags (vit_jax/prepare.py), which works on the base install
+  (`tfds build` needs Apache Beam)."""
+  from vit_jax.config import args as config_args  # pylint: disable=g-import-not-at-top
+
   root = os.fspath(builder.data_dir_root)
-  config = builder.builder_config
-  spec = f"{builder.name}/{config.name}" if config else builder.name
-  build = f"tfds build {spec} --data_dir={root}"
+  is_image = "image" in builder.info.features  # else a text dataset, whose config we cannot guess
+  command = config_args.prepare_command(dataset=builder.name if is_image else None, data_dir=root)
   lines = [f"Dataset {builder.name!r} is not prepared: nothing found at {builder.data_dir}."]
   if builder.MANUAL_DOWNLOAD_INSTRUCTIONS:
-    manual_dir = os.path.join(root, "downloads", "manual")
-    if builder.name == "imagenet2012":
-      what = "ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar (from https://image-net.org)"
-    else:
-      what = "the files named in the TFDS instructions below"
     lines += [
-        f"It needs a manual download first. Put {what} into",
-        f"  {manual_dir}/",
+        f"It needs a manual download first: put {manual_files(builder.name)} into",
+        f"  {default_manual_dir(root)}/  (or pass --manual_dir=DIR to the command below)",
         "then run:",
-        f"  {build}",
-        f"TFDS instructions:\n{builder.MANUAL_DOWNLOAD_INSTRUCTIONS}",
+        f"  {command}",
+        "(docs/imagenet.md)" if builder.name.startswith("imagenet2012") else "",
     ]
   else:
     lines += [
-        "Prepare it on a machine with network access (then copy the data_dir here):",
-        f"  {build}",
-        "or pass download=True to download and prepare it now.",
+        "Prepare it with (it downloads; on a machine without network, run it elsewhere and copy",
+        f"the data_dir here): {command}",
+        "or set --config.download=true to download and prepare it now.",
     ]
-  return "\n".join(lines)
+  return "\n".join(line for line in lines if line)
+
+
+def default_manual_dir(data_dir_root: str) -> str:
+  """Where TFDS looks for a manual download: DATA_DIR/downloads/manual."""
+  return os.path.join(data_dir_root, "downloads", "manual")
+
+
+def manual_files(name: str) -> str:
+  """The files a dataset's manual download must provide, in words."""
+  if base_name(name) in ("imagenet2012", "imagenet2012_real"):
+    tars = "ILSVRC2012_img_val.tar"
+    if base_name(name) == "imagenet2012":
+      tars = "ILSVRC2012_img_train.tar and " + tars
+    return f"{tars} (from https://image-net.org)"
+  return "the files its TFDS instructions name"
+
+
+def prepare(name: str, *, data_dir: str | None, manual_dir: str | None = None) -> bool:
+  """Downloads (or reads from `manual_dir`) and prepares TFDS dataset `name` unless it is
+  prepared; returns whether it prepared it now. TFDS writes into an `incomplete.*` folder and
+  renames it when done, so an interrupted run leaves nothing a run could read; rerun it."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  register_built_here(name)
+  builder = tfds.builder(name, data_dir=data_dir)
+  if builder.is_prepared():
+    return False
+  root = os.fspath(builder.data_dir_root)
+  manual_dir = manual_dir or default_manual_dir(root)
+  try:
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
+    )
+  except (OSError, tarfile.ReadError) as e:  # no network, or a damaged download
+    raise errors.DataError(
+        f"could not prepare {name!r}: {str(e).splitlines()[0][:200]}. Check the files in "
+        f"{manual_dir}/, or prepare it on a machine with network access and copy {root} here."
+    ) from e
+  except AssertionError as e:  # TFDS's way of saying the manual download is missing
+    if not builder.MANUAL_DOWNLOAD_INSTRUCTIONS:
+      raise
+    raise errors.DatasetNotPreparedError(
+        f"{name!r} needs a manual download: put {manual_files(name)} into {manual_dir}/ "
+        f"(or pass --manual_dir=DIR); TFDS said: {str(e).splitlines()[0][:200]}"
+    ) from e
+  return True
 
 
 def check_split(builder, key: str, value: str, dataset: str, renamed=()) -> None:

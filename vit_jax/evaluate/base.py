@@ -32,7 +32,11 @@ class Evaluator(abc.ABC):
 
   def key(self, setting: str) -> str:
     """The flag that sets one of this evaluator's keys, for error messages."""
-    return f"--config.evals.{self.name}.{setting}"
+    return f"--config.{self.config_key(setting)}"
+
+  def config_key(self, setting: str) -> str:
+    """One of this evaluator's keys in the config (the data checks add `--config.`)."""
+    return f"evals.{self.name}.{setting}"
 
   @abc.abstractmethod
   def run(self, params) -> dict:
@@ -88,14 +92,14 @@ class Classification(TaskEval):
           s.dataset,
           s.split,
           info.examples,
-          key=self.key("split"),
+          key=self.config_key("split"),
           data_dir=c.data_dir,
           token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
       )
       return
     from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top
 
-    num_classes = sources.check_split(c, s.dataset, s.split, key=self.key("split"))
+    num_classes = sources.check_split(c, s.dataset, s.split, key=self.config_key("split"))
     if num_classes != self.task.num_classes:
       raise errors.ConfigError(
           f"{self.key('dataset')}={s.dataset!r} has {num_classes} classes but the model has "

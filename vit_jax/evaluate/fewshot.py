@@ -112,9 +112,9 @@ class FewShot(base.Evaluator):
 
     s = self.settings
     num_classes = sources.check_split(
-        self.config, s.dataset, s.train_split, key=self.key("train_split")
+        self.config, s.dataset, s.train_split, key=self.config_key("train_split")
     )
-    sources.check_split(self.config, s.dataset, s.split, key=self.key("split"))
+    sources.check_split(self.config, s.dataset, s.split, key=self.config_key("split"))
     counts = np.bincount(self._labels(s.train_split), minlength=num_classes)
     short = [c for c in range(num_classes) if counts[c] < max(s.shots)]
     if short:

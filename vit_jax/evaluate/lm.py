@@ -25,7 +25,7 @@ class TextTaskEval(base.TaskEval):
         s.dataset,
         s.split,
         examples,
-        key=self.key("split"),
+        key=self.config_key("split"),
         data_dir=c.data_dir,
         token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
     )

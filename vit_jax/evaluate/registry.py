@@ -16,7 +16,9 @@ import math
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from vit_jax import errors
 from vit_jax import tasks
+from vit_jax.config import args as config_args
 
 # Evaluator keys that take the run's value unless set: key -> the run's config key.
 FOLLOWS = {
@@ -41,7 +43,9 @@ class Kind:
 
 _SPLIT_KEYS = {"dataset": _RUNS, "split": _RUNS, "max_batches": _RUNS}
 KINDS = {
-    "classification": Kind("base", "Classification", _SPLIT_KEYS),
+    # optional: skipped, with one printed line, when its dataset is not prepared (e.g. ImageNet-v2
+    # beside an ImageNet run).
+    "classification": Kind("base", "Classification", {**_SPLIT_KEYS, "optional": False}),
     # big_vision's configs/common_fewshot.py: shots (1, 5, 10, 25), 3 seeds, l2_reg 2 ** 10.
     "fewshot": Kind(
         "fewshot",
@@ -135,6 +139,8 @@ def _value_problem(key: str, value) -> str | None:
     return "must be a finite number >= 0"
   if key == "l2_reg" and value < 0:
     return "must be >= 0"
+  if key == "optional" and not isinstance(value, bool):
+    return "must be true or false"
   if key in ("dataset", "split", "train_split") and not (isinstance(value, str) and value):
     return "must name a dataset or split"
   return None
@@ -184,11 +190,21 @@ def build(config, task, setup) -> list:
   """The run's evaluators (vit_jax/evaluate/base.py), each importing only its kind's module.
 
   Building checks each evaluator's data (splits exist, class counts fit the model, a probe has
-  enough examples per class): a problem is a UserError before anything is trained.
+  enough examples per class): a problem is a UserError before anything is trained. An `optional`
+  evaluator whose dataset is not prepared is left out, with one line saying so.
   """
   evaluators = []
   for name, settings in evals_of(config).items():
     info = KINDS[settings.kind]
     cls = getattr(importlib.import_module(f"vit_jax.evaluate.{info.module}"), info.cls)
-    evaluators.append(cls(name, settings, config, task, setup))
+    try:
+      evaluators.append(cls(name, settings, config, task, setup))
+    except errors.DatasetNotPreparedError:
+      if not settings.get("optional"):
+        raise
+      print(
+          f"note: evaluator {name!r} skipped: {settings.dataset!r} is not prepared; "
+          f"`{config_args.prepare_command()}` prepares it.",
+          flush=True,
+      )
   return evaluators

@@ -125,10 +125,12 @@ class ImageClassification(base.Task):
   def eval_sums(self, logits_BxC, batch):
     """Masked sums over the batch; padded rows (mask 0) count nowhere. The loss is against the
     eval `labels` (one-hot, or multi-hot for multi-label data); accuracy and top-5 against
-    `label`; prec@1 counts a row whose top-1 class is any of its labels (big_vision's prec@1,
-    evaluators/classification.py:47-51; on single-label data it is the accuracy)."""
+    `label`; prec@1 counts a row whose top-1 class is any of its labels, over the rows that have
+    labels (big_vision's prec@1, evaluators/classification.py:40-51; on single-label data it is
+    the accuracy)."""
     mask_B = batch["mask"].astype(jnp.float32)
     labels_BxC = batch["labels"].astype(jnp.float32)
+    labelled_B = mask_B * jnp.max(labels_BxC, axis=-1)  # ReaL leaves some images without labels
     loss_B = self.loss_fn(logits_BxC, labels_BxC)
     top1_B = jnp.argmax(logits_BxC, -1)
     correct_B = (top1_B == batch["label"]).astype(jnp.float32)
@@ -140,7 +142,8 @@ class ImageClassification(base.Task):
     return {
         "loss": jnp.sum(loss_B * mask_B),
         "correct": jnp.sum(correct_B * mask_B),
-        "correct_any": jnp.sum(prec1_B * mask_B),
+        "correct_any": jnp.sum(prec1_B * labelled_B),
+        "labelled": jnp.sum(labelled_B),
         "correct_top5": jnp.sum(top5_B * mask_B),
         "count": jnp.sum(mask_B),
     }
@@ -150,4 +153,5 @@ class ImageClassification(base.Task):
     summary = base.per_example_summary(
         sums["loss"], sums["correct"], sums["count"], sums["correct_top5"]
     )
-    return {"prec@1": float(sums["correct_any"]) / max(float(sums["count"]), 1.0), **summary}
+    prec1 = float(sums["correct_any"]) / max(float(sums["labelled"]), 1.0)
+    return {"prec@1": prec1, **summary}

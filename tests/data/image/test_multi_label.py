@@ -130,3 +130,24 @@ def test_a_run_on_multi_label_data_logs_prec1(tmp_path):
   result = train.train_and_evaluate(config, str(tmp_path / "w"))
   assert 0.0 <= result["eval/accuracy"] <= result["eval/prec@1"] <= 1.0
   assert result["eval/examples"] == 16  # runlocal: 2 batches of 8
+
+
+def test_real_labels_alone_are_the_eval_targets():
+  """ImageNet-ReaL (TFDS imagenet2012_real): the targets are its `real_label` list alone (the
+  raters may have rejected the `original_label`), and an image with no ReaL label has none."""
+  with tfds.testing.mock_data(num_examples=12):
+    source = sources.open_source("imagenet2012_real")
+    assert source.multi_label and source.labels_alone and source.num_classes == 1000
+    raw = list(tfds.as_numpy(tfds.builder("imagenet2012_real").as_dataset(split="validation")))
+    batches = pipeline.eval_iterator(
+        "imagenet2012_real", "validation", global_batch_size=12, image_size=8
+    )
+    batch = next(iter(batches))
+  assert any(len(ex["real_label"]) == 0 for ex in raw) or any(
+      ex["original_label"] not in ex["real_label"] for ex in raw
+  )  # the mock has a case where the original label would change the targets
+  for ex, labels_C, label in zip(raw, batch["labels"], batch["label"]):
+    want_C = np.zeros(1000, np.float32)
+    want_C[list(ex["real_label"])] = 1.0
+    np.testing.assert_array_equal(labels_C, want_C)
+    assert label == ex["original_label"]

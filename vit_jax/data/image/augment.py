@@ -153,11 +153,17 @@ def smooth(targets_bxC: tf.Tensor, smoothing: float) -> tf.Tensor:
   return targets_bxC * (1.0 - smoothing) + smoothing / targets_bxC.shape[-1]
 
 
-def multi_hot(label: tf.Tensor, labels_n: tf.Tensor, num_classes: int) -> tf.Tensor:
+def multi_hot(
+    label: tf.Tensor, labels_n: tf.Tensor, num_classes: int, *, labels_alone: bool = False
+) -> tf.Tensor:
   """float32 (num_classes,): 1 at `label` and at every class in `labels_n` (big_vision's onehot
-  of a multi-label example), 0 elsewhere."""
-  classes = tf.concat([tf.reshape(label, [1]), tf.reshape(labels_n, [-1])], axis=0)
-  return tf.reduce_max(tf.one_hot(tf.cast(classes, tf.int32), num_classes, dtype=tf.float32), 0)
+  of a multi-label example), 0 elsewhere; with `labels_alone`, at `labels_n`'s classes only (all
+  0 when it is empty)."""
+  classes = tf.reshape(labels_n, [-1])
+  if not labels_alone:
+    classes = tf.concat([tf.reshape(label, [1]), classes], axis=0)
+  one_hot_nxC = tf.one_hot(tf.cast(classes, tf.int32), num_classes, dtype=tf.float32)
+  return tf.reduce_max(tf.concat([one_hot_nxC, tf.zeros([1, num_classes])], 0), 0)
 
 
 def _sample_beta(seed_2, alpha: float) -> tf.Tensor:

@@ -168,7 +168,7 @@ def train_iterator(
     }
     if source.multi_label:  # after the shuffle buffer, which keeps the short class lists
       preprocessed["targets"] = image_augment.multi_hot(
-          example["label"], example["labels"], source.num_classes
+          example["label"], example["labels"], source.num_classes, labels_alone=source.labels_alone
       )
     return preprocessed
 
@@ -264,7 +264,9 @@ def eval_iterator(
     image_SxSx3 = image_augment.eval_crop(example["image"], image_size, crop_fraction)
     label = tf.cast(example["label"], tf.int32)
     if source.multi_label:  # every class of the example, as big_vision scores prec@1 against
-      labels_C = image_augment.multi_hot(example["label"], example["labels"], source.num_classes)
+      labels_C = image_augment.multi_hot(
+          example["label"], example["labels"], source.num_classes, labels_alone=source.labels_alone
+      )
     else:
       labels_C = tf.one_hot(label, source.num_classes, dtype=tf.float32)
     return {

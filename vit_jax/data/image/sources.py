@@ -50,6 +50,8 @@ class ImageSource:
   classes_in: Callable[[str], tuple[str, ...]] | None = None
   # Whether examples also carry 'labels': all their classes (multi-hot training targets).
   multi_label: bool = False
+  # Whether `labels` alone are the targets, without `label` (data/tfds_builders.py ImageDataset).
+  labels_alone: bool = False
 
 
 def open_source(
@@ -103,24 +105,24 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
   builder = tfds_builders.open_builder(dataset, data_dir=data_dir, prepare=download)
   features = builder.info.features
   feature_of = dict(features.items())
+  row = tfds_builders.image_dataset(dataset)
   if not (
       isinstance(feature_of.get("image"), tfds.features.Image)
-      and isinstance(feature_of.get("label"), tfds.features.ClassLabel)
+      and isinstance(feature_of.get(row.label_feature), tfds.features.ClassLabel)
   ):
     raise errors.ConfigError(
         f"{dataset!r} is not an image classification dataset: it needs an "
-        f"'image' Image and a 'label' ClassLabel feature, got {features}."
+        f"'image' Image and a {row.label_feature!r} ClassLabel feature, got {features}."
     )
-  row = tfds_builders.image_dataset(dataset)
-  labels_feature = feature_of.get("labels")
+  labels_feature = feature_of.get(row.labels_feature)
   multi_label = isinstance(labels_feature, tfds.features.Sequence) and isinstance(
       labels_feature.feature, tfds.features.ClassLabel
   )
 
   def keep(ex):
-    kept = {"image": ex["image"], "label": ex["label"]}
+    kept = {"image": ex["image"], "label": ex[row.label_feature]}
     if multi_label:
-      kept["labels"] = ex["labels"]
+      kept["labels"] = ex[row.labels_feature]
     return kept
 
   def read(split: str, process_index: int, process_count: int) -> tf.data.Dataset:
@@ -172,12 +174,13 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
 
   return ImageSource(
       name=dataset,
-      num_classes=features["label"].num_classes,
+      num_classes=features[row.label_feature].num_classes,
       train_split=row.train_split,
       eval_split=row.eval_split,
       read=read,
       read_files_shuffled=read_files_shuffled,
       multi_label=multi_label,
+      labels_alone=row.labels_alone,
       check_split=lambda key, split: tfds_builders.check_split(builder, key, split, dataset),
   )
 
@@ -230,6 +233,15 @@ def _check_split(source, dataset: str, key: str, split: str | None):
     ) from e
   if int(ds.cardinality()) == 0:
     raise errors.DataError(f"--config.{key}={split!r} of {dataset!r} is empty.")
+  # An unlabelled split (TFDS gives label -1, as in ImageNet's test split, whose labels were never
+  # released) would train on nothing and score 0% without a word; its first example tells.
+  first = next(iter(ds.take(1)))
+  if int(first["label"]) < 0:
+    raise errors.DataError(
+        f"--config.{key}={split!r} of {dataset!r} has no labels (label -1): nothing to train on "
+        "or score. Choose a labelled split (for ImageNet: validation, or train[99%:] held out); "
+        "python -m vit_jax.predict classifies unlabelled images."
+    )
 
 
 def _check_classes_agree(config, source) -> None:

@@ -235,7 +235,7 @@ def open_split(
 def not_prepared_error(dataset: str) -> errors.DataError:
   return errors.DataError(
       f"dataset {dataset!r} is too big to tokenize at every start: tokenize it once into a token "
-      f"store with `{config_args.prepare_command()}`, then train with "
+      f"store with `{config_args.prepare_command(output=True)}`, then train with "
       "--config.token_store=DIR (docs/text.md)."
   )
 
