@@ -255,7 +255,8 @@ def test_mocked_tfds_pipelines(dataset, size, classes):
 
 def test_not_prepared_dataset_says_how_to_build(tmp_path):
   # vit_jax.prepare, not `tfds build`: that needs Apache Beam, which the base install lacks.
-  command = f"python -m vit_jax.prepare --config=configs/vit.py:dataset=cifar10 --config.data_dir={tmp_path}"
+  command = "python -m vit_jax.prepare --config=configs/vit.py:dataset=cifar10"
+  command += f" --config.data_dir={tmp_path}"
   with pytest.raises(pipeline.DatasetNotPreparedError, match=re.escape(command)) as e:
     pipeline.train_iterator(
         "cifar10",
