@@ -79,7 +79,6 @@ from ml_collections.config_dict import placeholder
 from vit_jax import errors
 from vit_jax.config import args
 from vit_jax.config import defaults
-from vit_jax.data import tfds_builders
 from vit_jax.evaluate import registry as evaluators
 from vit_jax.models import vit as vit_model
 
@@ -150,11 +149,10 @@ def get_config(arg=None):
         f"configs/vit.py: recipe={options['recipe']} chooses how imagenet2012 trains from "
         "scratch; leave it out for other datasets and for fine-tuning."
     )
-  c = defaults.dataset_defaults(
-      "image_classification",
-      options["dataset"],
-      eval_split=tfds_builders.image_dataset(options["dataset"]).eval_split,
-  )
+  # eval_split None: the dataset's own, also after --config.dataset= names another (its row in
+  # data/tfds_builders.py IMAGE_DATASETS, "test" for other TFDS datasets, a folder's test/,
+  # validation/ or val/).
+  c = defaults.dataset_defaults("image_classification", options["dataset"], eval_split=None)
   c.download = False  # let TFDS download and prepare the dataset if it is missing
   c.bad_images = "skip"  # a folder: dataset's undecodable files (config/defaults.py CHOICES)
   # folder: datasets whose train and eval splits hold different classes are refused unless true
@@ -308,6 +306,7 @@ def _imagenet_common(c):
   """What big_vision's ImageNet ViT configs share (vit_s16_i1k.py, vit_i1k.py, vit_i21k.py): data,
   Adam with a bfloat16 first moment, decoupled weight decay 1e-4, 10k warmup, cosine, clip at 1."""
   c.train_split = IMAGENET_TRAIN_SPLIT  # the last 1% is a minival split, as in big_vision
+  c.eval_split = "validation"  # big_vision's evals.val
   c.num_classes = 1000  # ImageNet-1k; also lets the step compile without the data
   c.image_size = 224
   c.augment.update(inception_crop=True, flip=True)

@@ -12,6 +12,7 @@ from tests import helpers
 from tests import tiny_configs as configs
 from tests.survival import conftest as survival
 from vit_jax import workdir as workdir_lib
+from vit_jax.data import tfds_builders
 from vit_jax.tasks import classification
 from vit_jax.training import metrics_log
 from vit_jax.training import train
@@ -52,7 +53,9 @@ def test_digits_config_runs_the_test_split_and_a_10_shot_probe():
       "eval": "classification",
       "fewshot": "fewshot",
   }
-  assert config.evals.eval.split == "test" and config.evals.eval.every == config.eval_every
+  # None: the dataset's own eval split, the digits' "test".
+  assert config.evals.eval.split is None and config.evals.eval.every == config.eval_every
+  assert tfds_builders.image_dataset(config.dataset).eval_split == "test"
   assert 10 in config.evals.fewshot.shots and config.evals.fewshot.every != config.eval_every
 
 

@@ -165,7 +165,8 @@ def test_convert_truncated_safetensors(tmp_path, capsys):
 
 
 def image_folder(tmp_path, corrupt: bytes):
-  for split in ("train", "test"):
+  """train/ and val/ (no test/), classes a and b, and one file in train/a that does not decode."""
+  for split in ("train", "val"):
     for label in ("a", "b"):
       d = tmp_path / "imgs" / split / label
       d.mkdir(parents=True)
@@ -178,19 +179,37 @@ def image_folder(tmp_path, corrupt: bytes):
 
 
 @pytest.mark.parametrize("corrupt", [b"", b"\x89PNG\r\n\x1a\n garbage"])
-def test_corrupt_image_is_skipped_or_refused(tmp_path, corrupt):
+def test_corrupt_image_passes_the_checks_undecoded(tmp_path, corrupt):
+  """The checks before training decode nothing: the file is listed, and judged when read."""
   from configs import vit as vit_config  # pylint: disable=g-import-not-at-top
 
   root, bad = image_folder(tmp_path, corrupt)
-  scanned = folder.ImageFolder.scan(str(root))
-  assert str(bad) not in [p for p, _ in scanned.examples["train"]]
-  assert scanned.num_examples("train") == 6
-  config = vit_config.get_config(f"dataset=folder:{root}")
-  assert checks.validate_training(config, str(tmp_path / "w")) == {"skipped_images": 1}
-  config.bad_images = "error"
-  with pytest.raises(errors.DataError, match="broken.png"):
+  opened = folder.ImageFolder.open(str(root))
+  assert str(bad) in [p for p, _ in opened.examples["train"]]
+  for bad_images in ("skip", "error"):
+    config = vit_config.get_config(f"dataset=folder:{root}")
+    config.bad_images = bad_images
     checks.validate_training(config, str(tmp_path / "w"))
   assert not (tmp_path / "w").exists()
+
+
+def test_a_folder_evaluates_its_val_split_and_checks_images_as_it_reads_them(tmp_path, digits_dir):
+  """train/ + val/ trains with no eval_split flag; the broken file is skipped with one warning;
+  with bad_images=error the resumed run stops at it in one line and keeps what was saved."""
+  root, bad = image_folder(tmp_path, b"\x89PNG\r\n\x1a\n garbage")
+  workdir = tmp_path / "w"
+  # The digits config's few-shot probe asks for 25 examples per class; this folder has 3.
+  folder_flags = (f"--config.dataset=folder:{root}", "--config.evals.fewshot.shots=(1,)")
+  result = helpers.run(conftest.tiny_command(workdir, digits_dir, *folder_flags))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stderr.count(f"warning: skipping {bad}: not a decodable image") == 1
+  assert any("eval/accuracy" in line for line in helpers.read_metrics(workdir))
+  saved = conftest.snapshot(workdir / "checkpoints")
+  more = ("--config.total_steps=12", "--config.bad_images=error")
+  result = helpers.run(conftest.tiny_command(workdir, digits_dir, *folder_flags, *more))
+  assert result.returncode == 2, result.stderr[-3000:]
+  conftest.assert_one_line_error(result.stderr, str(bad), "bad_images=skip")
+  assert conftest.snapshot(workdir / "checkpoints") == saved
 
 
 def test_folder_splits_with_different_classes_are_refused_before_training(tmp_path, digits_dir):

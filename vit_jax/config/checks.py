@@ -120,9 +120,9 @@ def validate_config(config) -> None:
     )
 
 
-def validate_training(config, workdir: str) -> dict:
-  """Checks the config, the workdir and the data; returns notes for the metrics log (e.g. the
-  count of corrupt images skipped). Raises a UserError before anything is written."""
+def validate_training(config, workdir: str) -> None:
+  """Checks the config, the workdir and the data. Raises a UserError before anything is
+  written."""
   validate_config(config)
   check_mesh_and_input(config)
   workdir_lib.check_workdir(workdir)
@@ -132,11 +132,11 @@ def validate_training(config, workdir: str) -> dict:
   if task.reads_images:
     from vit_jax.data.image import sources as image_sources
 
-    return image_sources.check_config(config)
+    image_sources.check_config(config)
+    return
   from vit_jax.data.text import checks as text_checks
 
   text_checks.check_config(config, task.examples, streams=task.streams)
-  return {}
 
 
 def validate_preparation(config, output: str, split_names=None) -> None:

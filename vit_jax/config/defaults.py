@@ -130,14 +130,15 @@ def training_defaults() -> ml_collections.ConfigDict:
   return c
 
 
-def dataset_defaults(task: str, dataset: str, eval_split: str) -> ml_collections.ConfigDict:
-  """`training_defaults()` plus the task, where its data comes from, and its evaluators."""
+def dataset_defaults(task: str, dataset: str, eval_split: str | None) -> ml_collections.ConfigDict:
+  """`training_defaults()` plus the task, where its data comes from, and its evaluators.
+  `eval_split` None: the dataset's own (an image source names it)."""
   c = training_defaults()
   c.task = task
   c.dataset = dataset
   c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
   c.train_split = "train"
-  c.eval_split = eval_split
+  c.eval_split = placeholder(str) if eval_split is None else eval_split
   # {name: {kind, every, ...}}, each logged as name/metric (kinds: vit_jax/evaluate/registry.py).
   # "eval": the task's own metrics on eval_split every eval_every steps.
   c.evals = evaluators.default_evals(c)

@@ -29,6 +29,7 @@ FOLLOWS = {
 }
 _RUNS = object()  # a default that follows the run's key (FOLLOWS)
 _NO_INT = object()  # None, but settable to an int from the command line (a typed placeholder)
+_NO_STR = object()  # the same for a string: a split left None is the dataset's own eval split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +54,7 @@ KINDS = {
         {
             "dataset": _RUNS,
             "train_split": "train",
-            "split": "test",
+            "split": _NO_STR,  # None: the dataset's eval split
             "shots": (1, 5, 10, 25),
             "seeds": 3,
             "l2_reg": 2.0**10,
@@ -90,6 +91,8 @@ def entry(config, kind: str, **settings) -> ml_collections.ConfigDict:
       values[key] = config.get_ref(FOLLOWS[key]).identity()
     elif value is _NO_INT:
       values[key] = placeholder(int)
+    elif value is _NO_STR:
+      values[key] = placeholder(str)
   return ml_collections.ConfigDict(values)
 
 
@@ -111,7 +114,7 @@ def evals_of(config) -> dict:
 def _filled(config, settings) -> ml_collections.ConfigDict:
   defaults = {"every": _RUNS, **KINDS[settings["kind"]].keys}
   values = {
-      k: config[FOLLOWS[k]] if v is _RUNS else None if v is _NO_INT else v
+      k: config[FOLLOWS[k]] if v is _RUNS else None if v in (_NO_INT, _NO_STR) else v
       for k, v in defaults.items()
   }
   return ml_collections.ConfigDict({**values, **settings})
@@ -141,6 +144,8 @@ def _value_problem(key: str, value) -> str | None:
     return "must be >= 0"
   if key == "optional" and not isinstance(value, bool):
     return "must be true or false"
+  if key == "split" and value is None:
+    return None  # the dataset's own eval split
   if key in ("dataset", "split", "train_split") and not (isinstance(value, str) and value):
     return "must name a dataset or split"
   return None

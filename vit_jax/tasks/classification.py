@@ -103,6 +103,7 @@ class ImageClassification(base.Task):
         process_index=shard,  # the pipeline reads share `shard` of `shard_count`
         process_count=shard_count,
         download=c.download,
+        bad_images=c.bad_images,  # a folder's undecodable files: skipped or refused when read
     )
 
   def model_inputs(self, batch):

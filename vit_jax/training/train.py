@@ -315,7 +315,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
-  data_notes = checks.validate_training(config, workdir)  # before anything is written
+  checks.validate_training(config, workdir)  # before anything is written
   storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
@@ -402,8 +402,6 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   log = metrics_log.MetricsLog(
       workdir, config.total_steps, start_step, config.progress, started=started
   )
-  if data_notes:  # e.g. corrupt images skipped
-    log.write(start_step, data_notes)
   input_plan = host_input.plan_input(mesh, config.batch_size, config.input_shards)
   train_batches = host_input.train_batches(
       lambda shard, count: task.train_batches(start_step, shard, count), input_plan

@@ -33,6 +33,12 @@ i1k recipe's 250k buffer. A buffer that holds the whole share is read whole
 before each epoch's first batch and on each resume; the pipeline says so when it
 happens. Every pipeline runs with `data.tf_data_options()` (a private thread pool
 per pipeline as large as the host's cores, an autotune RAM budget).
+
+A folder's images are checked where they are decoded, not at start: a file that does not decode
+(`bad_images="skip"`) is warned about once, naming it, and its row of the training batch is
+filled with a good row of the same batch (an eval row gets mask 0); `bad_images="error"` raises a
+DataError naming it when its batch is reached. Batch shapes and the example numbering stay those
+of the complete share, so a resumed run still makes the same batches.
 """
 
 import dataclasses
@@ -49,6 +55,8 @@ from vit_jax.data.image import augment as image_augment
 from vit_jax.data.image import sources
 
 DatasetNotPreparedError = errors.DatasetNotPreparedError
+
+_WARNED = set()  # the undecodable files this process has warned about: each once
 
 # Tags that keep the seed streams of different purposes independent.
 _EXAMPLE_SEEDS, _BATCH_SEEDS, _SHUFFLE_SEEDS, _FILE_ORDER_SEEDS = 0, 1, 2, 3
@@ -104,6 +112,7 @@ def train_iterator(
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
+    bad_images: str = "skip",
 ) -> Iterator[dict[str, np.ndarray]]:
   """Infinite, shuffled, augmented batches of this process's share.
 
@@ -170,9 +179,24 @@ def train_iterator(
       preprocessed["targets"] = image_augment.multi_hot(
           example["label"], example["labels"], source.num_classes, labels_alone=source.labels_alone
       )
+    if checked:
+      preprocessed["bad_path"] = tf.constant("")
     return preprocessed
 
+  def undecodable(index, example):
+    row = {
+        "image": tf.zeros([image_size, image_size, 3], tf.float32),
+        "label": tf.cast(example["label"], tf.int32),
+        "index": index,
+        "bad_path": example["path"],
+    }
+    if source.multi_label:
+      row["targets"] = tf.zeros([source.num_classes], tf.float32)
+    return row
+
   def mix(batch):
+    if checked:
+      batch = _fill_bad_rows(batch)
     if source.multi_label:
       labels_bxC = image_augment.smooth(batch["targets"], augment.label_smoothing)
     else:
@@ -184,16 +208,20 @@ def train_iterator(
     images_bxSxSx3, labels_bxC = image_augment.mix_batch(
         batch["image"], labels_bxC, batch_seed_2, augment.mixup_alpha, augment.cutmix_alpha
     )
-    return {"image": images_bxSxSx3, "labels": labels_bxC, "label": batch["label"]}
+    mixed = {"image": images_bxSxSx3, "labels": labels_bxC, "label": batch["label"]}
+    if checked:
+      mixed["bad_path"] = batch["bad_path"]
+    return mixed
 
+  checked = "path" in share.element_spec  # a folder's files, checked as they are decoded
   first_epoch, skip_in_epoch = divmod(start_step * batch_size, share_size)
   ds = tf.data.Dataset.counter(first_epoch).flat_map(epoch)
   ds = ds.skip(skip_in_epoch)  # Still encoded bytes here, so skipping is cheap.
-  ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = _decode(ds, preprocess, undecodable if checked else None)
   ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.map(mix, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
-  return ds.as_numpy_iterator()
+  return _checked_batches(ds.as_numpy_iterator(), bad_images)
 
 
 class EvalIterator:
@@ -203,10 +231,12 @@ class EvalIterator:
   that fill the last batches have mask 0.
   """
 
-  def __init__(self, ds: tf.data.Dataset, num_examples: int, num_batches: int):
+  def __init__(
+      self, ds: tf.data.Dataset, num_examples: int, num_batches: int, bad_images: str = "skip"
+  ):
     self.num_examples = num_examples
     self.num_batches = num_batches
-    self._it = ds.as_numpy_iterator()
+    self._it = _checked_batches(ds.as_numpy_iterator(), bad_images)
 
   def __iter__(self) -> "EvalIterator":
     return self
@@ -238,6 +268,7 @@ def eval_iterator(
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
+    bad_images: str = "skip",
 ) -> EvalIterator:
   """Every example of `split` exactly once, as central crops of the image
   resized to image_size / crop_fraction (crop_fraction=1: no border cut; None: the whole image
@@ -269,27 +300,109 @@ def eval_iterator(
       )
     else:
       labels_C = tf.one_hot(label, source.num_classes, dtype=tf.float32)
-    return {
+    row = {
         "image": image_augment.normalize(image_SxSx3),
         "label": label,
         "labels": labels_C,
         "mask": tf.constant(1.0, tf.float32),
     }
+    if checked:
+      row["bad_path"] = tf.constant("")
+    return row
 
-  padding = {
-      "image": tf.zeros([image_size, image_size, 3], tf.float32),
-      "label": tf.constant(0, tf.int32),
-      "labels": tf.zeros([source.num_classes], tf.float32),
-      "mask": tf.constant(0.0, tf.float32),
-  }
+  def padding(path):
+    row = {
+        "image": tf.zeros([image_size, image_size, 3], tf.float32),
+        "label": tf.constant(0, tf.int32),
+        "labels": tf.zeros([source.num_classes], tf.float32),
+        "mask": tf.constant(0.0, tf.float32),
+    }
+    if checked:
+      row["bad_path"] = path
+    return row
+
+  checked = "path" in share.element_spec  # a folder's files, checked as they are decoded
   num_padding = num_batches * batch_size - share_size
   assert num_padding >= 0, (num_padding, share_size, largest_share)
 
-  ds = share.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
-  ds = ds.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
+  undecodable = lambda example: padding(example["path"])  # not scored
+  ds = _decode(share, preprocess, undecodable if checked else None)
+  padding_rows = tf.data.Dataset.from_tensors(padding(tf.constant(""))).repeat(num_padding)
+  ds = ds.concatenate(padding_rows)
   ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
-  return EvalIterator(ds, num_examples=num_examples, num_batches=num_batches)
+  return EvalIterator(ds, num_examples=num_examples, num_batches=num_batches, bad_images=bad_images)
+
+
+def _decode(ds: tf.data.Dataset, preprocess, undecodable) -> tf.data.Dataset:
+  """`ds.map(preprocess)`; with `undecodable`, an element whose preprocess fails (its image does
+  not decode) becomes `undecodable(element)` instead, in its place.
+
+  Each element is its own one-element dataset whose error `ignore_errors` drops, followed by the
+  `undecodable` row, of which `take(1)` keeps the first. Unlike `ignore_errors` on the whole
+  stream (which drops the element), every position keeps a row, so the example numbering, and
+  with it exact resume, stays that of the complete share; the interleave is deterministic
+  (one element per inner dataset), so the order is the input's. No image is decoded twice.
+  """
+  if undecodable is None:
+    return ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+
+  def one(*element):
+    decoded = tf.data.Dataset.from_tensors(element).map(preprocess).ignore_errors()
+    return decoded.concatenate(tf.data.Dataset.from_tensors(element).map(undecodable)).take(1)
+
+  return ds.interleave(
+      one,
+      cycle_length=tf.data.AUTOTUNE,
+      block_length=1,
+      num_parallel_calls=tf.data.AUTOTUNE,
+      deterministic=True,
+  )
+
+
+def _fill_bad_rows(batch: dict) -> dict:
+  """Each row whose image did not decode takes a good row of the same batch (the k-th bad row the
+  k-th good one, cyclically), so the batch keeps its size and, being a function of the same
+  examples, is the same on resume. A batch without a good row is left as it is
+  (`_checked_batches` refuses it)."""
+  bad_b = tf.strings.length(batch["bad_path"]) > 0
+  rows = tf.range(tf.shape(bad_b)[0])
+  good_g = tf.concat([tf.boolean_mask(rows, ~bad_b), [0]], axis=0)  # never empty
+  num_good = tf.shape(good_g)[0] - 1
+  kth_bad_b = tf.cumsum(tf.cast(bad_b, tf.int32)) - 1
+  take_b = tf.where(
+      bad_b & (num_good > 0), tf.gather(good_g, kth_bad_b % tf.maximum(num_good, 1)), rows
+  )
+  # 'index' stays: the batch's mixup seed is drawn from its first row's number.
+  kept = ("index", "bad_path")
+  return {k: v if k in kept else tf.gather(v, take_b) for k, v in batch.items()}
+
+
+def _checked_batches(batches, bad_images: str):
+  """`batches` without their 'bad_path' rows: each named file is warned about once (skip) or
+  refused (error)."""
+  for batch in batches:
+    bad_paths = [p.decode() for p in batch.pop("bad_path", ()) if p]
+    for path in bad_paths:
+      if path in _WARNED and bad_images == "skip":
+        continue
+      # pylint: disable-next=g-import-not-at-top  (only folders have paths to report)
+      from vit_jax.data.image import folder
+
+      reason = folder.decode_problem(path) or "it failed to decode in the input pipeline"
+      if bad_images == "error":
+        raise errors.DataError(
+            f"{path} is not a decodable image ({reason}); remove or re-encode it, or set "
+            "--config.bad_images=skip. The checkpoints saved so far are kept."
+        )
+      folder.warn_skipped(path, reason)
+      _WARNED.add(path)
+    if bad_paths and "mask" not in batch and len(bad_paths) == len(batch["label"]):
+      raise errors.DataError(
+          f"none of the {len(bad_paths)} images of a training batch decodes ({bad_paths[0]}, "
+          "...); remove or re-encode them."
+      )
+    yield batch
 
 
 def _process(process_index: int | None, process_count: int | None) -> tuple[int, int]:

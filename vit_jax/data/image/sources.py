@@ -2,15 +2,18 @@
 data config before training (`check_config`: the dataset opens, both splits read).
 
 A source yields {'image': encoded bytes, 'label': int64} in a fixed order with known
-cardinality (and 'labels', int64 (n,), every class of a multi-label example, where the TFDS
+cardinality (and 'path', string, for a folder's files, which are checked only where the pipeline
+decodes them; and 'labels', int64 (n,), every class of a multi-label example, where the TFDS
 dataset has a `labels` Sequence(ClassLabel) feature, as ImageNet-21k's does), and for training
 the same examples with their files in a seeded order. Decoding is left to the pipeline, so
 skipping examples on resume costs no JPEG decode.
 
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'imagenet_v2/matched-frequency', 'cifar10:3.0.2', ...) or 'folder:/path/to/root' for
-root/<split>/<class>/*.jpg|png. The datasets with default splits of their own, and those built
-here (prepared on first use), are the rows of data/tfds_builders.py IMAGE_DATASETS.
+root/<split>/<class>/*.jpg|png, listed once into an index (data/image/folder.py); a folder's eval
+split is its test/, else validation/, else val/ folder. The datasets with default splits of
+their own, and those built here (prepared on first use), are the rows of data/tfds_builders.py
+IMAGE_DATASETS.
 """
 
 import dataclasses
@@ -66,7 +69,7 @@ def _folder_source(root: str) -> ImageSource:
   # pylint: disable-next=g-import-not-at-top  (TFDS runs skip the folder scanner)
   from vit_jax.data.image import folder as image_folder
 
-  folder = image_folder.ImageFolder.scan(root)
+  folder = data.opened(("folder", root), lambda: image_folder.ImageFolder.open(root))
   eval_split = next((s for s in _FOLDER_EVAL_SPLITS if s in folder.examples), None)
   return ImageSource(
       name=FOLDER_PREFIX + folder.root,
@@ -188,25 +191,14 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
 # ---- Checks of an image data config before training ----------------------------------------------
 
 
-def check_config(config) -> dict:
-  """The image dataset `config.dataset` opens and both splits read; returns notes for the metrics
-  log (the count of undecodable folder images skipped)."""
+def check_config(config) -> None:
+  """The image dataset `config.dataset` opens and both splits read. A folder's images are not
+  decoded here: the pipeline checks each where it decodes it."""
   source = open_source(config.dataset, data_dir=config.data_dir, download=config.download)
   for key in data.SPLIT_KEYS:
     _check_split(source, config.dataset, key, config[key] or getattr(source, key))
   if source.classes_in is not None and not config.get("allow_class_mismatch"):
     _check_classes_agree(config, source)
-  if not config.dataset.startswith(FOLDER_PREFIX):
-    return {}
-  from vit_jax.data.image import folder  # pylint: disable=g-import-not-at-top  (folders only)
-
-  bad = folder.undecodable_images(source.name[len(FOLDER_PREFIX) :])
-  if bad and config.get("bad_images") == "error":
-    raise errors.DataError(
-        f"{bad[0]} is not a decodable image ({len(bad)} such file(s) in the "
-        "folder); remove or re-encode it, or set --config.bad_images=skip."
-    )
-  return {"skipped_images": len(bad)} if bad else {}
 
 
 def check_split(config, dataset: str, split: str | None, *, key: str) -> int:
