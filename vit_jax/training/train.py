@@ -451,6 +451,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     return len(bad)
 
   try:
+    if latest is not None and start_step < config.total_steps:
+      # A step is saved before it is evaluated: the attempt that saved this one may have died
+      # in its eval. Run the evals due here that metrics.jsonl lacks (none, usually).
+      with times.timing("eval"):
+        evaluate(start_step, state["params"], everything=False)
     for step in range(start_step, config.total_steps):
       if trace:
         with times.timing("profile"):
