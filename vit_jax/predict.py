@@ -1,8 +1,10 @@
 """Predicts with a trained or imported model: `python -m vit_jax.predict --checkpoint=PATH ...`.
 
   --image=FILE_OR_FOLDER (repeatable)   a ViT's top-k classes with names: the workdir's dataset
-                                        names, a Hugging Face config's id2label, TFDS's ImageNet
-                                        label file for 1000 classes, or --labels=FILE
+                                        names, a Hugging Face config's id2label, ImageNet's for
+                                        1000 classes ("tench (n01440764)"), or --labels=FILE;
+                                        probabilities by sigmoid for a workdir trained with
+                                        loss=sigmoid_xent, else by softmax
   --text='The [MASK] sat.'              a masked-LM workdir's top-k tokens for each [MASK]
                                         (a causal LM continues text with vit_jax.generate)
 

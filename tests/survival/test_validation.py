@@ -122,6 +122,25 @@ def test_enough_text_documents_pass(tmp_path):
   checks.validate_training(config, str(tmp_path / "w"))
 
 
+@pytest.mark.parametrize("total,warmup,warned", [(50, 100, True), (50, 50, True), (51, 50, False)])
+def test_a_run_shorter_than_its_warmup_is_warned_once(tmp_path, capsys, total, warmup, warned):
+  for i in range(20):
+    write(tmp_path / "t" / f"d{i}.txt", b"some text\n")
+  config = config_with(gpt_config, dataset=f"files:{tmp_path / 't' / '*.txt'}", total_steps=total)
+  config.optimizer.warmup_steps = warmup
+  assert checks.validate_training(config, str(tmp_path / "w")) == {}  # trains all the same
+  err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+  if not warned:
+    assert not err
+    return
+  (line,) = err
+  assert f"--config.optimizer.warmup_steps={warmup}" in line
+  assert "--config.total_steps=50" in line
+  assert "--config.optimizer.warmup_steps=5." in line  # the fix
+  config.total_steps = 0  # no training (e.g. to export the initial model): nothing to warn of
+  assert not checks.config_warnings(config)
+
+
 @pytest.fixture
 def shakespeare_dir(tmp_path):
   """tiny_shakespeare as prepared by TFDS, metadata only (train 30, validation 1, test 0

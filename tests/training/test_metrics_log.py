@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import time
 
 import pytest
@@ -104,3 +105,18 @@ def test_goodput_reads_back_the_kept_and_the_recomputed_steps():
   assert resumed.recomputed_s == 7.0 + 2.0 * 3
   assert metrics_log.Goodput.resumed(first, start_step=0).recomputed_steps == 27
   assert metrics_log.Goodput.resumed([], start_step=20) == metrics_log.Goodput()
+
+
+def test_a_rerun_writes_each_eval_once(tmp_path, digits_dir):
+  config = configs.tiny_vit(digits_dir, steps=4)
+  config.eval_every = config.checkpoint_every = 2
+  first = train.train_and_evaluate(config, str(tmp_path))
+  again = train.train_and_evaluate(config, str(tmp_path))  # finished: evaluates nothing again
+  # An async save cut short after its step's eval: the resume recomputes steps 3-4, and the
+  # step-4 eval is not run again.
+  shutil.rmtree(os.path.join(tmp_path, "checkpoints", "4"))
+  recomputed = train.train_and_evaluate(config, str(tmp_path))
+  evals = [r["step"] for r in helpers.read_metrics(tmp_path) if "eval/accuracy" in r]
+  assert evals == [2, 4]
+  assert again["eval/accuracy"] == recomputed["eval/accuracy"] == first["eval/accuracy"]
+  assert [r["step"] for r in train_records(tmp_path)][-2:] == [3, 4]  # it did train again

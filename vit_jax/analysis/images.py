@@ -14,6 +14,7 @@ from vit_jax import storage
 from vit_jax.data import tfds_builders
 from vit_jax.data.image import augment
 from vit_jax.data.image import folder as image_folder
+from vit_jax.data.image import imagenet_names
 from vit_jax.data.image import pipeline  # hides accelerators from TF before TF touches them
 from vit_jax.data.image import sources
 from vit_jax.interop import hf_format
@@ -81,17 +82,15 @@ def _tfds_names(dataset: str, data_dir=None):
 
 def class_names(loaded, num_classes: int, labels_file: str | None = None) -> list:
   """Names for the model's classes: a labels file (one per line) if given, else the dataset info
-  of the workdir's dataset, a Hugging Face config's id2label, or ImageNet's for 1000 classes."""
+  of the workdir's dataset, a Hugging Face config's id2label, or ImageNet's for 1000 classes.
+  An ImageNet WordNet id (TFDS's only name for those classes) reads "tench (n01440764)"."""
   if labels_file:
     names = [line.strip() for line in storage.read_text(labels_file).splitlines() if line.strip()]
-  elif loaded.workdir_config:
-    dataset = loaded.workdir_config["dataset"]
-    if dataset.startswith(sources.FOLDER_PREFIX):
-      names = list(image_folder.ImageFolder.scan(dataset[len(sources.FOLDER_PREFIX) :]).class_names)
-    else:
-      names = _tfds_names(dataset, loaded.workdir_config.get("data_dir"))
   else:
-    names = _imported_names(loaded.path, num_classes)
+    names = [
+        f"{imagenet_names.NAMES[n]} ({n})" if n in imagenet_names.NAMES else n
+        for n in _dataset_names(loaded, num_classes)
+    ]
   if len(names) != num_classes:
     raise errors.ConfigError(
         f"{len(names)} class names for a model with {num_classes} classes; pass a "
@@ -100,12 +99,21 @@ def class_names(loaded, num_classes: int, labels_file: str | None = None) -> lis
   return names
 
 
+def _dataset_names(loaded, num_classes: int) -> list:
+  if not loaded.workdir_config:
+    return _imported_names(loaded.path, num_classes)
+  dataset = loaded.workdir_config["dataset"]
+  if dataset.startswith(sources.FOLDER_PREFIX):
+    return list(image_folder.ImageFolder.scan(dataset[len(sources.FOLDER_PREFIX) :]).class_names)
+  return _tfds_names(dataset, loaded.workdir_config.get("data_dir"))
+
+
 def _imported_names(path: str, num_classes: int) -> list:
   hf_config = storage.join(path, hf_format.HF_CONFIG)
   if storage.isdir(path) and storage.isfile(hf_config):
     id2label = json.loads(storage.read_text(hf_config)).get("id2label") or {}
     if len(id2label) == num_classes:
       return [id2label[str(i)] for i in range(num_classes)]
-  if num_classes == 1000:  # TFDS's own imagenet2012 label file (WordNet ids), offline
+  if num_classes == 1000:  # ImageNet's, by TFDS's imagenet2012 label file (offline)
     return _tfds_names("imagenet2012")
   return [f"class_{i}" for i in range(num_classes)]

@@ -7,13 +7,14 @@ from vit_jax import errors
 from vit_jax import storage
 from vit_jax.analysis import images as images_lib
 from vit_jax.analysis import loading
+from vit_jax.tasks import classification
 
 MASK = "[MASK]"
 
 
-def _top_k(logits_NxC, k: int):
+def _top_k(logits_NxC, k: int, probabilities=jax.nn.softmax):
   """(indices_NxK, probabilities_NxK), most likely first."""
-  probs_NxC = np.asarray(jax.nn.softmax(np.asarray(logits_NxC, np.float32), axis=-1))
+  probs_NxC = np.asarray(probabilities(np.asarray(logits_NxC, np.float32)))
   k = min(k, probs_NxC.shape[-1])
   order_NxK = np.argsort(-probs_NxC, axis=-1, kind="stable")[:, :k]
   return order_NxK, np.take_along_axis(probs_NxC, order_NxK, axis=-1)
@@ -28,19 +29,25 @@ def classify_images(
     image_size: int | None = None,
     labels_file: str | None = None,
 ) -> list:
-  """[{"file", "top_k": [{"label", "name", "probability"}]}] for every image file (folders too)."""
+  """[{"file", "top_k": [{"label", "name", "probability"}]}] for every image file (folders too).
+
+  Probabilities as the model was trained: a sigmoid per class for a workdir trained with
+  `loss=sigmoid_xent` (they need not sum to 1), else a softmax over the classes (an imported
+  checkpoint, whose loss is not recorded, too)."""
   loading.require_image_model(loaded)
   if not loaded.model.get("num_classes"):
     raise errors.ConfigError(f"{loaded.path} has no classification head; predict needs one.")
   files = images_lib.expand(paths)
   names = images_lib.class_names(loaded, loaded.model["num_classes"], labels_file)
   size = loading.image_size(loaded, image_size)
+  loss = (loaded.workdir_config or {}).get("loss", "softmax_xent")
+  probabilities = classification.PROBABILITIES[classification.LOSSES[loss]]
   apply = jax.jit(lambda params, x: loaded.module.apply({"params": params}, x))
   results = []
   for start in range(0, len(files), batch_size):
     batch = files[start : start + batch_size]
     _, images_BxSxSx3 = images_lib.load_images(batch, size, images_lib.crop_fraction(loaded))
-    order_BxK, probs_BxK = _top_k(apply(loaded.params, images_BxSxSx3), top_k)
+    order_BxK, probs_BxK = _top_k(apply(loaded.params, images_BxSxSx3), top_k, probabilities)
     for path, order_K, probs_K in zip(batch, order_BxK, probs_BxK):
       results.append(
           {

@@ -16,6 +16,8 @@ import sys
 import traceback
 
 from absl import flags
+from ml_collections import config_dict
+from ml_collections import config_flags
 
 from vit_jax import errors
 
@@ -133,9 +135,51 @@ def prepare_command(*, output: bool = False, dataset: str | None = None, data_di
   )
 
 
+class _OptionalParser(flags.ArgumentParser):
+  """absl's parser of a type, plus "None" (or "none"): ml_collections parses an int, float or
+  bool key with absl's own parser, which refuses "None" even for a key declared
+  `placeholder(int)`. Which keys may be None is `refuse_none`'s to say."""
+
+  def __init__(self, parser: flags.ArgumentParser):
+    self.parser = parser
+
+  def parse(self, argument):
+    if isinstance(argument, str) and argument.strip() in ("None", "none"):
+      return None
+    return self.parser.parse(argument)
+
+  def flag_type(self):
+    return self.parser.flag_type()
+
+
+for _type, _parser in ((int, flags.IntegerParser()), (float, flags.FloatParser()),
+                       (bool, flags.BooleanParser())):  # fmt: skip
+  config_flags.register_flag_parser_for_type(_type, _OptionalParser(_parser))
+
+
+def refuse_none(config, argv) -> None:
+  """A ConfigError for a `--config.KEY=None` whose key is not optional. An optional key is one
+  a config declares with `placeholder(TYPE)` (a FieldReference, so its type survives a None);
+  a plain key set to None would fail later, far from the flag."""
+  for arg in argv[1:]:
+    key, sep, value = arg.partition("=")
+    if not (sep and key.startswith("--config.") and value.strip() in ("None", "none")):
+      continue
+    *parents, last = key[len("--config.") :].split(".")
+    node = config
+    for part in parents:
+      node = node[part]
+    if not isinstance(
+        dict(node.items(preserve_field_references=True)).get(last), config_dict.FieldReference
+    ):
+      raise errors.ConfigError(
+          f"{key}=None: {key[len('--config.'):]} is not optional; give it a value."
+      )
+
+
 def parse_command_line(flag_values, argv):
-  """absl parsing of a command with --config, but a missing config file, a bad flag or an unknown
-  config key is one clear line and exit code 2."""
+  """absl parsing of a command with --config, but a missing config file, a bad flag, an unknown
+  config key or None for a key that is not optional is one clear line and exit code 2."""
   for arg in argv[1:]:  # config_flags only reports a missing file later, with a traceback
     if arg.startswith("--config=") and not os.path.isfile(arg[len("--config=") :].split(":")[0]):
       print(
@@ -148,7 +192,7 @@ def parse_command_line(flag_values, argv):
       a[len("--config=") :].split(":")[0] for a in argv[1:] if a.startswith("--config=")
   ]
   try:
-    return flag_values(argv)
+    remaining = flag_values(argv)
   except Exception as e:  # pylint: disable=broad-except  (sorted below: the user's, or ours)
     in_file = user_code_error(e, *config_files)
     if in_file is not None:
@@ -162,3 +206,9 @@ def parse_command_line(flag_values, argv):
         file=sys.stderr,
     )
     sys.exit(2)
+  try:
+    refuse_none(flag_values["config"].value, argv)
+  except errors.ConfigError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  return remaining

@@ -7,6 +7,9 @@ docs/errors.md lists what is checked here.
 """
 
 import math
+import sys
+
+import jax
 
 from vit_jax import errors
 from vit_jax import tasks
@@ -120,10 +123,27 @@ def validate_config(config) -> None:
     )
 
 
+def config_warnings(config) -> list[str]:
+  """Values that train but probably not as meant, each naming its --config key and the fix."""
+  warnings = []
+  total, warmup = get(config, "total_steps"), get(config, "optimizer.warmup_steps")
+  # A researcher may want it (a warmup-only probe), so a warning, not an error.
+  if _MISSING not in (total, warmup) and 0 < total <= warmup:
+    warnings.append(
+        f"--config.optimizer.warmup_steps={warmup} >= --config.total_steps={total}: the whole "
+        f"run is warmup, its learning rate at most {total / warmup:.2g} x optimizer.lr; set "
+        f"e.g. --config.optimizer.warmup_steps={total // 10}."
+    )
+  return warnings
+
+
 def validate_training(config, workdir: str) -> None:
   """Checks the config, the workdir and the data. Raises a UserError before anything is
-  written."""
+  written; prints `config_warnings` to stderr (process 0)."""
   validate_config(config)
+  if jax.process_index() == 0:
+    for warning in config_warnings(config):
+      print(f"warning: {warning}", file=sys.stderr, flush=True)
   check_mesh_and_input(config)
   workdir_lib.check_workdir(workdir)
   workdir_lib.check_resume(config, workdir)

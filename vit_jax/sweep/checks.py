@@ -14,6 +14,7 @@ from ml_collections import config_flags
 from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
+from vit_jax.config import args as config_args
 from vit_jax.config import checks
 from vit_jax.sweep import spec
 
@@ -76,6 +77,7 @@ def _parse(run: spec.Run, args: list[str]):
   )
   try:
     values(argv)
+    config_args.refuse_none(values.config, argv)
     return values.config
   except errors.UserError as e:  # e.g. a bad :ARGS argument of the config
     raise errors.ConfigError(f"run {run.name!r}: {e}") from None

@@ -21,6 +21,8 @@ def sigmoid_xent(logits_BxC, labels_BxC):
 
 
 LOSSES = {"softmax_xent": softmax_xent, "sigmoid_xent": sigmoid_xent}
+# The class probabilities each loss trains the logits for (what vit_jax.predict reports).
+PROBABILITIES = {softmax_xent: jax.nn.softmax, sigmoid_xent: jax.nn.sigmoid}
 
 
 class ImageClassification(base.Task):

@@ -145,6 +145,17 @@ def earlier_records(path: str) -> list[dict]:
   return records
 
 
+def recorded_evals(records: list[dict], names) -> dict[tuple[int, str], dict]:
+  """{(step, evaluator name): its "NAME/metric" values} of the eval rows among `records`."""
+  recorded = {}
+  for record in records:
+    for name in names:
+      metrics = {k: v for k, v in record.items() if k.startswith(f"{name}/")}
+      if metrics:
+        recorded.setdefault((record["step"], name), metrics)  # the first row of a step counts
+  return recorded
+
+
 # ---- Where the time goes: the step-time breakdown and goodput ------------------------------------
 
 PARTS = ("input_wait", "dispatch", "device_wait", "checkpoint", "eval", "compile", "profile")

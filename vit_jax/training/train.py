@@ -390,9 +390,20 @@ def _train_and_evaluate(config, workdir: str) -> dict:
 
   # ---- Evaluation: each evaluator every `every` steps and at the last step, as NAME/metric ----
   latest_evals = {}  # the last metrics of each evaluator, returned at the end
+  # The evals an earlier attempt already wrote, read on every process so all skip the same ones
+  # (an evaluator is a collective). A rerun of a finished run, or one that recomputes steps past
+  # an eval whose checkpoint was lost (an async save cut short), keeps the first row and does not
+  # evaluate again: resume is exact, so the recomputed params are those that row scored, and
+  # metrics.jsonl and TensorBoard keep one value per (step, evaluator).
+  recorded = metrics_log.recorded_evals(
+      metrics_log.earlier_records(workdir_lib.metrics_path(workdir)), [e.name for e in evaluators]
+  )
 
   def evaluate(step: int, params, everything: bool) -> None:
     due = [e for e in evaluators if everything or step % e.every == 0]
+    for e in due:
+      latest_evals.update(recorded.get((step, e.name), {}))
+    due = [e for e in due if (step, e.name) not in recorded]
     metrics = {f"{e.name}/{k}": v for e in due for k, v in e.run(params).items()}
     if metrics:
       log.write(step, metrics)
@@ -438,6 +449,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     return len(bad)
 
   try:
+    if latest is not None and start_step < config.total_steps:
+      # A step is saved before it is evaluated: the attempt that saved this one may have died
+      # in its eval. Run the evals due here that metrics.jsonl lacks (none, usually).
+      with times.timing("eval"):
+        evaluate(start_step, state["params"], everything=False)
     for step in range(start_step, config.total_steps):
       if trace:
         with times.timing("profile"):

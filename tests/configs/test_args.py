@@ -1,0 +1,104 @@
+"""The command line's `--config.KEY=VALUE`, parsed as vit_jax.main parses it: every optional key
+(one a config declares as `placeholder(TYPE)`) takes None, and a key that is not optional
+refuses it in one line."""
+
+import glob
+import os
+import sys
+
+from ml_collections import config_dict
+import pytest
+
+from tests import helpers
+from vit_jax import main
+from vit_jax.config import args
+
+# (config file, key) for every optional integer key of configs/*.py and vit_jax/config/defaults.py
+OPTIONAL_INTS = [
+    ("vit.py", "eval_max_batches"),
+    ("vit.py", "input_shards"),
+    ("vit.py", "debug_nan_at_step"),
+    ("vit.py", "num_classes"),
+    ("vit.py", "evals.eval.max_batches"),
+    ("vit.py", "model.width"),
+    ("vit.py", "model.depth"),
+    ("vit.py", "model.num_heads"),
+    ("vit.py", "model.mlp_dim"),
+    ("vit.py", "model.representation_size"),
+    ("resnet.py", "num_classes"),
+    ("resnet.py", "model.width"),
+    ("resnet.py", "model.width_factor"),
+    ("local_cnn.py", "num_classes"),
+    ("gpt.py", "eval_max_batches"),
+    ("gpt.py", "tokenizer.vocab_size"),
+    ("gpt.py", "model.width"),
+    ("gpt.py", "model.depth"),
+    ("gpt.py", "model.num_heads"),
+    ("bert.py", "model.mlp_dim"),
+    ("bert_classifier.py", "model.mlp_dim"),
+    ("seq2seq.py", "model.num_decoder_layers"),
+]
+
+
+def parse(argv: list[str], monkeypatch):
+  """The config vit_jax.main builds from `argv`, or SystemExit."""
+  full = ["vit_jax.main", *argv]
+  monkeypatch.setattr(sys, "argv", full)  # config_flags reads the overrides from sys.argv
+  try:
+    main.parse_flags(full)
+    return main.FLAGS.config
+  finally:  # leave the global flags as a fresh process has them
+    for name in [n for n in main.FLAGS if n.startswith("config.")]:
+      delattr(main.FLAGS, name)
+    main.FLAGS.unparse_flags()
+
+
+def value(config, key: str):
+  for part in key.split("."):
+    config = config[part]
+  return config
+
+
+@pytest.mark.parametrize("config_file,key", OPTIONAL_INTS)
+@pytest.mark.parametrize("config_arg", ["", ":runlocal"])
+def test_optional_integer_keys_take_none_and_numbers(config_file, key, config_arg, monkeypatch):
+  config = os.path.join(helpers.ROOT, "configs", config_file) + config_arg
+  assert value(parse([f"--config={config}", f"--config.{key}=None"], monkeypatch), key) is None
+  assert value(parse([f"--config={config}", f"--config.{key}=5"], monkeypatch), key) == 5
+
+
+@pytest.mark.parametrize("key", ["model.posemb_init_std", "async_checkpoints"])
+def test_optional_float_and_bool_keys_take_none(key, monkeypatch):
+  config = os.path.join(helpers.ROOT, "configs", "vit.py")
+  assert value(parse([f"--config={config}", f"--config.{key}=None"], monkeypatch), key) is None
+
+
+def test_none_for_a_key_that_is_not_optional_is_one_error(monkeypatch, capsys):
+  config = os.path.join(helpers.ROOT, "configs", "vit.py")
+  with pytest.raises(SystemExit) as e:
+    parse([f"--config={config}", "--config.seed=None"], monkeypatch)
+  assert e.value.code == 2
+  assert capsys.readouterr().err.strip() == (
+      "error: --config.seed=None: seed is not optional; give it a value."
+  )
+
+
+def optional_ints(config, prefix=""):
+  """The keys of `config` declared `placeholder(int)` and None in it."""
+  for key, field in config.items(preserve_field_references=True):
+    if isinstance(field, config_dict.ConfigDict):
+      yield from optional_ints(field, f"{prefix}{key}.")
+    elif isinstance(field, config_dict.FieldReference) and field.get_type() is int:
+      if field.get() is None:
+        yield prefix + key
+
+
+def test_the_list_covers_every_optional_integer_key():
+  listed = {key for _, key in OPTIONAL_INTS}
+  for path in glob.glob(os.path.join(helpers.ROOT, "configs", "*.py")):
+    for config_arg in ("", "runlocal"):
+      for key in optional_ints(args.load_file(path).get_config(config_arg)):
+        parts = key.split(".")
+        if parts[0] == "evals":  # every evaluator's max_batches is the same kind of key
+          key = "evals.eval." + ".".join(parts[2:])
+        assert key in listed, (os.path.basename(path), key)
