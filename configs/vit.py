@@ -41,7 +41,9 @@ RandAugment(2, 10), mixup 0.2, GAP, tanh pre-logits layer, sin-cos posemb, 90 ep
   python -m vit_jax.main --config=configs/vit.py:dataset=imagenet2012,variant=S/16 --workdir=W
   -> "This should take 6-7h to finish 90ep on a TPU-v3-8 and reach 76.5%" (vit_s16_i1k.py);
      300 epochs (--config.total_steps=371_588) "reach 80% in less than one day" (Beyer et al.
-     2022, abstract). Not reproduced here.
+     2022, abstract). Not reproduced here. Those are ImageNet validation top-1, logged as
+     eval/accuracy; the run also logs big_vision's other evaluators (train[:2%], minival,
+     ImageNet-v2 and ReaL: docs/imagenet.md, which says how to prepare the data).
 
 ImageNet-1k from scratch, any other variant (e.g. B/16, L/16): big_vision's AugReg recipe
 (configs/vit_i1k.py; Steiner et al. 2021, "How to train your ViT?"): batch 4096, 300 epochs,
@@ -50,7 +52,8 @@ augmentation vit_i1k.py picks per size (B/16, L/16: RandAugment(2, 15) + mixup 0
   python -m vit_jax.main --config=configs/vit.py:dataset=imagenet2012,variant=B/16 --workdir=W
   -> not reproduced here. vit_i1k.py quotes no figure or run time; its docstring notes the
      recipe leaves out the dropout and stochastic depth "shown to help with B/32, B/16, L/16
-     models in the paper (Figure 4)".
+     models in the paper (Figure 4)". It evaluates as the S/16 recipe does (validation top-1 as
+     eval/accuracy, beside train[:2%], minival, ImageNet-v2 and ReaL).
 
 ImageNet-21k pretraining, big_vision's AugReg recipe (configs/vit_i21k.py): batch 4096, 300
 epochs, sigmoid cross-entropy with head bias -10, GAP, learned posemb, Adam as above, and the
