@@ -106,11 +106,16 @@ def main(argv):
         )
       _prepare_image_datasets(config)
       return
-    if num_tasks == 1:
-      _prepare_text_dataset(config)
     if FLAGS.output is None:
+      if not _prepare_text_dataset(config):
+        raise errors.ConfigError(
+            f"--output=DIR is required: --config.dataset={config.dataset!r} has no TFDS data to "
+            "prepare, only a token store to write (a new folder, local or gs://BUCKET/...)."
+        )
       print("To tokenize it into a token store that training reads by index, add --output=DIR.")
       return
+    if num_tasks == 1:
+      _prepare_text_dataset(config)
     _prepare_token_store(config, task_index, num_tasks)
 
 
@@ -145,17 +150,21 @@ def _prepare_image_datasets(config) -> None:
     print(f"{dataset}: {'prepared' if prepared else 'already prepared'}", flush=True)
 
 
-def _prepare_text_dataset(config) -> None:
-  """The TFDS data behind a text config's dataset, if it has some and it is not prepared."""
+def _prepare_text_dataset(config) -> bool:
+  """The TFDS data behind a text config's dataset, unless it is prepared; returns whether the
+  dataset has TFDS data."""
   # pylint: disable=g-import-not-at-top
   from vit_jax.data import tfds_builders
   from vit_jax.data.text import datasets
 
   spec = datasets.TFDS_DATASETS.get(config.dataset)
-  if spec is not None and tfds_builders.prepare(
+  if spec is None:
+    return False
+  prepared = tfds_builders.prepare(
       spec.tfds_name, data_dir=config.data_dir, manual_dir=FLAGS.manual_dir
-  ):
-    print(f"{spec.tfds_name}: prepared", flush=True)
+  )
+  print(f"{spec.tfds_name}: {'prepared' if prepared else 'already prepared'}", flush=True)
+  return True
 
 
 def _prepare_token_store(config, task_index: int, num_tasks: int) -> None:

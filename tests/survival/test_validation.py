@@ -128,7 +128,7 @@ def test_a_run_shorter_than_its_warmup_is_warned_once(tmp_path, capsys, total, w
     write(tmp_path / "t" / f"d{i}.txt", b"some text\n")
   config = config_with(gpt_config, dataset=f"files:{tmp_path / 't' / '*.txt'}", total_steps=total)
   config.optimizer.warmup_steps = warmup
-  assert checks.validate_training(config, str(tmp_path / "w")) == {}  # trains all the same
+  checks.validate_training(config, str(tmp_path / "w"))  # no error: it trains all the same
   err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
   if not warned:
     assert not err

@@ -126,8 +126,10 @@ def test_tfds_shards_hold_the_split_once(tiny_text_dir, monkeypatch):
 
 
 def test_unprepared_tfds_dataset_says_how_to_prepare(tmp_path):
+  # vit_jax.prepare, not `tfds build`: that needs Apache Beam, which the base install lacks.
   with pytest.raises(
-      errors.DatasetNotPreparedError, match=r"tfds build lm1b --data_dir=.*" + tmp_path.name
+      errors.DatasetNotPreparedError,
+      match=r"python -m vit_jax.prepare --config=.* --config.data_dir=.*" + tmp_path.name,
   ):
     next(datasets.read_examples("lm1b", data_dir=str(tmp_path)))
 

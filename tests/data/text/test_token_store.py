@@ -215,9 +215,13 @@ def _files(folder):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--config=configs/vit.py", "--output=OUT"], "tokenizes text; --config.task="),
+        (
+            ["--config=configs/vit.py", "--output=OUT"],
+            "--output is for a text config's token store",
+        ),
         (["--config=configs/gpt.py", "--output=OUT"], "is one text tokenized when a run starts"),
-        (["--config=configs/gpt.py:dataset=embedded"], "both --config and --output are required"),
+        (["--config=configs/gpt.py:dataset=embedded"], "--output=DIR is required"),
+        (["--output=OUT"], "--config is required"),
         (
             ["--config=configs/gpt.py:dataset=embedded", "--output=OUT", "--splits=test2"],
             "is not a split of 'embedded'",
