@@ -86,3 +86,21 @@ def test_nonfinite_step_changes_no_param_or_optimizer_state(tmp_path, digits_dir
   stopped = configs.read_state(stop_dir, 2)
   for key in before:
     np.testing.assert_array_equal(stopped[key], before[key], err_msg=key)
+
+
+def test_a_logged_record_averages_every_step_since_the_last_one(tmp_path, digits_dir):
+  """A checkpoint between two log steps does not cut the logged window short."""
+  losses = {}
+  for name, log_every, checkpoint_every in (("every", 1, 4), ("saves", 4, 2)):
+    config = configs.tiny_vit(digits_dir, 4)
+    config.log_every, config.checkpoint_every, config.keep_checkpoints = (
+        log_every,
+        checkpoint_every,
+        10,
+    )
+    train.train_and_evaluate(config, str(tmp_path / name))
+    records = [r for r in helpers.read_metrics(tmp_path / name) if "train_loss" in r]
+    losses[name] = {r["step"]: r["train_loss"] for r in records}
+  assert list(losses["saves"]) == [4]
+  expected = np.mean([losses["every"][s] for s in (1, 2, 3, 4)])
+  np.testing.assert_allclose(losses["saves"][4], expected, rtol=1e-6)

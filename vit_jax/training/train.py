@@ -432,8 +432,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       metrics_log.Goodput.resumed(log.earlier_records, start_step), time.time() - started
   )
   save_run_info(start_step)
-  pending, last_step = [], start_step
-  last_time = time.time()
+  # `pending`: steps not yet fetched from the device (fetched at every sync point: log, save,
+  # eval); `window`: those fetched since the last logged record, so each record averages every
+  # step since the one before it, not only those since the last save or eval.
+  pending, window, last_step, logged_step = [], [], start_step, start_step
+  last_time, train_seconds = time.time(), 0.0
   skipped = 0
 
   def check_finite(metrics_list, first_step):
@@ -478,15 +481,18 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         with times.timing("device_wait"):
           fetched = jax.device_get(pending)
         skipped += check_finite(fetched, last_step)
-        averaged = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0] if k != "finite"}
         now = time.time()
-        averaged["examples_per_sec"] = config.batch_size * (done - last_step) / (now - last_time)
-        averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
-        if skipped:
-          averaged["skipped_steps"] = skipped
+        window += fetched
+        train_seconds += now - last_time
         if done % config.log_every == 0 or is_last or preempted:
+          averaged = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != "finite"}
+          averaged["examples_per_sec"] = config.batch_size * (done - logged_step) / train_seconds
+          averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
+          if skipped:
+            averaged["skipped_steps"] = skipped
           log.write(done, {**averaged, **times.window(log.elapsed())})
           save_run_info(done)
+          window, train_seconds, logged_step = [], 0.0, done
         pending, last_time, last_step = [], now, done
       with times.timing("checkpoint"):  # first: a failing eval loses nothing
         ckpt.save(done, state, force=is_last or preempted)
