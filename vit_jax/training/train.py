@@ -158,6 +158,16 @@ def update_step(
     updates, opt_state = tx.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
+  # The rate this step applies: the schedule at the optimizer's own count, not at `step`. A
+  # skipped step keeps the whole optimizer state, count included (advancing it would also advance
+  # Adam's bias correction for an update never made), so after a skip the count trails `step` and
+  # schedule(step) would log a rate never applied; the schedule ends that many steps short.
+  schedule_states = [
+      s
+      for s in jax.tree.leaves(state["opt_state"], is_leaf=_is_schedule_state)
+      if _is_schedule_state(s)
+  ]
+  learning_rate = schedule(schedule_states[0].count if schedule_states else step)
   if guard_nonfinite:
     # A non-finite step keeps params and optimizer state at their last good values. A branch,
     # not a `where` per leaf: the good step (nearly all of them) pays no select over the whole
@@ -171,7 +181,7 @@ def update_step(
   metrics = {
       "train_loss": loss,
       "grad_norm": grad_norm,
-      "learning_rate": schedule(step),
+      "learning_rate": learning_rate,
       "finite": finite.astype(jnp.float32),
       **task_metrics,
   }
@@ -181,6 +191,10 @@ def update_step(
     updates = jax.tree.map(jnp.subtract, new_params, params)
     metrics.update(health_metrics.metrics(new_params, grads, updates))
   return {"params": new_params, "opt_state": opt_state, "step": step + 1}, metrics
+
+
+def _is_schedule_state(x) -> bool:
+  return isinstance(x, optax.ScaleByScheduleState)
 
 
 def _summed_over_microbatches(grad_fn, params, batch: dict, num_micro: int):
