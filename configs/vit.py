@@ -156,7 +156,7 @@ def get_config(arg=None):
   # data/tfds_builders.py IMAGE_DATASETS, "test" for other TFDS datasets, a folder's test/,
   # validation/ or val/).
   c = defaults.dataset_defaults("image_classification", options["dataset"], eval_split=None)
-  c.download = False  # let TFDS download and prepare the dataset if it is missing
+  c.download = False  # a missing TFDS dataset is an error naming `python -m vit_jax.prepare`
   c.bad_images = "skip"  # a folder: dataset's undecodable files (config/defaults.py CHOICES)
   # folder: datasets whose train and eval splits hold different classes are refused unless true
   c.allow_class_mismatch = False

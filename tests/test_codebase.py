@@ -459,3 +459,25 @@ def test_each_measured_figure_is_written_in_one_document():
   written = set(FIGURE.findall(re.sub(r"\s+", " ", " ".join(texts.values()))))
   stale = set(ALLOWED_REPEATS) - written
   assert not stale, f"ALLOWED_REPEATS lists figures no document writes: {sorted(stale)}"
+
+
+def test_every_python_file_named_in_our_text_exists():
+  """A `vit_jax/...py` path, or one relative to vit_jax/ or to the naming file's own package
+  (`training/health_metrics.py`, `image/pipeline.py`), names a file that exists. Paths into
+  other projects (big_vision's `configs/vit_i1k.py`) start with no folder of ours."""
+  package = os.path.join(ROOT, "vit_jax")
+  path = re.compile(r"(?<![\w/.*-])((?:[A-Za-z_]\w*/)+[A-Za-z_]\w*\.py)\b")
+  missing = []
+  for name in glob.glob(f"{package}/**/*.py", recursive=True) + glob.glob(f"{ROOT}/configs/*.py"):
+    with open(name, encoding="utf-8") as f:
+      text = f.read()
+    bases = [package, os.path.dirname(name)] if name.startswith(package + os.sep) else []
+    for named in set(path.findall(text)):
+      if named.startswith("vit_jax/"):
+        found = os.path.isfile(os.path.join(ROOT, named))
+      else:
+        ours = [b for b in bases if os.path.isdir(os.path.join(b, named.split("/")[0]))]
+        found = not ours or any(os.path.isfile(os.path.join(b, named)) for b in ours)
+      if not found:
+        missing.append(f"{os.path.relpath(name, ROOT)}: {named}")
+  assert not missing, missing

@@ -102,3 +102,38 @@ def test_the_list_covers_every_optional_integer_key():
         if parts[0] == "evals":  # every evaluator's max_batches is the same kind of key
           key = "evals.eval." + ".".join(parts[2:])
         assert key in listed, (os.path.basename(path), key)
+
+
+def test_a_number_that_does_not_convert_exactly_is_one_error(monkeypatch, capsys):
+  """2.5 for an integer is refused, not truncated to 2: after the config file and as a flag."""
+  assert args.parse("depth=4.0,width=1e2", dict(depth=3, width=32)) == dict(depth=4, width=100)
+  config = os.path.join(helpers.ROOT, "configs", "local_cnn.py")
+  for argv in (
+      [f"--config={config}:depth=2.5"],
+      [f"--config={config}", "--config.model.depth=2.5"],
+  ):
+    with pytest.raises(SystemExit) as e:
+      parse(argv, monkeypatch)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "depth" in err[0], err
+    assert "2.5" in err[0] and "int" in err[0], err
+
+
+def test_a_bug_of_ours_keeps_its_traceback_and_a_typo_is_one_line(tmp_path, monkeypatch, capsys):
+  """An exception raised inside vit_jax, even when a config file called it, is not reported as
+  the user's mistake: it propagates (a traceback, exit 1) instead of one `error:` line."""
+  config = tmp_path / "calls_us_wrongly.py"
+  config.write_text(
+      "from vit_jax.config import args\n\n\ndef get_config():\n  return args.parse(5, {})\n"
+  )
+  with pytest.raises(Exception) as e:  # not SystemExit: that is a BaseException
+    parse([f"--config={config}"], monkeypatch)
+  assert "split" in str(e.value)
+  assert not capsys.readouterr().err.startswith("error:")
+
+  vit = os.path.join(helpers.ROOT, "configs", "vit.py")
+  with pytest.raises(SystemExit) as e:
+    parse([f"--config={vit}", "--config.modle.depth=3"], monkeypatch)
+  assert e.value.code == 2
+  assert capsys.readouterr().err.startswith("error:")

@@ -7,6 +7,7 @@ import pytest
 from tests import helpers
 from tests import tiny_configs as configs
 from vit_jax import tasks
+from vit_jax.training import optimizer as optimizer_lib
 from vit_jax.training import train
 
 
@@ -86,3 +87,40 @@ def test_nonfinite_step_changes_no_param_or_optimizer_state(tmp_path, digits_dir
   stopped = configs.read_state(stop_dir, 2)
   for key in before:
     np.testing.assert_array_equal(stopped[key], before[key], err_msg=key)
+
+
+def test_a_logged_record_averages_every_step_since_the_last_one(tmp_path, digits_dir):
+  """A checkpoint between two log steps does not cut the logged window short."""
+  losses = {}
+  for name, log_every, checkpoint_every in (("every", 1, 4), ("saves", 4, 2)):
+    config = configs.tiny_vit(digits_dir, 4)
+    config.log_every, config.checkpoint_every, config.keep_checkpoints = (
+        log_every,
+        checkpoint_every,
+        10,
+    )
+    train.train_and_evaluate(config, str(tmp_path / name))
+    records = [r for r in helpers.read_metrics(tmp_path / name) if "train_loss" in r]
+    losses[name] = {r["step"]: r["train_loss"] for r in records}
+  assert list(losses["saves"]) == [4]
+  expected = np.mean([losses["every"][s] for s in (1, 2, 3, 4)])
+  np.testing.assert_allclose(losses["saves"][4], expected, rtol=1e-6)
+
+
+def test_the_logged_learning_rate_is_the_applied_one_after_a_skipped_step(tmp_path, digits_dir):
+  """A skipped step does not advance the optimizer's count, so the rate of each later step is
+  the schedule at that count (read from the checkpoint before it), not at the step."""
+  config = configs.tiny_vit(digits_dir, 4)
+  config.optimizer.update(warmup_steps=4, schedule="linear")  # a rate that changes every step
+  config.checkpoint_every, config.keep_checkpoints = 1, 10
+  config.debug_nan_at_step, config.nonfinite = 3, "skip"
+  train.train_and_evaluate(config, str(tmp_path))
+  schedule = optimizer_lib.learning_rate_schedule(config.optimizer, config.total_steps)
+  logged = {
+      r["step"]: r["learning_rate"] for r in helpers.read_metrics(tmp_path) if "train_loss" in r
+  }
+  for step in (2, 3, 4):
+    state = configs.read_state(tmp_path, step - 1)
+    (count,) = {int(v) for k, v in state.items() if "count" in k}  # Adam's and the schedule's
+    np.testing.assert_allclose(logged[step], float(schedule(count)), rtol=1e-6, err_msg=step)
+  assert logged[4] == logged[3]  # step 3 was skipped: step 4 applies the rate step 3 would have

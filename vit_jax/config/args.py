@@ -47,10 +47,7 @@ def user_code_error(error: BaseException, *paths: str) -> errors.ConfigError | N
   embeds the traceback as text; the original is its context, so the whole chain is searched.
   """
   files = {os.path.normpath(os.path.abspath(p)) for p in paths} | _loaded_files
-  chain, seen = [], error
-  while seen is not None and seen not in chain:
-    chain.append(seen)
-    seen = seen.__cause__ or seen.__context__
+  chain = _chain(error)
   if any(isinstance(exc, errors.UserError) for exc in chain):
     return None
   for exc in chain:
@@ -75,6 +72,24 @@ def user_code_error(error: BaseException, *paths: str) -> errors.ConfigError | N
         "fix the file and rerun."
     )
   return None
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+  """`error` and the exceptions it was raised from or while handling, outermost first."""
+  chain, seen = [], error
+  while seen is not None and seen not in chain:
+    chain.append(seen)
+    seen = seen.__cause__ or seen.__context__
+  return chain
+
+
+def _raised_in_package(error: BaseException) -> bool:
+  """Whether `error`'s innermost frame is in vit_jax (not in a config file `load_file` loaded)."""
+  frames = traceback.extract_tb(error.__traceback__)
+  if not frames:
+    return False
+  innermost = os.path.normpath(os.path.abspath(frames[-1].filename))
+  return innermost.startswith(_PACKAGE_DIR + os.sep) and innermost not in _loaded_files
 
 
 def load_beside(this_file: str, relative_path: str):
@@ -111,13 +126,23 @@ def _convert(raw: str, default, key: str):
       return False
     raise errors.ConfigError(f"Config argument {key}={raw!r} must be a boolean (true/false).")
   if isinstance(default, (int, float)) and not isinstance(default, bool):
+    wrong = errors.ConfigError(
+        f"Config argument {key}={raw!r} must be {_TYPE_NAMES[type(default)]}."
+    )
     try:
-      return type(default)(ast.literal_eval(raw))
+      parsed = ast.literal_eval(raw)
     except (ValueError, SyntaxError) as e:
-      raise errors.ConfigError(
-          f"Config argument {key}={raw!r} must be a {type(default).__name__}."
-      ) from e
+      raise wrong from e
+    # Only a value that converts exactly: 2.5 for an int would otherwise train with 2, unsaid.
+    if isinstance(parsed, bool) or not isinstance(parsed, (int, float)):
+      raise wrong
+    if type(default)(parsed) != parsed:
+      raise wrong
+    return type(default)(parsed)
   return raw
+
+
+_TYPE_NAMES = {int: "an int", float: "a float"}
 
 
 def prepare_command(*, output: bool = False, dataset: str | None = None, data_dir=None) -> str:
@@ -140,13 +165,16 @@ class _OptionalParser(flags.ArgumentParser):
   bool key with absl's own parser, which refuses "None" even for a key declared
   `placeholder(int)`. Which keys may be None is `refuse_none`'s to say."""
 
-  def __init__(self, parser: flags.ArgumentParser):
-    self.parser = parser
+  def __init__(self, parser: flags.ArgumentParser, name: str):
+    self.parser, self.name = parser, name
 
   def parse(self, argument):
     if isinstance(argument, str) and argument.strip() in ("None", "none"):
       return None
-    return self.parser.parse(argument)
+    try:
+      return self.parser.parse(argument)
+    except ValueError as e:  # absl's own says "invalid literal for int() with base 10"
+      raise ValueError(f"{argument!r} is not {self.name}") from e
 
   def flag_type(self):
     return self.parser.flag_type()
@@ -154,7 +182,9 @@ class _OptionalParser(flags.ArgumentParser):
 
 for _type, _parser in ((int, flags.IntegerParser()), (float, flags.FloatParser()),
                        (bool, flags.BooleanParser())):  # fmt: skip
-  config_flags.register_flag_parser_for_type(_type, _OptionalParser(_parser))
+  config_flags.register_flag_parser_for_type(
+      _type, _OptionalParser(_parser, {**_TYPE_NAMES, bool: "a boolean"}[_type])
+  )
 
 
 def refuse_none(config, argv) -> None:
@@ -198,6 +228,16 @@ def parse_command_line(flag_values, argv):
     if in_file is not None:
       print(f"error: {in_file}", file=sys.stderr)
       sys.exit(2)
+    chain = _chain(e)
+    ours = next((x for x in chain if isinstance(x, errors.UserError)), None)
+    if ours is not None:  # raised on purpose: its message names the fix
+      print(f"error: {errors.without_traceback(str(ours))}", file=sys.stderr)
+      sys.exit(2)
+    if isinstance(e, flags.IllegalFlagValueError):  # a known key, a bad value: absl names both
+      print(f"error: {errors.without_traceback(str(e))}", file=sys.stderr)
+      sys.exit(2)
+    if any(_raised_in_package(x) for x in chain):
+      raise  # a bug of ours, even when a config file called it: keep the traceback
     if not isinstance(e, (flags.Error, ValueError, KeyError, AttributeError, TypeError)):
       raise
     print(f"error: {errors.without_traceback(str(e))}", file=sys.stderr)

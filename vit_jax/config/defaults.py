@@ -96,7 +96,7 @@ def training_defaults() -> ml_collections.ConfigDict:
       )
   )
   c.log_every = 50
-  # Also log the RMS of params, gradients and updates per block group (training/internals.py).
+  # Also log the RMS of params, gradients and updates per block group (training/health_metrics.py).
   c.log_internals = False
   c.eval_every = 500
   c.eval_max_batches = placeholder(int)  # None: the whole eval split

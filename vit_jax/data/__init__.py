@@ -1,6 +1,6 @@
 """Input data: image/ (TFDS, folders, digits, synthetic shapes), text/ and tokenizers/.
 
-Each family checks its own config (image/checks.py, text/checks.py) before training. Within
+Each family checks its own config (image/sources.py, text/checks.py) before training. Within
 `opened_once()` (a training run, an evaluate command) whatever a source opens through `opened`
 is opened once, so the checks, the input pipeline and the evaluators share it.
 """

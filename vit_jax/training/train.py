@@ -158,6 +158,16 @@ def update_step(
     updates, opt_state = tx.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
+  # The rate this step applies: the schedule at the optimizer's own count, not at `step`. A
+  # skipped step keeps the whole optimizer state, count included (advancing it would also advance
+  # Adam's bias correction for an update never made), so after a skip the count trails `step` and
+  # schedule(step) would log a rate never applied; the schedule ends that many steps short.
+  schedule_states = [
+      s
+      for s in jax.tree.leaves(state["opt_state"], is_leaf=_is_schedule_state)
+      if _is_schedule_state(s)
+  ]
+  learning_rate = schedule(schedule_states[0].count if schedule_states else step)
   if guard_nonfinite:
     # A non-finite step keeps params and optimizer state at their last good values. A branch,
     # not a `where` per leaf: the good step (nearly all of them) pays no select over the whole
@@ -171,7 +181,7 @@ def update_step(
   metrics = {
       "train_loss": loss,
       "grad_norm": grad_norm,
-      "learning_rate": schedule(step),
+      "learning_rate": learning_rate,
       "finite": finite.astype(jnp.float32),
       **task_metrics,
   }
@@ -181,6 +191,10 @@ def update_step(
     updates = jax.tree.map(jnp.subtract, new_params, params)
     metrics.update(health_metrics.metrics(new_params, grads, updates))
   return {"params": new_params, "opt_state": opt_state, "step": step + 1}, metrics
+
+
+def _is_schedule_state(x) -> bool:
+  return isinstance(x, optax.ScaleByScheduleState)
 
 
 def _summed_over_microbatches(grad_fn, params, batch: dict, num_micro: int):
@@ -432,8 +446,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       metrics_log.Goodput.resumed(log.earlier_records, start_step), time.time() - started
   )
   save_run_info(start_step)
-  pending, last_step = [], start_step
-  last_time = time.time()
+  # `pending`: steps not yet fetched from the device (fetched at every sync point: log, save,
+  # eval); `window`: those fetched since the last logged record, so each record averages every
+  # step since the one before it, not only those since the last save or eval.
+  pending, window, last_step, logged_step = [], [], start_step, start_step
+  last_time, train_seconds = time.time(), 0.0
   skipped = 0
 
   def check_finite(metrics_list, first_step):
@@ -478,15 +495,18 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         with times.timing("device_wait"):
           fetched = jax.device_get(pending)
         skipped += check_finite(fetched, last_step)
-        averaged = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0] if k != "finite"}
         now = time.time()
-        averaged["examples_per_sec"] = config.batch_size * (done - last_step) / (now - last_time)
-        averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
-        if skipped:
-          averaged["skipped_steps"] = skipped
+        window += fetched
+        train_seconds += now - last_time
         if done % config.log_every == 0 or is_last or preempted:
+          averaged = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != "finite"}
+          averaged["examples_per_sec"] = config.batch_size * (done - logged_step) / train_seconds
+          averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
+          if skipped:
+            averaged["skipped_steps"] = skipped
           log.write(done, {**averaged, **times.window(log.elapsed())})
           save_run_info(done)
+          window, train_seconds, logged_step = [], 0.0, done
         pending, last_time, last_step = [], now, done
       with times.timing("checkpoint"):  # first: a failing eval loses nothing
         ckpt.save(done, state, force=is_last or preempted)

@@ -225,7 +225,7 @@ def train_iterator(
 
 
 class EvalIterator:
-  """One pass over a split: `len(it)` batches, the same on every process.
+  """One pass over a split: `num_batches` batches, the same on every process.
 
   `num_examples` counts the whole split (all processes); the padding rows
   that fill the last batches have mask 0.
@@ -243,9 +243,6 @@ class EvalIterator:
 
   def __next__(self) -> dict[str, np.ndarray]:
     return next(self._it)
-
-  def __len__(self) -> int:
-    return self.num_batches
 
 
 def eval_crop_fraction(inception_crop: bool, eval_view: str = "crop") -> float | None:
@@ -437,11 +434,6 @@ def _cardinality(ds: tf.data.Dataset, name: str) -> int:
   if n < 0:
     raise ValueError(f"Size of {name} is unknown; the pipeline needs it.")
   return n
-
-
-def largest_share(split_size: int, shard_count: int) -> int:
-  """The examples of the largest of `shard_count` shares of a split (tfds.even_splits sizes)."""
-  return -(-split_size // shard_count)
 
 
 def host_shuffle_buffer(shuffle_buffer: int, share_size: int) -> int:

@@ -1,6 +1,6 @@
 """The token store: a text dataset tokenized once, then read by index (format, reading, checks).
 
-`python -m vit_jax.prepare --config=... --output=DIR` writes one (vit_jax/data/text/prepare.py);
+`python -m vit_jax.prepare --config=... --output=DIR` writes one (data/text/store_writer.py);
 `--config.token_store=DIR` trains on it. DIR, on a local disk or in a bucket (gs://), holds:
 
     DIR/plan.json                   what is being prepared: the dataset, its kind, the tokenizer's
