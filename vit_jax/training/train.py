@@ -102,6 +102,7 @@ def prepare(config, task, devices=None) -> Setup:
   init_rng, step_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   unsharded = Setup(task, model_config, model, mesh, tx, schedule, init_rng, step_rng, {}, {})
   abstract_state = jax.eval_shape(unsharded.init_state, init_rng)
+  mesh_lib.warn_unmatched(abstract_state["params"], mesh)
   return dataclasses.replace(
       unsharded,
       abstract_state=abstract_state,
