@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import sys
+import time
 import traceback
 import warnings
 
@@ -205,6 +206,37 @@ def quiet_refused_writes() -> None:
     absl_log.addFilter(_RefusedWriteLogFilter())
 
 
+# Seconds to wait before each new try of a read whose storage did not answer (a timeout, a dropped
+# connection, HTTP 429 or 5xx); after the last, the read fails with nothing set aside.
+READ_RETRY_DELAYS = (2.0, 8.0, 30.0)
+
+
+def _read_retrying(read, step_dir: str):
+  """read(step_dir), tried again after each of READ_RETRY_DELAYS while the storage does not
+  answer: a step that cannot be fetched is not known to be damaged."""
+  for delay in (*READ_RETRY_DELAYS, None):
+    try:
+      return read(step_dir)
+    except errors.UserError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      cause = errors.transient_cause(e)
+      if cause is None:
+        raise
+      if delay is None:
+        raise errors.StorageUnavailableError(
+            f"cannot read checkpoint {step_dir}: the storage did not answer in "
+            f"{len(READ_RETRY_DELAYS) + 1} tries ({cause}); nothing was changed, rerun the same "
+            "command once it answers."
+        ) from e
+      print(
+          f"warning: reading checkpoint {step_dir} failed ({cause}); trying again in {delay:g} s.",
+          file=sys.stderr,
+          flush=True,
+      )
+      time.sleep(delay)
+
+
 def first_intact(candidates: list[str], read, move_damaged: bool = False):
   """(step_dir, read(step_dir)) of the newest of `candidates` (newest first) that reads.
 
@@ -212,13 +244,14 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
   code (every step fails) still raises its own traceback and nothing is moved. Each damaged step
   is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer: by process 0
   alone, see `Checkpointer.restore_latest_intact`) or left in place (readers: generate, convert,
-  init_from). User errors (another model) are not damage.
+  init_from). User errors (another model) are not damage, nor is a storage that does not answer:
+  its read is retried (`READ_RETRY_DELAYS`), then a StorageUnavailableError, nothing moved.
   """
   quiet_abandoned_reads()  # before reading: a failed read's siblings report after it
   failed = []
   for step_dir in candidates:
     try:
-      value = read(step_dir)
+      value = _read_retrying(read, step_dir)
     except errors.UserError:
       raise
     except Exception as e:  # pylint: disable=broad-except

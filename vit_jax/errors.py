@@ -60,6 +60,11 @@ class StorageError(UserError, OSError):
   """The file system refused a write: it is full, over quota, read-only or not ours to write."""
 
 
+class StorageUnavailableError(UserError, OSError):
+  """Storage did not answer a read (a timeout, a dropped connection, HTTP 429 or 5xx) after
+  retries; nothing was changed, and the same command can be rerun once it answers."""
+
+
 USER_ERRORS = (UserError,)
 
 # What each refusal says about the file system holding the file; anything else is not the user's.
@@ -97,6 +102,49 @@ def storage_cause(exc: BaseException) -> tuple[int, str | None] | None:
     return None
   # The first refusal is the cause; a later one (e.g. while closing files) may name the file.
   return found[0][0], next((path for _, path in found if path), None)
+
+
+# Errors of a storage that may answer if asked again: a network failure, or a bucket's HTTP 429
+# (rate limit) and 5xx. A file that is missing or malformed is not one of them.
+_TRANSIENT_ERRNOS = {
+    errno.ETIMEDOUT,
+    errno.ECONNRESET,
+    errno.ECONNREFUSED,
+    errno.ECONNABORTED,
+    errno.EHOSTUNREACH,
+    errno.ENETUNREACH,
+    errno.ENETDOWN,
+    errno.EPIPE,
+}
+# TensorStore's status codes for a storage that did not answer, and the HTTP code it quotes.
+_TENSORSTORE_TRANSIENT = re.compile(r"(UNAVAILABLE|DEADLINE_EXCEEDED): ")
+_HTTP_STATUS = re.compile(r"HTTP (?:response code|status)[: ]+(\d{3})")
+
+
+def _retryable_status(code) -> bool:
+  return isinstance(code, int) and (code == 429 or 500 <= code <= 599)
+
+
+def transient_cause(exc: BaseException) -> str | None:
+  """A short description when `exc` or an exception it was raised from or during is a storage
+  that did not answer (ConnectionError, TimeoutError, a network errno, HTTP 429 or 5xx from
+  google.api_core or gcsfs, TensorStore's UNAVAILABLE / DEADLINE_EXCEEDED); else None."""
+  seen = set()
+  while exc is not None and id(exc) not in seen:
+    seen.add(id(exc))
+    text = str(exc).strip().splitlines()
+    first = f"{type(exc).__name__}: {text[0][:160] if text else ''}".rstrip(": ")
+    if isinstance(exc, (ConnectionError, TimeoutError)) or (
+        isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
+    ):
+      return first
+    if _retryable_status(getattr(exc, "code", None)):  # google.api_core, gcsfs.retry.HttpError
+      return first
+    http = _HTTP_STATUS.search(str(exc))
+    if _TENSORSTORE_TRANSIENT.match(str(exc)) or (http and _retryable_status(int(http.group(1)))):
+      return first
+    exc = exc.__cause__ or exc.__context__
+  return None
 
 
 def storage_error(

@@ -155,3 +155,34 @@ def test_scanned_stack_refuses_to_return_attention():
   model = build_model({**config, "scan_layers": True})
   with pytest.raises(ValueError, match="scan_layers=False"):
     model.init(jax.random.PRNGKey(0), *inputs, return_attention=True)
+
+
+def test_scanned_layers_ramp_stochastic_depth_as_the_unrolled_stack():
+  # Two layers at droppath_rate 1: the first block's rate is 0 (always kept), the last's 1
+  # (always dropped), so a train-mode output does not depend on the dropout rng.
+  config, inputs = FAMILIES["seq2seq"]
+  config = {**config, "droppath_rate": 1.0, "dropout_rate": 0.0, "attention_dropout_rate": 0.0}
+  unrolled = build_model(config)
+  params = unrolled.init(jax.random.PRNGKey(0), *inputs)["params"]
+  scanned = build_model({**config, "scan_layers": True})
+  train = lambda model, p, seed: model.apply(
+      {"params": p}, *inputs, train=True, rngs={"dropout": jax.random.PRNGKey(seed)}
+  )
+  expected = unrolled.apply({"params": params}, *inputs)  # no block dropped
+  assert not np.allclose(train(unrolled, params, 1), expected, atol=1e-3)  # the last one was
+  for seed in (1, 2):
+    np.testing.assert_allclose(
+        train(scanned, stack_layers(params, 2), seed), train(unrolled, params, 1), atol=1e-5
+    )
+
+
+def test_remat_inside_a_scan_adds_no_optimization_barrier():
+  config, inputs = FAMILIES["vit"]
+  model = build_model({**config, "scan_layers": True, "remat": "full"})
+  params = model.init(jax.random.PRNGKey(0), *inputs)["params"]
+  loss = lambda p: jnp.sum(model.apply({"params": p}, *inputs))
+  assert "optimization_barrier" not in jax.jit(jax.grad(loss)).lower(params).as_text()
+  unrolled = build_model({**config, "remat": "full"})  # the guard the check would miss
+  params = unrolled.init(jax.random.PRNGKey(0), *inputs)["params"]
+  loss = lambda p: jnp.sum(unrolled.apply({"params": p}, *inputs))
+  assert "optimization_barrier" in jax.jit(jax.grad(loss)).lower(params).as_text()

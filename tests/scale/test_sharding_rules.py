@@ -95,3 +95,49 @@ def test_every_vit_and_gpt_weight_matrix_has_a_rule():
       name = mesh_lib.path_string(path)
       if leaf.ndim >= 2 and np.prod(leaf.shape) >= mesh_lib.MIN_SHARDED_SIZE:
         assert any(a is not None for a in mesh_lib.logical_axes(name, leaf.ndim)), name
+
+
+FAMILIES = [
+    ({"name": "vit", "variant": "S/16", "num_classes": 10}, (jnp.zeros((1, 32, 32, 3)),)),
+    (
+        {"name": "gpt", "variant": "gpt2", "vocab_size": 512, "max_len": 64},
+        (jnp.zeros((1, 8), int),),
+    ),
+    (
+        {"name": "bert_classifier", "variant": "base", "vocab_size": 512, "max_len": 64},
+        (jnp.zeros((1, 8), int),),
+    ),
+    ({"name": "resnet", "variant": "50x1", "num_classes": 10}, (jnp.zeros((1, 32, 32, 3)),)),
+    ({"name": "mixer", "variant": "S/16", "num_classes": 10}, (jnp.zeros((1, 32, 32, 3)),)),
+    (
+        {
+            "name": "seq2seq",
+            "vocab_size": 512,
+            "width": 256,
+            "num_layers": 1,
+            "num_heads": 4,
+            "mlp_dim": 512,
+            "max_len": 16,
+        },
+        (jnp.zeros((1, 8), int),) * 2,
+    ),
+]
+
+
+@pytest.mark.parametrize("cfg,inputs", FAMILIES, ids=[c["name"] for c, _ in FAMILIES])
+def test_every_large_parameter_of_the_models_has_a_rule(cfg, inputs):
+  params = jax.eval_shape(lambda: build_model(cfg).init(jax.random.PRNGKey(0), *inputs))
+  assert mesh_lib.unmatched_params(params["params"], FakeMesh(fsdp=2, model=2).shape) == []
+
+
+def test_a_parameter_no_rule_matches_is_named_on_a_sharding_mesh(capsys):
+  params = {
+      "Transformer/encoderblock_0/MlpBlock_3/Dense_0": {"kernel": np.zeros((64, 256))},
+      "new_adapter": {"kernel": np.zeros((64, 256)), "bias": np.zeros(256)},  # the bias is small
+  }
+  mesh_lib.warn_unmatched(params, FakeMesh(fsdp=2))
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "1 parameters match no sharding rule" in err
+  assert "new_adapter/kernel" in err and "RULES in vit_jax/training/mesh.py" in err
+  mesh_lib.warn_unmatched(params, FakeMesh(data=8))  # data parallel: everything is replicated
+  assert not capsys.readouterr().err

@@ -10,11 +10,13 @@ import warnings
 
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 import pytest
 
 from tests import helpers
 from tests.survival import conftest
 from vit_jax import checkpoint
+from vit_jax import errors
 from vit_jax import interop
 
 
@@ -150,3 +152,81 @@ def test_two_processes_set_a_damaged_step_aside_once(trained_copy, digits_dir, t
   assert "checkpoints/6 is unreadable" in other and "set aside" in other
   assert "Traceback" not in other
   assert (trained_copy / "checkpoints" / "6" / "state").is_dir()  # trained again to the end
+
+
+def _two_steps(tmp_path):
+  """A Checkpointer over steps 2 and 4 of a small state, and its reader for `first_intact`."""
+  state = {"w": np.arange(12, dtype=np.float32).reshape(3, 4)}
+  record = {"model": {}, "param_shapes": {}}
+  ckpt = checkpoint.Checkpointer(str(tmp_path), 2, 3, record)
+  ckpt.save(2, state)
+  ckpt.save(4, jax.tree.map(lambda x: x + 1, state))
+  ckpt.close()
+  ckpt = checkpoint.Checkpointer(str(tmp_path), 2, 3, record)
+  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state)
+  return ckpt, lambda d: ckpt.restore(int(os.path.basename(d)), abstract)
+
+
+def _storage_fails(monkeypatch, step, times, error):
+  """Orbax's reads of `step` raise `error` the first `times` times (a bucket's timeouts)."""
+  restore, failures = ocp.CheckpointManager.restore, []
+
+  def flaky(self, s, *args, **kwargs):
+    if s == step and len(failures) < times:
+      failures.append(s)
+      raise error
+    return restore(self, s, *args, **kwargs)
+
+  monkeypatch.setattr(ocp.CheckpointManager, "restore", flaky)
+  monkeypatch.setattr(checkpoint, "READ_RETRY_DELAYS", (0.0, 0.0, 0.0))
+  return failures
+
+
+def _api_exceptions():
+  return pytest.importorskip("google.api_core.exceptions")  # the gcs extra
+
+
+@pytest.mark.parametrize("error", ["timeout", "http_503"])
+def test_a_storage_that_recovers_restores_the_newest_step(tmp_path, monkeypatch, capsys, error):
+  if error == "timeout":
+    error = TimeoutError("read timed out")
+  else:
+    error = _api_exceptions().ServiceUnavailable("backend error")
+  ckpt, read = _two_steps(tmp_path)
+  failures = _storage_fails(monkeypatch, 4, 2, error)
+  step_dir, restored = checkpoint.first_intact(
+      checkpoint.step_dirs(str(tmp_path)), read, move_damaged=True
+  )
+  ckpt.close()
+  assert len(failures) == 2
+  assert step_dir.endswith("/4") and restored["w"][0, 0] == 1
+  assert not (tmp_path / "checkpoints" / "damaged").exists()
+  err = capsys.readouterr().err
+  assert err.count("trying again") == 2 and "unreadable" not in err
+
+
+def test_a_storage_that_stays_down_fails_loudly_and_sets_nothing_aside(tmp_path, monkeypatch):
+  ckpt, read = _two_steps(tmp_path)
+  _storage_fails(monkeypatch, 4, 100, ConnectionResetError("connection reset by peer"))
+  with pytest.raises(errors.StorageUnavailableError, match="checkpoints/4: the storage did not"):
+    checkpoint.first_intact(checkpoint.step_dirs(str(tmp_path)), read, move_damaged=True)
+  ckpt.close()
+  assert not (tmp_path / "checkpoints" / "damaged").exists()
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "4"]
+
+
+def test_only_a_storage_that_did_not_answer_is_transient():
+  api_exceptions = _api_exceptions()
+  assert errors.transient_cause(api_exceptions.TooManyRequests("slow down"))
+  assert errors.transient_cause(ValueError("UNAVAILABLE: HTTP response code: 503"))
+  try:
+    raise ValueError("orbax wrapper") from TimeoutError("deadline")
+  except ValueError as e:
+    assert errors.transient_cause(e) == "TimeoutError: deadline"
+  for damage in [
+      FileNotFoundError("no manifest.ocdbt"),
+      api_exceptions.NotFound("no such object"),
+      ValueError("OUT_OF_RANGE: Error reading x in OCDBT database"),
+      ValueError("DATA_LOSS: HTTP response code: 200"),
+  ]:
+    assert errors.transient_cause(damage) is None, damage

@@ -2,6 +2,7 @@
 adds up over resumes."""
 
 import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -41,3 +42,21 @@ def test_run_info_elapsed_time_and_mfu_over_a_resume(tmp_path, digits_dir):
   train.train_and_evaluate(config, str(tmp_path))
   later = helpers.read_metrics(tmp_path)[len(first) :]
   assert later and all(r["elapsed_s"] > max(x["elapsed_s"] for x in first) for r in later)
+
+
+def test_run_info_is_rewritten_with_checkpoints_not_log_lines(tmp_path, digits_dir, monkeypatch):
+  replace, writes = os.replace, []
+
+  def counting(src, dst, *args, **kwargs):
+    if str(dst).endswith(workdir_lib.RUN_INFO_FILE):
+      writes.append(dst)
+    return replace(src, dst, *args, **kwargs)
+
+  monkeypatch.setattr(os, "replace", counting)
+  config = configs.tiny_vit(digits_dir, steps=6)
+  config.train_split = "train[:25%]"
+  config.log_every, config.checkpoint_every, config.eval_every = 1, 3, 6
+  train.train_and_evaluate(config, str(tmp_path))
+  assert len(writes) <= 4, writes  # the start, checkpoints 3 and 6, the end; not 6 log lines
+  info = json.loads((tmp_path / workdir_lib.RUN_INFO_FILE).read_text())
+  assert info["goodput"]["step"] == 6

@@ -11,7 +11,7 @@ which the trainer logs as `NAME/metric`. It gets the run's config, task and setu
 import abc
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 
 from vit_jax import errors
 from vit_jax import tasks
@@ -71,12 +71,28 @@ class TaskEval(Evaluator):
     )
 
   def run(self, params) -> dict:
-    mesh, sums = self.setup.mesh, None
+    mesh, sums, pending = self.setup.mesh, None, None
     for batch in self.batches():
       with jax.set_mesh(mesh):  # the target platform for attention_impl=auto, as in aot.py
         out = self.setup.eval_step(params, self.global_batch(batch))
-      sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
-    return self.task.eval_summary(jax.device_get(sums))
+      if pending is not None:  # the previous batch's sums, fetched while this one runs
+        sums = add_sums(sums, pending)
+      pending = out
+    if pending is not None:
+      sums = add_sums(sums, pending)
+    return self.task.eval_summary(sums)
+
+
+def add_sums(sums, out):
+  """sums + one batch's `out`, on the host in float64 (int64 for integer counts): a float32 sum
+  stops counting at 2**24 (16.8M tokens), and an int32 one wraps at 2**31."""
+
+  def wide(x):
+    x = np.asarray(x)
+    return x.astype(np.int64 if np.issubdtype(x.dtype, np.integer) else np.float64)
+
+  out = jax.tree.map(wide, jax.device_get(out))
+  return out if sums is None else jax.tree.map(np.add, sums, out)
 
 
 class Classification(TaskEval):

@@ -73,11 +73,11 @@ class MlpBlock(nn.Module):
 class DropPath(nn.Module):
   """Stochastic depth: drops the whole residual branch of a sample with probability `rate`."""
 
-  rate: float = 0.0
+  rate: float = 0.0  # or a traced scalar: each layer's own rate in a scanned stack
 
   @nn.compact
   def __call__(self, x_BxLxD, deterministic: bool = True):
-    if deterministic or self.rate == 0.0:
+    if deterministic or (isinstance(self.rate, (int, float)) and self.rate == 0):
       return x_BxLxD
     keep = 1.0 - self.rate
     shape = (x_BxLxD.shape[0],) + (1,) * (x_BxLxD.ndim - 1)

@@ -137,11 +137,13 @@ REMAT_POLICIES = {
 }
 
 
-def block_class(cls, cfg: BlockConfig):
+def block_class(cls, cfg: BlockConfig, in_scan: bool = False):
   """`cls`, or `cls` wrapped in nn.remat with the configured policy.
 
   A block's flags (deterministic, decode, ...) are module attributes, so its call arguments are
-  all arrays (or None) and remat needs no static_argnums.
+  all arrays (or None) and remat needs no static_argnums. Inside a scan, remat needs no guard
+  against XLA merging the recomputation with the forward pass (scan's loop already keeps them
+  apart), and the guard's optimization barriers would only slow the step: prevent_cse=False.
   """
   if cfg.remat not in REMAT_POLICIES:
     raise errors.ConfigError(
@@ -149,7 +151,7 @@ def block_class(cls, cfg: BlockConfig):
     )
   if cfg.remat == "none":
     return cls
-  return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat])
+  return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not in_scan)
 
 
 class _Block(nn.Module):
@@ -257,15 +259,11 @@ class _ScanStep(nn.Module):
   flags: tuple
 
   @nn.compact
-  def __call__(self, x, *inputs):
-    block = block_class(self.cls, self.cfg)
-    # Under scan every layer is the same function: stochastic depth uses one rate for all.
-    return (
-        block(self.cfg, droppath_rate=self.cfg.droppath_rate, **dict(self.flags), name="block")(
-            x, *inputs
-        ),
-        None,
-    )
+  def __call__(self, x, droppath_rate, *inputs):
+    block = block_class(self.cls, self.cfg, in_scan=True)
+    # The layer's own stochastic depth rate comes in as a scanned input (see droppath_rates).
+    rate = droppath_rate if self.cfg.droppath_rate else 0.0
+    return block(self.cfg, droppath_rate=rate, **dict(self.flags), name="block")(x, *inputs), None
 
 
 class ScannedBlocks(nn.Module):
@@ -282,10 +280,11 @@ class ScannedBlocks(nn.Module):
         _ScanStep,
         variable_axes={"params": 0, "cache": 0},
         split_rngs={"params": True, "dropout": True},
-        in_axes=(nn.broadcast,) * len(inputs),
+        in_axes=(0,) + (nn.broadcast,) * len(inputs),
         length=self.num_layers,
     )
-    x, _ = scanned(self.cls, self.cfg, self.flags, name="layers")(x, *inputs)
+    rates = jnp.asarray(droppath_rates(self.cfg.droppath_rate, self.num_layers), jnp.float32)
+    x, _ = scanned(self.cls, self.cfg, self.flags, name="layers")(x, rates, *inputs)
     return x
 
 

@@ -25,6 +25,7 @@ inferred.
 import glob
 import os
 import re
+import sys
 
 import jax
 from jax.experimental import mesh_utils
@@ -226,6 +227,7 @@ RULES = (
     (r"pos_embedding$", (None, None, "embed")),
     (r"(^|/)(embedding|stem)/kernel$", (None, None, None, "embed")),  # patch conv, HWIO
     (r"(head|classifier|pre_logits|pooler|transform)/kernel$", ("embed", None)),
+    (r"(^|/)conv\w*/kernel$", (None, None, None, None)),  # BiT's convs: replicated, on purpose
 )
 LOGICAL_TO_MESH = {
     "embed": "fsdp",
@@ -256,6 +258,33 @@ def logical_axes(path: str, ndim: int):
       if len(axes) + 1 == ndim:  # scanned layers stack params on a leading layer axis
         return (None,) + axes
   return (None,) * ndim
+
+
+def unmatched_params(params, mesh_shape: dict) -> list[str]:
+  """The paths of the parameters no rule matches that a sharding mesh would replicate on every
+  chip in full (tensors of MIN_SHARDED_SIZE or more); none unless `fsdp` or `model` is > 1."""
+  if max(mesh_shape.get("fsdp", 1), mesh_shape.get("model", 1)) <= 1:
+    return []
+  return [
+      path_string(path)
+      for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
+      if int(np.prod(np.shape(leaf))) >= MIN_SHARDED_SIZE
+      and not any(re.search(pattern, path_string(path)) for pattern, _ in RULES)
+  ]
+
+
+def warn_unmatched(params, mesh) -> None:
+  """One warning naming the parameters `unmatched_params` finds (a new model's layer names)."""
+  paths = unmatched_params(params, dict(mesh.shape))
+  if paths and jax.process_index() == 0:
+    shown = ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+    print(
+        f"warning: {len(paths)} parameters match no sharding rule and are replicated in full on "
+        f"every chip of mesh {dict(mesh.shape)}: {shown}; add a rule for them to RULES in "
+        "vit_jax/training/mesh.py.",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def spec_for(path: str, shape, mesh) -> P:

@@ -102,6 +102,7 @@ def prepare(config, task, devices=None) -> Setup:
   init_rng, step_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   unsharded = Setup(task, model_config, model, mesh, tx, schedule, init_rng, step_rng, {}, {})
   abstract_state = jax.eval_shape(unsharded.init_state, init_rng)
+  mesh_lib.warn_unmatched(abstract_state["params"], mesh)
   return dataclasses.replace(
       unsharded,
       abstract_state=abstract_state,
@@ -384,7 +385,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   start_step = int(state["step"])
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
   # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py), and the
-  # run's goodput so far (training/metrics_log.py), rewritten at each logged step and at the end.
+  # run's goodput so far (training/metrics_log.py), rewritten at the start, with each checkpoint
+  # and at the end: not at each logged step, where a bucket would take a new object each time.
   run_info = {
       "num_params": flops.count_params(setup.abstract_state["params"]),
       "train_flops_per_example": mfu_meter.flops_per_example,
@@ -505,11 +507,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           if skipped:
             averaged["skipped_steps"] = skipped
           log.write(done, {**averaged, **times.window(log.elapsed())})
-          save_run_info(done)
           window, train_seconds, logged_step = [], 0.0, done
         pending, last_time, last_step = [], now, done
       with times.timing("checkpoint"):  # first: a failing eval loses nothing
-        ckpt.save(done, state, force=is_last or preempted)
+        if ckpt.save(done, state, force=is_last or preempted):
+          save_run_info(done)
       if is_last or any(done % e.every == 0 for e in evaluators):
         with times.timing("eval"):
           evaluate(done, state["params"], everything=is_last)
