@@ -51,12 +51,13 @@ def test_one_process_waits_only_at_log_save_and_eval_points(tmp_path, monkeypatc
   config = helpers.vit_config("runlocal", **CADENCE)
   train.train_and_evaluate(config, str(tmp_path))
   # The loop fetches its pending metrics once at each sync point; the evaluators (the test
-  # split's sums, the few-shot probe's features) read the devices only at the last step.
+  # split's sums, batch by batch, added on the host in float64; the few-shot probe's features)
+  # read the devices only at the last step.
   assert {k: v for k, v in gets.items() if k[0] == "train.py"} == {
       ("train.py", s): 1 for s in SYNC_STEPS
   }
   assert {step for _, step in gets} <= set(SYNC_STEPS), gets
-  assert gets["base.py", 12] == 1  # the eval pass's sums
+  assert gets["base.py", 12] == config.eval_max_batches  # each eval batch's sums
   assert allgathers == []  # one process: nothing to agree on
 
 
