@@ -40,7 +40,7 @@ def classify_images(
   files = images_lib.expand(paths)
   names = images_lib.class_names(loaded, loaded.model["num_classes"], labels_file)
   size = loading.image_size(loaded, image_size)
-  loss = (loaded.workdir_config or {}).get("loss", "softmax_xent")
+  loss = classification.loss_name(loaded.workdir_config)
   probabilities = classification.PROBABILITIES[classification.LOSSES[loss]]
   apply = jax.jit(lambda params, x: loaded.module.apply({"params": params}, x))
   results = []

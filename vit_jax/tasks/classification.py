@@ -25,6 +25,13 @@ LOSSES = {"softmax_xent": softmax_xent, "sigmoid_xent": sigmoid_xent}
 PROBABILITIES = {softmax_xent: jax.nn.softmax, sigmoid_xent: jax.nn.sigmoid}
 
 
+def loss_name(config) -> str:
+  """The loss a config (or a workdir's saved config.json) trains with: its `loss`; a config
+  without the key (configs/local_cnn.py), or none at all (an imported checkpoint records no
+  loss), trains the softmax's."""
+  return (config or {}).get("loss", "softmax_xent")
+
+
 class ImageClassification(base.Task):
   """Images in, class logits out; labels may be soft (smoothed or mixed) in training."""
 
@@ -37,7 +44,7 @@ class ImageClassification(base.Task):
       )
       num_classes = config.num_classes or info.num_classes
     self.num_classes = num_classes
-    self.loss_fn = LOSSES[config.get("loss", "softmax_xent")]
+    self.loss_fn = LOSSES[loss_name(config)]
 
   def model_overrides(self) -> dict:
     return {"num_classes": self.num_classes}
