@@ -9,7 +9,7 @@ and decode like photos) is built into a data_dir, then read through our real tra
 reads them through a pod recipe's own input (the task's `train_batches`: its augmentation,
 shuffle buffer and image size) at the recipe's per-host batch on its `target_topology`, and sets
 the images/s per host core against what the step consumes per host core, at most: the host's
-chips at their peak bf16 FLOP/s (training/chips.py) over the model's training FLOPs per image, a
+chips at their peak bf16 FLOP/s (tpu_planning/chips.py) over the model's training FLOPs per image, a
 bound no step reaches (that is 100% MFU), shared by the host's cores.
 """
 
@@ -107,8 +107,8 @@ def recipe_row(data_dir: str, recipe: str, batches: int = 3, warmup: int = 1) ->
   # pylint: disable=g-import-not-at-top
   from vit_jax import tasks
   from vit_jax.config import args
-  from vit_jax.training import aot
-  from vit_jax.training import chips
+  from vit_jax.tpu_planning import aot
+  from vit_jax.tpu_planning import chips
   from vit_jax.training import flops
 
   config = args.load_file(os.path.join(ROOT, "configs", "vit.py")).get_config(recipe)

@@ -13,7 +13,7 @@ Generates English-like text (documents of Zipf-distributed words from a made-up 
     alternating rounds (median): a resume costs the same at any step;
 (b) reads batches of the GPT-2 and BERT-base recipes' training input from the store at one
     host's batch and sets tokens per CPU-second against what one v5p host's step consumes per
-    core at most: the host's 4 chips at their peak bf16 FLOP/s (vit_jax/training/chips.py) over
+    core at most: the host's 4 chips at their peak bf16 FLOP/s (vit_jax/tpu_planning/chips.py) over
     the model's training FLOPs per token, a bound no step reaches (100% MFU), over its 208 cores.
     BERT reads the same store, with the store's tokenizer in place of its recipe's SentencePiece
     one (the rows, masking and next-sentence pairs are the recipe's).
@@ -87,8 +87,8 @@ def per_host(config) -> tuple[int, float]:
   """(the recipe's batch per v5p host, the tokens per second a host's step consumes at most)."""
   # pylint: disable=g-import-not-at-top
   from vit_jax import tasks
-  from vit_jax.training import aot
-  from vit_jax.training import chips
+  from vit_jax.tpu_planning import aot
+  from vit_jax.tpu_planning import chips
   from vit_jax.training import flops
 
   topology = aot.parse_topology(config.target_topology)

@@ -11,9 +11,9 @@ model, optimizer, mesh and partitioning) over abstract inputs: no data is read a
 allocated. Printed per device: params + optimizer state, temporaries and the total against the
 chip's HBM less `config.hbm_headroom` (10% by default); XLA's FLOPs per step against the model's
 own count and its estimate of HBM traffic; the collectives by kind with the bytes each device
-sends; then, from the chip's published peaks (vit_jax/training/chips.py), a lower bound on step
+sends; then, from the chip's published peaks (vit_jax/tpu_planning/chips.py), a lower bound on step
 time, an upper bound on MFU and a lower bound on the chip-hours of `total_steps`
-(vit_jax/training/aot.py says how). Exit code 2 if it does not fit, naming what to change.
+(vit_jax/tpu_planning/aot.py says how). Exit code 2 if it does not fit, naming what to change.
 
 --topology defaults to the config's `target_topology`, else the local devices; --num_slices N
 compiles for N such slices joined by the data-center network (the mesh's `dcn` axis). A TPU
@@ -47,7 +47,7 @@ flags.DEFINE_integer(
 flags.DEFINE_bool(
     "table",
     False,
-    "Compile every paper recipe on its slice (vit_jax/training/pod_table.py) and print "
+    "Compile every paper recipe on its slice (vit_jax/tpu_planning/pod_table.py) and print "
     "docs/pod.md's table and the rows' commands.",
 )
 
@@ -58,7 +58,7 @@ def plan(config, topology: str | None = None, num_slices: int = 1):
   from vit_jax import errors
   from vit_jax import tasks
   from vit_jax.config import checks
-  from vit_jax.training import aot
+  from vit_jax.tpu_planning import aot
   from vit_jax.training import train
 
   checks.validate_config(config)
@@ -80,7 +80,7 @@ def plan(config, topology: str | None = None, num_slices: int = 1):
 def print_table() -> None:
   """Compiles every row of docs/pod.md's table (minutes each), printing each report, then the
   table and the rows' commands."""
-  from vit_jax.training import pod_table  # pylint: disable=g-import-not-at-top
+  from vit_jax.tpu_planning import pod_table  # pylint: disable=g-import-not-at-top
 
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   rows = []
@@ -96,7 +96,7 @@ def main(argv):
   del argv
   startup.quiet_startup()
   from vit_jax import errors  # pylint: disable=g-import-not-at-top
-  from vit_jax.training import aot  # pylint: disable=g-import-not-at-top
+  from vit_jax.tpu_planning import aot  # pylint: disable=g-import-not-at-top
 
   try:
     if FLAGS.table:

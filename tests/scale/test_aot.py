@@ -13,11 +13,11 @@ import pytest
 from tests import helpers
 from vit_jax import errors
 from vit_jax import tasks
-from vit_jax.training import aot
-from vit_jax.training import chips
-from vit_jax.training import collectives
+from vit_jax.tpu_planning import aot
+from vit_jax.tpu_planning import chips
+from vit_jax.tpu_planning import collectives
 from vit_jax.training import flops
-from vit_jax.training import pod_table
+from vit_jax.tpu_planning import pod_table
 from vit_jax.training import train
 
 GIB = 2**30

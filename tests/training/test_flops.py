@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import pytest
 
-from vit_jax.training import chips
+from vit_jax.tpu_planning import chips
 from vit_jax.training import flops
 
 

@@ -92,7 +92,7 @@ def config_problems(config) -> list[str]:
       problems.append(str(e).rstrip("."))
   topology = get(config, "target_topology")
   if topology not in (None, _MISSING):
-    from vit_jax.training import aot  # pylint: disable=g-import-not-at-top
+    from vit_jax.tpu_planning import aot  # pylint: disable=g-import-not-at-top
 
     try:
       aot.parse_topology(topology)

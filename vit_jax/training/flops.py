@@ -104,11 +104,11 @@ def measured_matmul_peak(size: int = 1024, repeats: int = 5) -> float:
 
 def peak_flops_per_device() -> tuple[float, str]:
   """(peak FLOP/s of one device, where the figure comes from): an accelerator's published peak
-  (training/chips.py), else a measured fp32 matmul."""
+  (tpu_planning/chips.py), else a measured fp32 matmul."""
   device = jax.devices()[0]
   if device.platform != "cpu":
     # Imported here: a CPU run has no published peak to read.
-    from vit_jax.training import chips  # pylint: disable=g-import-not-at-top
+    from vit_jax.tpu_planning import chips  # pylint: disable=g-import-not-at-top
 
     peak = chips.peak_bf16(device.device_kind)
     if peak:

@@ -347,7 +347,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   # Each checks its data now (splits, class counts, probe sizes): a problem stops the run here.
   evaluators = evaluator_registry.build(config, task, setup)
   if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
-    from vit_jax.training import aot  # pylint: disable=g-import-not-at-top  (only this option)
+    from vit_jax.tpu_planning import aot  # pylint: disable=g-import-not-at-top  (only this option)
 
     report = aot.compile_report(setup, train_step, config.batch_size)
     print(report.text(), flush=True)

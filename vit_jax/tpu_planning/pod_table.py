@@ -8,7 +8,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from vit_jax.config import args as config_args
-from vit_jax.training import aot
+from vit_jax.tpu_planning import aot
 
 # The paper recipes exactly as their configs define them (batch, slice, head, position
 # embedding), each on its config's target_topology, in the table's order. The flags beyond

@@ -1,7 +1,7 @@
 """Cloud TPU chips' published figures, one row per generation with its source page: peak bf16
 FLOP/s, HBM capacity and bandwidth, and what one chip can send per second over the chip
 interconnect (ICI) and the data-center network (DCN). `vit_jax.compile` bounds a step's time with
-them (training/aot.py); the trainer's MFU divides by the peak (training/flops.py).
+them (tpu_planning/aot.py); the trainer's MFU divides by the peak (training/flops.py).
 
 The pages give ICI bandwidth in both directions together; a chip sends at half of it. Where a
 page gives only a pod-wide figure, the row divides it by the pod's chips, as its comment says.
