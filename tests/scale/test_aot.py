@@ -16,8 +16,8 @@ from vit_jax import tasks
 from vit_jax.tpu_planning import aot
 from vit_jax.tpu_planning import chips
 from vit_jax.tpu_planning import collectives
-from vit_jax.training import flops
 from vit_jax.tpu_planning import pod_table
+from vit_jax.training import flops
 from vit_jax.training import train
 
 GIB = 2**30

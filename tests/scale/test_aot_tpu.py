@@ -17,8 +17,8 @@ import pytest
 
 from tests import helpers
 from vit_jax import tasks
-from vit_jax.training import flops
 from vit_jax.tpu_planning import pod_table
+from vit_jax.training import flops
 from vit_jax.training import train
 
 pytestmark = [

@@ -10,7 +10,7 @@ array allocated.
 The bounds are a roofline: per device, compute takes at least XLA's FLOPs over the chip's peak
 bf16 FLOP/s (XLA counts no Pallas kernel, so this is low), HBM traffic XLA's estimate of the bytes
 its ops read and write over the HBM bandwidth, and each collective its bytes sent
-(tpu_planning/collectives.py) over the ICI or DCN bandwidth one chip sends at (tpu_planning/chips.py). A
+(collectives.py) over the ICI or DCN bandwidth one chip sends at (chips.py). A
 step takes at least the largest of these (everything overlapped); the sum max(compute, HBM) +
 ICI + DCN is the estimate for collectives that do not overlap compute. The MFU bound and the
 chip-hours follow from the lower bound. They are bounds from published peaks, never measurements.
