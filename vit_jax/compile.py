@@ -11,9 +11,11 @@ model, optimizer, mesh and partitioning) over abstract inputs: no data is read a
 allocated. Printed per device: params + optimizer state, temporaries and the total against the
 chip's HBM less `config.hbm_headroom` (10% by default); XLA's FLOPs per step against the model's
 own count and its estimate of HBM traffic; the collectives by kind with the bytes each device
-sends; then, from the chip's published peaks (vit_jax/tpu_planning/chips.py), a lower bound on step
-time, an upper bound on MFU and a lower bound on the chip-hours of `total_steps`
-(vit_jax/tpu_planning/aot.py says how). Exit code 2 if it does not fit, naming what to change.
+sends; the largest buffers live at the step's peak, with the op and source line that made each
+(vit_jax/tpu_planning/peak_buffers.py); then, from the chip's published peaks
+(vit_jax/tpu_planning/chips.py), a lower bound on step time, an upper bound on MFU and a lower
+bound on the chip-hours of `total_steps` (vit_jax/tpu_planning/aot.py says how). Exit code 2 if
+it does not fit, naming what to change.
 
 --topology defaults to the config's `target_topology`, else the local devices; --num_slices N
 compiles for N such slices joined by the data-center network (the mesh's `dcn` axis). A TPU

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 from tests import helpers
@@ -16,6 +17,7 @@ from vit_jax import tasks
 from vit_jax.tpu_planning import aot
 from vit_jax.tpu_planning import chips
 from vit_jax.tpu_planning import collectives
+from vit_jax.tpu_planning import peak_buffers
 from vit_jax.tpu_planning import pod_table
 from vit_jax.training import flops
 from vit_jax.training import train
@@ -122,6 +124,36 @@ def test_report_of_local_compile(local):
   small = aot.Report(**{**report.__dict__, "hbm_bytes": report.total_bytes // 2})
   with pytest.raises(aot.DoesNotFitError, match="model.remat=full.*bfloat16.*grad_accum_steps=2"):
     aot.require_fit(small)
+
+
+def test_the_report_names_what_is_live_at_the_peak(local):
+  """The trainer's step: its params are inputs, its activations come from the model's lines."""
+  _, report = local
+  sources = {group.source for group in report.peak.groups}
+  assert "an input of the step" in sources
+  assert any(source.startswith("vit_jax/models/") for source in sources), sources
+  assert sum(group.bytes for group in report.peak.groups) <= report.peak.total_bytes
+  assert "largest buffers live at the peak" in report.text()
+
+
+def _two_outputs(x):  # f32[1024, 1024]
+  half = x.astype(jnp.bfloat16) * 2  # bf16[1024, 1024], an output: live at the end
+  return half, jnp.sin(x)  # f32[1024, 1024]
+
+
+def test_peak_buffers_read_shapes_dtypes_and_source_lines(tmp_path):
+  """XLA's own files, read back: each output with its dtype, shape and the line that made it."""
+  x = jax.ShapeDtypeStruct((1024, 1024), jnp.float32)
+  options = {**peak_buffers.DUMP_OPTIONS, "xla_dump_to": str(tmp_path)}
+  jax.jit(_two_outputs).lower(x).compile(compiler_options=options)
+  peak = peak_buffers.read(str(tmp_path))
+  line = _two_outputs.__code__.co_firstlineno
+  found = {(g.dtype, g.shape, g.source.rpartition("/")[2]): g.bytes for g in peak.groups}
+  assert found[("f32", (1024, 1024), "an input of the step")] == 4 * 2**20
+  assert found[("bf16", (1024, 1024), f"test_aot.py:{line + 1}")] == 2 * 2**20
+  assert found[("f32", (1024, 1024), f"test_aot.py:{line + 2}")] == 4 * 2**20
+  assert peak.bytes_by_dtype == {"f32": 8 * 2**20, "bf16": 2 * 2**20}
+  assert peak_buffers.read(str(tmp_path / "nothing")) is None  # e.g. a cached compile
 
 
 def test_headroom_counts_in_the_fit(local):

@@ -20,12 +20,14 @@ import dataclasses
 import math
 import os
 import re
+import tempfile
 
 import jax
 
 from vit_jax import errors
 from vit_jax.tpu_planning import chips
 from vit_jax.tpu_planning import collectives as collectives_lib
+from vit_jax.tpu_planning import peak_buffers
 from vit_jax.training import flops
 from vit_jax.training import mesh as mesh_lib
 
@@ -202,6 +204,7 @@ class Report:
   collectives: dict  # kind -> collectives.Traffic, per device and step
   kernels: int  # Pallas kernel calls (splash attention on TPU)
   advice: list
+  peak: peak_buffers.Peak | None = None  # what is live at the peak, from XLA's memory files
 
   @property
   def usable_bytes(self) -> float | None:
@@ -287,6 +290,8 @@ class Report:
       total = format_bytes(traffic.ici_bytes + traffic.dcn_bytes)
       lines.append(f"    {kind:<24}{traffic.ops} ops, >= {total}{between}")
     lines.append(f"  Pallas kernels            {self.kernels}")
+    if self.peak:
+      lines.append(self.peak.text())
     return "\n".join(lines + self._bounds_text())
 
   def _bounds_text(self) -> list[str]:
@@ -344,7 +349,10 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
     # The mesh in context tells attention_impl=auto the target platform (splash on a TPU slice).
     with jax.set_mesh(setup.mesh):
       lowered = train_step.lower(state, batch)
-    compiled = lowered.compile()
+    with tempfile.TemporaryDirectory() as dump_dir:  # XLA's memory files, read before they go
+      options = {**peak_buffers.DUMP_OPTIONS, "xla_dump_to": dump_dir}
+      compiled = lowered.compile(compiler_options=options)
+      peak = peak_buffers.read(dump_dir)
   except jax.errors.JaxRuntimeError as e:  # XLA:TPU refuses a program over the chip's HBM
     if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
       raise
@@ -396,6 +404,7 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
       collectives=collectives_lib.collective_traffic(hlo, num_slices),
       kernels=count_kernels(hlo),
       advice=advice(config, state_bytes, hbm, dict(setup.mesh.shape)),
+      peak=peak,
   )
 
 
