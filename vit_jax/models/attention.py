@@ -14,6 +14,7 @@ that mesh; on several devices without a mesh in context, "auto" uses XLA's atten
 Shape letters: B batch, T query length, S key length, D model width, H heads, K head width.
 """
 
+import functools
 from typing import Optional
 
 import flax.linen as nn
@@ -94,6 +95,52 @@ def einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None, *, dropout_fn=N
   return out_BxTxHxK, weights_BxHxTxS
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _probabilities(logits_BxHxTxS, dtype):
+  """softmax(logits) over S, computed in fp32 and returned in `dtype`.
+
+  Its backward keeps only the returned probabilities: the same array the product with V keeps
+  for its own backward, so under bf16 no fp32 (B, H, T, S) array outlives the forward pass (XLA
+  otherwise keeps fp32 logits per layer, twice the bytes of the bf16 probabilities). The softmax
+  gradient p * (g - sum(g * p)) is then computed in fp32 from bf16 p.
+  """
+  return jax.nn.softmax(logits_BxHxTxS, axis=-1).astype(dtype)
+
+
+def _probabilities_forward(logits_BxHxTxS, dtype):
+  probs_BxHxTxS = _probabilities(logits_BxHxTxS, dtype)
+  return probs_BxHxTxS, probs_BxHxTxS
+
+
+def _probabilities_backward(dtype, probs_BxHxTxS, grad_BxHxTxS):
+  del dtype
+  p = probs_BxHxTxS.astype(jnp.float32)
+  g = grad_BxHxTxS.astype(jnp.float32)
+  return (p * (g - jnp.sum(g * p, axis=-1, keepdims=True)),)
+
+
+_probabilities.defvjp(_probabilities_forward, _probabilities_backward)
+
+
+def xla_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None):
+  """softmax(Q K^T / sqrt(K)) V as XLA ops: logits and softmax in fp32, the probabilities in
+  V's dtype (jax.nn.dot_product_attention's XLA path, less its fp32 logits kept for backward)."""
+  depth = q_BxTxHxK.shape[-1]
+  bf16 = q_BxTxHxK.dtype == jnp.bfloat16
+  logits_BxHxTxS = jnp.einsum(
+      "bthk,bshk->bhts",
+      q_BxTxHxK,
+      k_BxSxHxK,
+      precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32 if bf16 else None,
+      preferred_element_type=jnp.promote_types(q_BxTxHxK.dtype, jnp.float32),
+  ) * jnp.float32(depth**-0.5)
+  logits_BxHxTxS = logits_BxHxTxS.astype(jnp.float32)
+  if mask is not None:
+    logits_BxHxTxS = jnp.where(mask, logits_BxHxTxS, jnp.finfo(jnp.float32).min)
+  probs_BxHxTxS = _probabilities(logits_BxHxTxS, jnp.dtype(v_BxSxHxK.dtype))
+  return jnp.einsum("bhts,bshk->bthk", probs_BxHxTxS, v_BxSxHxK)
+
+
 class MultiHeadAttention(nn.Module):
   """Multi-head attention. Self-attention when `inputs_kv` is None, cross-attention otherwise.
 
@@ -102,8 +149,8 @@ class MultiHeadAttention(nn.Module):
     qkv_features: width of the Q/K/V projections (default: input width).
     out_features: output width (default: input width).
     dropout_rate: dropout on the attention weights (forces the einsum path in training).
-    implementation: "auto" (by platform: `choose_implementation`), "xla" or "cudnn"
-      (jax.nn.dot_product_attention), "splash" (the Pallas TPU kernel; interpreted, slowly, on
+    implementation: "auto" (by platform: `choose_implementation`), "xla" (`xla_attention`),
+      "cudnn" (jax.nn.dot_product_attention's), "splash" (the Pallas TPU kernel; interpreted, slowly, on
       other platforms), "einsum" (reference) or "chunked" (online softmax over key chunks,
       memory linear in length).
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
@@ -263,9 +310,7 @@ class MultiHeadAttention(nn.Module):
             q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask, dropout_fn=dropout_fn
         )
       else:
-        out_BxTxHxK = jax.nn.dot_product_attention(
-            q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, implementation="xla"
-        )
+        out_BxTxHxK = xla_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask)
 
     out_BxTxD = nn.DenseGeneral(
         self.out_features or inputs_q_BxTxD.shape[-1],
