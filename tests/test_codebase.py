@@ -259,6 +259,72 @@ def test_each_allowed_value_list_has_one_home():
   assert from_modules == {"loss", "optimizer.name", "optimizer.schedule"}
 
 
+# ---- A config key is read one way: `config.key`, the schema's value or an error ----------------
+# `.get(name)` reads of a schema key's name that are not of a config, each with why.
+NOT_A_CONFIG = {
+    ("vit_jax/checkpoint.py", "task"): "a checkpoint's record, compared part by part",
+    ("vit_jax/generate.py", "task"): "a checkpoint's record; an imported one has no task part",
+    ("vit_jax/generate.py", "tokenizer"): "a checkpoint's task record",
+    ("vit_jax/data/text/store_writer.py", "dataset"): "an evaluator's settings",
+}
+# Nested keys whose last part also names a model's, an evaluator's or a file's setting
+# (model.name, evals.*.kind, a tokenizer's vocab_size, a file's path): not counted.
+AMBIGUOUS_NESTED_NAMES = {"name", "kind", "path", "vocab_size"}
+
+
+def schema_key_names() -> set[str]:
+  """The key names config/defaults.py holds: every key of a text config's defaults (training,
+  data, tokenizer), of the evaluator's block only `evals`, and the keys its checks name."""
+
+  def dotted(c, prefix=""):
+    for key, value in c.items():
+      if hasattr(value, "items") and key != "evals":
+        yield from dotted(value, f"{prefix}{key}.")
+      else:
+        yield prefix + key
+
+  keys = set(dotted(defaults.text_defaults("causal_lm", "tiny")))
+  keys |= {*defaults.CHOICES, *defaults.AT_LEAST, *defaults.BELOW_ONE}
+  names = {key.split(".")[0] for key in keys}
+  return names | ({key.split(".")[-1] for key in keys if "." in key} - AMBIGUOUS_NESTED_NAMES)
+
+
+def reads_with_get(source: str, names: set[str]):
+  """(line, key) of each `x.get("key", ...)` in `source` whose key is in `names`."""
+  for node in ast.walk(ast.parse(source)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value in names
+    ):
+      yield node.lineno, node.args[0].value
+
+
+def test_reads_with_get_finds_a_repeated_default_and_a_silent_none():
+  source = 'a = config.get("log_internals", False)\nb = c.optimizer.get("eps")\nd.get("x", 1)\n'
+  assert list(reads_with_get(source, schema_key_names())) == [(1, "log_internals"), (2, "eps")]
+
+
+def test_config_keys_are_read_without_a_default_of_their_own():
+  names = schema_key_names()
+  found = []
+  for path in module_files().values():
+    relative = os.path.relpath(path, ROOT)
+    with open(path, encoding="utf-8") as f:
+      found += [
+          f"{relative}:{line}: .get({key!r})"
+          for line, key in reads_with_get(f.read(), names)
+          if (relative, key) not in NOT_A_CONFIG
+      ]
+  assert not found, (
+      "read config keys as config.KEY (every config holds the keys of config/defaults.py; a "
+      f"misspelled one is then an error, not a default): {found}"
+  )
+
+
 def _compares_task_with_a_name(node) -> bool:
   """`x.task == "..."` or `x["task"] != "..."`: a test of a task's kind by its name."""
   if not isinstance(node, ast.Compare):

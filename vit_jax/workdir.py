@@ -205,7 +205,7 @@ def check_resume(config, workdir: str) -> None:
   if saved is None:
     return
   now = _flat(json.loads(config.to_json_best_effort()))
-  keys = TOKENIZER_KEYS + (() if now.get("allow_data_change") else DATA_KEYS)
+  keys = TOKENIZER_KEYS + (() if config.allow_data_change else DATA_KEYS)
   differ = [k for k in keys if (k in saved or k in now) and saved.get(k) != now.get(k)]
   if differ:
     listing = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in differ)

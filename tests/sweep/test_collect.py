@@ -21,6 +21,7 @@ CONFIG = {
     "batch_size": 10,
     "total_steps": 100,
     "optimizer": {"lr": 0.001},
+    "seed": 0,
 }
 INFO = {"num_params": 12345, "train_flops_per_example": 1000.0, "train_examples": 500}
 

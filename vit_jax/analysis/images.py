@@ -23,11 +23,10 @@ from vit_jax.interop import hf_format
 def crop_fraction(loaded) -> float | None:
   """The eval crop the model's trainer used (`pipeline.eval_crop_fraction`); an imported model,
   whose training config we do not have, gets the standard central 87.5% crop."""
-  config = loaded.workdir_config or {}
-  augment_config = config.get("augment") or {}
-  return pipeline.eval_crop_fraction(
-      augment_config.get("inception_crop", True), config.get("eval_view", "crop")
-  )
+  config = loaded.workdir_config
+  if not config:
+    return pipeline.eval_crop_fraction(inception_crop=True)
+  return pipeline.eval_crop_fraction(config["augment"]["inception_crop"], config["eval_view"])
 
 
 _EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -105,7 +104,7 @@ def _dataset_names(loaded, num_classes: int) -> list:
   dataset = loaded.workdir_config["dataset"]
   if dataset.startswith(sources.FOLDER_PREFIX):
     return list(image_folder.ImageFolder.scan(dataset[len(sources.FOLDER_PREFIX) :]).class_names)
-  return _tfds_names(dataset, loaded.workdir_config.get("data_dir"))
+  return _tfds_names(dataset, loaded.workdir_config["data_dir"])
 
 
 def _imported_names(path: str, num_classes: int) -> list:

@@ -10,6 +10,7 @@ from vit_jax import interop
 from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
+from vit_jax.config import defaults as config_defaults
 from vit_jax.interop import assets as interop_assets
 from vit_jax.interop import models as interop_models
 
@@ -46,12 +47,13 @@ class Loaded:
 
 
 def _workdir_config(path: str) -> dict:
-  """Our workdir's config.json ({} for anything else: a Hugging Face config has no "task")."""
+  """Our workdir's config.json, with the keys added since (`defaults.from_saved`); {} for
+  anything else (a Hugging Face config has no "task")."""
   config_path = workdir_lib.config_path(path)
   if not storage.isfile(config_path):
     return {}
   config = json.loads(storage.read_text(config_path))
-  return config if "task" in config else {}
+  return config_defaults.from_saved(config) if "task" in config else {}
 
 
 def load(path: str) -> Loaded:

@@ -115,7 +115,27 @@ def config_problems(config) -> list[str]:
   return problems
 
 
+def missing_keys(config) -> list[str]:
+  """The keys every config shares (defaults.training_defaults) that `config` lacks. The code
+  reads them as `config.key`, with no default of its own, so a config must hold them all."""
+
+  def dotted(c, prefix=""):
+    for key, value in c.items():
+      if hasattr(value, "items"):
+        yield from dotted(value, f"{prefix}{key}.")
+      else:
+        yield prefix + key
+
+  return [key for key in dotted(defaults.training_defaults()) if not has_key(config, key)]
+
+
 def validate_config(config) -> None:
+  missing = missing_keys(config)
+  if missing:
+    raise errors.ConfigError(
+        f"The config lacks {', '.join(missing)}, which every config holds; build it on "
+        "vit_jax.config.defaults (dataset_defaults or text_defaults). Nothing was written."
+    )
   problems = config_problems(config)
   if problems:
     raise errors.ConfigError(

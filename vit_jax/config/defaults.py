@@ -9,6 +9,7 @@ The `k=v` arguments after the colon are parsed by vit_jax/config/args.py.
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from vit_jax import tasks
 from vit_jax.evaluate import registry as evaluators
 
 
@@ -194,6 +195,27 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
       num_heads=placeholder(int),
   )
   return ml_collections.ConfigDict({**defaults, **settings})
+
+
+# What image runs saved before these keys existed (2026-11-23) trained with.
+_IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop"}
+
+
+def from_saved(saved: dict) -> dict:
+  """A workdir's config.json, each key added since it was saved set to what that run did
+  without it (a training key's default; an image run's loss and eval view above), so that every
+  key is read as `config[key]`."""
+
+  def filled(default: dict, given: dict) -> dict:
+    nested = {
+        k: filled(default[k], v) for k, v in given.items() if isinstance(default.get(k), dict)
+    }
+    return {**default, **given, **nested}
+
+  added = training_defaults().to_dict()
+  if tasks.TASKS[saved["task"]].reads_images:
+    added.update(_IMAGE_KEYS_ADDED_LATER)
+  return filled(added, saved)
 
 
 def shrink_for_runlocal(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -65,6 +65,7 @@ def run_config(checkpoint_path: str, config, ckpt):
 
   from vit_jax import tasks
   from vit_jax import workdir as workdir_lib
+  from vit_jax.config import defaults as config_defaults
   from vit_jax.interop import assets
 
   workdir = workdir_of(checkpoint_path)
@@ -74,9 +75,8 @@ def run_config(checkpoint_path: str, config, ckpt):
           f"{checkpoint_path} is not one of our workdirs, so it has no data settings: pass "
           "--config=configs/<family>.py:dataset=NAME (the model is read from the checkpoint)."
       )
-    config = ml_collections.ConfigDict(
-        json.loads(storage.read_text(workdir_lib.config_path(workdir)))
-    )
+    saved = json.loads(storage.read_text(workdir_lib.config_path(workdir)))
+    config = ml_collections.ConfigDict(config_defaults.from_saved(saved))
   else:
     config = ml_collections.ConfigDict(config.to_dict())  # unlocked, references resolved
   if workdir is None:  # imported: its architecture is the checkpoint's
@@ -90,7 +90,7 @@ def run_config(checkpoint_path: str, config, ckpt):
     if "num_classes" in ckpt.model and "num_classes" in config:
       config.num_classes = ckpt.model["num_classes"]
     hf_tokenizer = storage.join(checkpoint_path, assets.HF_TOKENIZER)
-    if config.get("tokenizer") is not None and storage.isfile(hf_tokenizer):
+    if not tasks.TASKS[task].reads_images and storage.isfile(hf_tokenizer):
       config.tokenizer.path = hf_tokenizer
   if FLAGS.batch_size:
     config.batch_size = FLAGS.batch_size

@@ -171,10 +171,10 @@ def config_problems(config) -> list[str]:
       )
       continue
     info = KINDS[kind]
-    if config.get("task") not in tasks_of(kind):
+    if config.task not in tasks_of(kind):
       problems.append(
           f"{where}.kind={kind!r} evaluates {' and '.join(tasks_of(kind))} models, not "
-          f"--config.task={config.get('task')!r}"
+          f"--config.task={config.task!r}"
       )
     allowed = ("kind", "every", *info.keys)
     for key in settings.keys():

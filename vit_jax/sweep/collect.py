@@ -72,7 +72,7 @@ def describe(name: str, workdir: str) -> dict | None:
   info_path = workdir_lib.run_info_path(workdir)
   if storage.isfile(info_path):
     info = json.loads(storage.read_text(info_path))
-  model = config.get("model", {})
+  model = config["model"]
   label = " ".join(str(model[k]) for k in ("name", "variant") if model.get(k))
   if model.get("block_counts"):  # custom stages override the ResNet variant's
     blocks = "-".join(str(n) for n in model["block_counts"])
@@ -86,12 +86,12 @@ def describe(name: str, workdir: str) -> dict | None:
       "width": model.get("width"),
       "depth": model.get("depth"),
       "params": info.get("num_params"),
-      "train_split": config.get("train_split"),
+      "train_split": config["train_split"],
       "train_examples": info.get("train_examples"),
-      "batch_size": config.get("batch_size"),
-      "total_steps": config.get("total_steps"),
-      "lr": config.get("optimizer", {}).get("lr"),
-      "seed": config.get("seed"),
+      "batch_size": config["batch_size"],
+      "total_steps": config["total_steps"],
+      "lr": config["optimizer"]["lr"],
+      "seed": config["seed"],
       "_flops_per_example": info.get("train_flops_per_example"),
   }
 

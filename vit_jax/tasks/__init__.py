@@ -80,7 +80,7 @@ def build_task_without_data(config) -> base.Task:
   and no tokenizer trained. It gives the model and the train step (`batch_spec`), not batches."""
   task_class = _task_class(config)
   if TASKS[config.task].reads_images:
-    if not config.get("num_classes"):
+    if not config.num_classes:
       raise errors.ConfigError(
           "Without data the class count must be in the config: set --config.num_classes."
       )

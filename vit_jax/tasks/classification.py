@@ -26,10 +26,9 @@ PROBABILITIES = {softmax_xent: jax.nn.softmax, sigmoid_xent: jax.nn.sigmoid}
 
 
 def loss_name(config) -> str:
-  """The loss a config (or a workdir's saved config.json) trains with: its `loss`; a config
-  without the key (configs/local_cnn.py), or none at all (an imported checkpoint records no
-  loss), trains the softmax's."""
-  return (config or {}).get("loss", "softmax_xent")
+  """The loss a config (or a workdir's saved config.json) trains with; an imported checkpoint,
+  which has no config, gets the softmax's."""
+  return config["loss"] if config else "softmax_xent"
 
 
 class ImageClassification(base.Task):
@@ -92,9 +91,7 @@ class ImageClassification(base.Task):
     return pipeline.eval_iterator(
         dataset or c.dataset,
         split or c.eval_split,
-        crop_fraction=pipeline.eval_crop_fraction(
-            c.augment.inception_crop, c.get("eval_view", "crop")
-        ),
+        crop_fraction=pipeline.eval_crop_fraction(c.augment.inception_crop, c.eval_view),
         **self._pipeline_settings(shard, shard_count),
     )
 

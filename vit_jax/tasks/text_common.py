@@ -43,8 +43,8 @@ def tokenizer_for(config, workdir: str):
           saved, store.tokenizer_fingerprint, context=f"the token store {store.path}"
       )
     return saved
-  init_dir = workdir_lib.tokenizer_dir(config.get("init_from") or "")
-  pretrained = config.get("init_from") and storage.exists(storage.join(init_dir, base.META_FILE))
+  init_dir = workdir_lib.tokenizer_dir(config.init_from or "")
+  pretrained = config.init_from and storage.exists(storage.join(init_dir, base.META_FILE))
   if store is not None:  # the tokenizer the store's ids are of (checks.py compared the settings)
     tokenizer = tokenizers.load_tokenizer(store.tokenizer_dir())
     context = f"the token store {store.path}"

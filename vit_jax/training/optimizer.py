@@ -67,14 +67,8 @@ def build_optimizer(opt_cfg, total_steps: int):
     parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip_norm))
   if opt_cfg.name == "adamw":
     # mu_dtype: e.g. bfloat16 halves the first moment's memory; the second stays fp32.
-    adam = (
-        optax.scale_by_adam
-        if opt_cfg.get("bias_correction", True)
-        else scale_by_adam_without_bias_correction
-    )
-    parts.append(
-        adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.get("eps", 1e-8), mu_dtype=opt_cfg.mu_dtype)
-    )
+    adam = optax.scale_by_adam if opt_cfg.bias_correction else scale_by_adam_without_bias_correction
+    parts.append(adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps, mu_dtype=opt_cfg.mu_dtype))
   elif opt_cfg.name == "sgd":
     if opt_cfg.momentum:
       parts.append(optax.trace(decay=opt_cfg.momentum, accumulator_dtype=opt_cfg.mu_dtype))

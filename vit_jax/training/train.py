@@ -227,7 +227,7 @@ def jit_update_step(config, setup: Setup) -> Callable:
       step_rng=setup.step_rng,
       grad_accum_steps=config.grad_accum_steps,
       nan_at_step=config.debug_nan_at_step,
-      log_internals=config.get("log_internals", False),
+      log_internals=config.log_internals,
   )
   return jax.jit(
       step,
@@ -438,9 +438,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   )
   watcher = PreemptionWatcher(start_step)
   trace = None  # a jax.profiler trace of config.profile_steps (by default on process 0 only)
-  if config.get("profile_steps") and (
-      jax.process_index() == 0 or config.get("profile_all_processes")
-  ):
+  if config.profile_steps and (jax.process_index() == 0 or config.profile_all_processes):
     from vit_jax.training import profiling  # pylint: disable=g-import-not-at-top  (only if set)
 
     trace = profiling.TraceWindow(config.profile_steps, workdir_lib.tensorboard_dir(workdir))

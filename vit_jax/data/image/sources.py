@@ -197,7 +197,7 @@ def check_config(config) -> None:
   source = open_source(config.dataset, data_dir=config.data_dir, download=config.download)
   for key in data.SPLIT_KEYS:
     _check_split(source, config.dataset, key, config[key] or getattr(source, key))
-  if source.classes_in is not None and not config.get("allow_class_mismatch"):
+  if source.classes_in is not None and not config.allow_class_mismatch:
     _check_classes_agree(config, source)
 
 
