@@ -90,11 +90,11 @@ def big_vision(checkout: str, topology: str, batch_size: int) -> dict:
   """big_vision's update_fn (train.py) for its vit_i1k.py B/16 config, bf16 matmuls."""
   sys.path.insert(0, checkout)
   # pylint: disable=g-import-not-at-top
-  import flax.linen as nn
-  import optax
   from big_vision import optax as bv_optax
   from big_vision import utils as u
   from big_vision.models import vit
+  import flax.linen as nn
+  import optax
 
   spec = importlib.util.spec_from_file_location(
       "vit_i1k", os.path.join(checkout, "big_vision/configs/vit_i1k.py")
@@ -105,8 +105,9 @@ def big_vision(checkout: str, topology: str, batch_size: int) -> dict:
   model = vit.Model(num_classes=config.num_classes, dtype_mm="bfloat16", **config.model)
   images = jax.ShapeDtypeStruct((batch_size, 224, 224, 3), jnp.float32)
   params = nn.unbox(
-      jax.eval_shape(lambda rng: model.init(rng, jnp.zeros((1, 224, 224, 3)))["params"],
-                     jax.random.PRNGKey(0))
+      jax.eval_shape(
+          lambda rng: model.init(rng, jnp.zeros((1, 224, 224, 3)))["params"], jax.random.PRNGKey(0)
+      )
   )
   total_steps = 300 * 1_281_167 // config.input.batch_size
   tx, _ = bv_optax.make(

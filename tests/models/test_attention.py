@@ -59,7 +59,9 @@ def test_xla_attention_and_its_gradients_are_jaxs(dtype, atol):
     return lambda *qkv: jnp.sum(fn(*qkv).astype(jnp.float32) ** 2)
 
   ours = loss(lambda q, k, v: attention.xla_attention(q, k, v, mask))
-  jaxs = loss(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla"))
+  jaxs = loss(
+      lambda q, k, v: jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla")
+  )
   qkv = _qkv(dtype)
   np.testing.assert_allclose(ours(*qkv), jaxs(*qkv), rtol=1e-5 if dtype == jnp.float32 else 1e-2)
   for mine, theirs in zip(jax.grad(ours, (0, 1, 2))(*qkv), jax.grad(jaxs, (0, 1, 2))(*qkv)):

@@ -150,9 +150,9 @@ class MultiHeadAttention(nn.Module):
     out_features: output width (default: input width).
     dropout_rate: dropout on the attention weights (forces the einsum path in training).
     implementation: "auto" (by platform: `choose_implementation`), "xla" (`xla_attention`),
-      "cudnn" (jax.nn.dot_product_attention's), "splash" (the Pallas TPU kernel; interpreted, slowly, on
-      other platforms), "einsum" (reference) or "chunked" (online softmax over key chunks,
-      memory linear in length).
+      "cudnn" (jax.nn.dot_product_attention's), "splash" (the Pallas TPU kernel; interpreted,
+      slowly, on other platforms), "einsum" (reference) or "chunked" (online softmax over key
+      chunks, memory linear in length).
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
     decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding);
       keys and values are stored head-major, (B, H, max_len, K).
