@@ -197,7 +197,7 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
   return ml_collections.ConfigDict({**defaults, **settings})
 
 
-# What image runs saved before these keys existed (2026-11-23) trained with.
+# What image runs saved before these keys existed trained with.
 _IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop"}
 
 
