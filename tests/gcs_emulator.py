@@ -141,12 +141,18 @@ class Emulator:
     return storage.Client()
 
   def objects(self, folder: str) -> dict:
-    """{path relative to `folder`: content} of every object under gs:// `folder`."""
+    """{path relative to `folder`: content} of every object under gs:// `folder`; one deleted
+    between the listing and its read (a running writer's temporary object) is left out."""
+    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+
     prefix = folder.removeprefix(f"gs://{self.bucket}/").rstrip("/") + "/"
-    return {
-        blob.name[len(prefix) :]: blob.download_as_bytes()
-        for blob in self._client().list_blobs(self.bucket, prefix=prefix)
-    }
+    found = {}
+    for blob in self._client().list_blobs(self.bucket, prefix=prefix):
+      try:
+        found[blob.name[len(prefix) :]] = blob.download_as_bytes()
+      except exceptions.NotFound:
+        pass
+    return found
 
   def upload(self, local_folder, folder: str) -> None:
     """Copies a local folder's files under gs:// `folder`."""
