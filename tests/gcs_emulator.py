@@ -5,7 +5,8 @@ started once per test session, with every client pointed at it through the envir
 
 The emulator speaks GCS's JSON API but ignores generation preconditions, which the workdir lock
 and TensorStore's OCDBT manifests (orbax's arrays) rely on; `serve` adds them to its object
-handlers as Cloud Storage documents them (see `_with_preconditions`).
+handlers as Cloud Storage documents them (see `_with_preconditions`). `GET /received` answers the
+request body bytes it has received, for tests of how much a client sends.
 """
 
 import contextlib
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 BUCKET = "vit-jax-test"
@@ -77,16 +79,33 @@ def _upload_name(request):
   return (data.get("meta") or {}).get("name") or data.get("name")
 
 
+def _counting_received(server):
+  """Makes `server` tally the body bytes of every request and answer the sum at GET /received."""
+  received = [0]
+  handle = server.Router.handle
+
+  def counted(router, method):
+    headers = router._request_handler.headers  # pylint: disable=protected-access
+    received[0] += int(headers.get("Content-Length") or 0)
+    return handle(router, method)
+
+  server.Router.handle = counted
+  answer = lambda request, response, storage: response.write_file(str(received[0]), "text/plain")
+  server.HANDLERS = ((r"^/received$", {"GET": answer}), *server.HANDLERS)
+
+
 def serve(port: int, bucket: str) -> None:
   from gcp_storage_emulator import server  # pylint: disable=g-import-not-at-top
   from gcp_storage_emulator.handlers import objects  # pylint: disable=g-import-not-at-top
 
+  _counting_received(server)
   object_id = lambda request: request.params["object_id"]
   patched = {
       objects.insert: _with_preconditions(objects.insert, _upload_name),
       objects.delete: _with_preconditions(objects.delete, object_id),
       objects.get: _with_preconditions(objects.get, object_id),
       objects.download: _with_preconditions(objects.download, object_id),
+      objects.compose: _with_preconditions(objects.compose, object_id),  # of the destination
   }
   for _, methods in server.HANDLERS:
     for method, handler in methods.items():
@@ -111,18 +130,29 @@ class Emulator:
   def new_dir(self, label: str = "t") -> str:
     return f"gs://{self.bucket}/{label}-{uuid.uuid4().hex[:8]}"
 
+  def received(self) -> int:
+    """The request body bytes the emulator has received so far."""
+    with urllib.request.urlopen(f"http://localhost:{self.port}/received") as answer:
+      return int(answer.read())
+
   def _client(self):
     from google.cloud import storage  # pylint: disable=g-import-not-at-top
 
     return storage.Client()
 
   def objects(self, folder: str) -> dict:
-    """{path relative to `folder`: content} of every object under gs:// `folder`."""
+    """{path relative to `folder`: content} of every object under gs:// `folder`; one deleted
+    between the listing and its read (a running writer's temporary object) is left out."""
+    from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+
     prefix = folder.removeprefix(f"gs://{self.bucket}/").rstrip("/") + "/"
-    return {
-        blob.name[len(prefix) :]: blob.download_as_bytes()
-        for blob in self._client().list_blobs(self.bucket, prefix=prefix)
-    }
+    found = {}
+    for blob in self._client().list_blobs(self.bucket, prefix=prefix):
+      try:
+        found[blob.name[len(prefix) :]] = blob.download_as_bytes()
+      except exceptions.NotFound:
+        pass
+    return found
 
   def upload(self, local_folder, folder: str) -> None:
     """Copies a local folder's files under gs:// `folder`."""

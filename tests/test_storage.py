@@ -45,6 +45,67 @@ def test_files_read_back_as_written(folder):
     storage.open(path, "x", encoding="utf-8")
 
 
+def _append_flushes(gcs, path, lines) -> list[int]:
+  """Appends `lines` to bucket file `path`, one flush each; the bytes the emulator received
+  for each flush."""
+  sent = []
+  with storage.appender(path) as log:
+    for line in lines:
+      before = gcs.received()
+      log.write(line)
+      log.flush()
+      sent.append(gcs.received() - before)
+  return sent
+
+
+def test_a_bucket_append_sends_the_new_text_not_the_file(gcs):
+  path = storage.join(gcs.new_dir("append"), "metrics.jsonl")
+  lines = [json.dumps({"step": i, "pad": "x" * 1000}) + "\n" for i in range(50)]
+  sent = _append_flushes(gcs, path, lines[:25])
+  sent += _append_flushes(gcs, path, lines[25:])  # a resumed run appends to what is there
+  assert storage.read_text(path) == "".join(lines)
+  assert storage.listdir(storage.parent(path)) == ["metrics.jsonl"]  # no part left behind
+  # Each flush sends its ~1 KB line and a few requests' overhead, however long the file (50 KB).
+  assert max(sent) < 3 * len(lines[0]), sent
+
+
+def test_a_bucket_append_cut_off_before_its_compose_leaves_no_trace(gcs, monkeypatch):
+  from google.cloud import storage as gcs_client  # pylint: disable=g-import-not-at-top
+
+  path = storage.join(gcs.new_dir("append"), "log")
+  _append_flushes(gcs, path, ["1\n"])
+  with monkeypatch.context() as m:  # the process dies once the part is uploaded
+    m.setattr(gcs_client.Blob, "compose", lambda *a, **k: sys.exit("killed"))
+    with pytest.raises(SystemExit):
+      _append_flushes(gcs, path, ["2\n"])
+  assert sorted(storage.listdir(storage.parent(path))) == ["log", "log.part"]
+  _append_flushes(gcs, path, ["3\n"])  # the resumed run
+  assert storage.read_text(path) == "1\n3\n"
+  assert storage.listdir(storage.parent(path)) == ["log"]
+
+
+def test_a_bucket_append_over_another_writer_s_change_is_refused(gcs):
+  path = storage.join(gcs.new_dir("append"), "log")
+  log = storage.appender(path)
+  log.write("1\n")
+  log.flush()
+  storage.write_text(path, "another writer\n")
+  log.write("2\n")
+  with pytest.raises(errors.StorageError, match="changed while this process appended"):
+    log.flush()
+  assert storage.read_text(path) == "another writer\n"
+
+
+def test_a_bucket_append_rewrites_the_file_before_compose_s_component_limit(gcs, monkeypatch):
+  monkeypatch.setattr(storage, "COMPONENT_LIMIT", 4)
+  path = storage.join(gcs.new_dir("append"), "log")
+  lines = [f"{i} " + "y" * 1000 + "\n" for i in range(12)]
+  sent = _append_flushes(gcs, path, lines)
+  assert storage.read_text(path) == "".join(lines)
+  whole = [i for i, n in enumerate(sent) if n >= len("".join(lines[: i + 1]))]
+  assert whole == [0, 4, 8], sent  # the first upload, then one flush in four sends the file
+
+
 def test_a_folder_moves_whole(folder):
   for name in ("s/1/a", "s/1/d/b"):
     storage.makedirs(storage.parent(storage.join(folder, name)))

@@ -8,7 +8,8 @@ command, before anything is read or written.
 
 Object storage has no directories, appends, renames or locks, so for a gs:// path:
 - `makedirs` creates nothing (a folder exists once an object lies under it);
-- `appender` keeps the file's text and rewrites the whole object at each flush;
+- `appender` sends only the new text at each flush, as an object that Cloud Storage's compose
+  joins to the file's;
 - `move` copies a folder object by object, then deletes the source;
 - `output_path` stages the output on local disk and uploads it when it is complete (a file is one
   upload, so it appears whole or not at all; a folder appears file by file);
@@ -256,29 +257,97 @@ def _filesystem(path):
   return fsspec.filesystem(urllib.parse.urlsplit(os.fspath(path)).scheme)
 
 
+def _forget_listings(path) -> None:
+  """Drops gcsfs's cached listings of the folders above `path` (they hold each object's size)
+  after a write through Google's client, which gcsfs does not see: in its instance here and in
+  epath's, which passes finalize_on_close (etils/epath/backend.py)."""
+  import fsspec  # pylint: disable=g-import-not-at-top
+
+  for options in ({}, {"finalize_on_close": True}):
+    fsspec.filesystem(urllib.parse.urlsplit(path).scheme, **options).invalidate_cache(path)
+
+
 def write_bytes(path, data: bytes) -> None:
   with open(path, "wb") as f:
     f.write(data)
 
 
+# Composing [object, part] adds a component per flush; Cloud Storage refuses a composite of more
+# than 1024, so the flush that would pass this count rewrites the object whole instead.
+COMPONENT_LIMIT = 1000
+
+
 class _ObjectAppender:
-  """A text file in a bucket opened for appending: objects cannot grow, so the whole text is
-  uploaded again at each flush (metrics and logs: kilobytes)."""
+  """A text file in a bucket opened for appending. Objects cannot grow, but Cloud Storage can
+  compose objects into a new one: a flush uploads only its new text, as the sibling object
+  `NAME.part`, composes [object, part] into the object, and deletes the part. A flush sends the
+  new bytes; one in COMPONENT_LIMIT rewrites the object whole to reset its component count.
+
+  A process killed between the upload and the compose leaves the object without that text (as
+  any unflushed text is lost) and a stale part, which the next flush to the path overwrites and
+  deletes. A compose names the generation of the part its flush uploaded and of the object this
+  appender last wrote, so no part is added twice and no other writer's change is composed over;
+  each compose or upload replaces the object at once, so readers see only whole flushes.
+  """
 
   def __init__(self, path):
-    self._path = _epath(path)
-    self._text = self._path.read_text() if self._path.exists() else ""
-    self._unsaved = False
+    self._path = os.fspath(path)
+    self._object = _blob(path)
+    try:
+      self._object.reload()
+    except _refused():  # not there yet: generation and size are None
+      pass
+    self._components = self._object.component_count or 1
+    self._text = ""
 
   def write(self, text: str) -> int:
     self._text += text
-    self._unsaved = True
     return len(text)
 
   def flush(self) -> None:
-    if self._unsaved:
-      self._path.write_text(self._text)
-      self._unsaved = False
+    if not self._text:
+      return
+    data, size = self._text.encode("utf-8"), self._object.size or 0
+    # A new Blob: compose sends the destination's properties, and the old object's checksums
+    # would not be the composite's.
+    target = _blob(self._path)
+    target.content_type = "text/plain"
+    try:
+      if self._object.generation is None:
+        components = 1
+        target.upload_from_string(data, "text/plain", if_generation_match=0)
+      elif self._components >= COMPONENT_LIMIT:
+        components = 1
+        whole = self._object.download_as_bytes(if_generation_match=self._object.generation)
+        target.upload_from_string(
+            whole + data, "text/plain", if_generation_match=self._object.generation
+        )
+      else:
+        components = self._components + 1
+        part = _blob(f"{self._path}.part")
+        part.upload_from_string(data, "text/plain", retry=_retry())  # repeatable
+        target.compose([self._object, part], if_generation_match=self._object.generation)
+        with contextlib.suppress(*_refused()):
+          part.delete(if_generation_match=part.generation)
+    except _refused()[0]:  # a retried request whose first try landed, or another writer
+      target = self._landed(size, data)
+    self._object, self._components = target, target.component_count or components
+    self._text = ""
+    _forget_listings(self._path)
+
+  def _landed(self, size: int, data: bytes):
+    """The object, if it is this appender's last one followed by `data`; else a StorageError."""
+    now = _blob(self._path)
+    with contextlib.suppress(*_refused()):
+      now.reload()
+      if (
+          now.size == size + len(data)
+          and now.download_as_bytes(start=size, if_generation_match=now.generation) == data
+      ):
+        return now
+    raise errors.StorageError(
+        f"{self._path} changed while this process appended to it: another process writes it."
+    )
 
   def close(self) -> None:
     self.flush()
@@ -447,6 +516,14 @@ def _blob(path):
   _epath(path)  # the client check
   parts = urllib.parse.urlsplit(os.fspath(path))
   return _client().bucket(parts.netloc).blob(parts.path.lstrip("/"))
+
+
+def _retry():
+  """Retries of a request that may be repeated as it is (Google's client retries only requests
+  with a generation precondition unless told)."""
+  from google.cloud.storage import retry  # pylint: disable=g-import-not-at-top
+
+  return retry.DEFAULT_RETRY
 
 
 def _refused():

@@ -19,7 +19,7 @@ from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import spec
 
-LOG_UPLOAD_S = 30  # a run's log in a bucket is uploaded again this often while it runs
+LOG_UPLOAD_S = 30  # a run's log in a bucket gets its new lines this often while it runs
 
 
 def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
@@ -153,8 +153,8 @@ def _run(argv: list[str], workdir: str, log_path: str) -> int:
       return subprocess.run(
           argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False
       ).returncode
-    # A bucket object cannot be written by the child: its lines pass through here, and the log
-    # is uploaded again every LOG_UPLOAD_S seconds and at the end.
+    # A bucket object cannot be written by the child: its lines pass through here, and are
+    # appended every LOG_UPLOAD_S seconds and at the end.
     with subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, errors="replace"
     ) as run:
