@@ -70,7 +70,8 @@ def _runner(task, model, batch, **step_options):
 
 def vit_train(config, batch_size, image_size, **step_options):
   task = classification.ImageClassification(
-      ml_collections.ConfigDict({"image_size": image_size}), num_classes=config["num_classes"]
+      ml_collections.ConfigDict({"image_size": image_size, "loss": "softmax_xent"}),
+      num_classes=config["num_classes"],
   )
   rng = np.random.default_rng(0)
   label_B = rng.integers(0, config["num_classes"], batch_size)

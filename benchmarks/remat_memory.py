@@ -25,7 +25,9 @@ from vit_jax.training import train
 def train_step_temp_bytes(model_config: dict, batch_size: int, image_size: int = 224) -> int:
   """Bytes of temporaries (activations kept for the backward pass, workspaces) of one step."""
   num_classes = model_config["num_classes"]
-  config = ml_collections.ConfigDict({"image_size": image_size, "model": model_config})
+  config = ml_collections.ConfigDict(
+      {"image_size": image_size, "loss": "softmax_xent", "model": model_config}
+  )
   task = classification.ImageClassification(config, num_classes=num_classes)
   model = build_model(model_config)
   tx = optax.adam(1e-3)

@@ -63,15 +63,17 @@ def _figures(compiled, peak) -> dict:
   }
 
 
-def _compile(lowered):
+def _compile(lowered, keep_dir=None):
+  """The compiled step and its peak buffers; XLA's files stay in `keep_dir` if given."""
   with tempfile.TemporaryDirectory() as dump_dir:
+    dump_dir = keep_dir or dump_dir
     compiled = lowered.compile(
         compiler_options={**peak_buffers.DUMP_OPTIONS, "xla_dump_to": dump_dir}
     )
     return compiled, peak_buffers.read(dump_dir)
 
 
-def ours(extra_args, topology: str, batch_size: int) -> dict:
+def ours(extra_args, topology: str, batch_size: int, keep_dir=None) -> dict:
   # pylint: disable=g-import-not-at-top
   from vit_jax import tasks
   from vit_jax.training import train
@@ -83,10 +85,10 @@ def ours(extra_args, topology: str, batch_size: int) -> dict:
   state, batch = setup.abstract_inputs(batch_size)
   with jax.set_mesh(setup.mesh):
     lowered = train.jit_update_step(config, setup).lower(state, batch)
-  return _figures(*_compile(lowered))
+  return _figures(*_compile(lowered, keep_dir))
 
 
-def big_vision(checkout: str, topology: str, batch_size: int) -> dict:
+def big_vision(checkout: str, topology: str, batch_size: int, keep_dir=None) -> dict:
   """big_vision's update_fn (train.py) for its vit_i1k.py B/16 config, bf16 matmuls."""
   sys.path.insert(0, checkout)
   # pylint: disable=g-import-not-at-top
@@ -151,7 +153,7 @@ def big_vision(checkout: str, topology: str, batch_size: int) -> dict:
       out_shardings=(state_sharding, replicated),
   )
   lowered = step.lower(state, jax.ShapeDtypeStruct((2,), jnp.uint32), batch)
-  return _figures(*_compile(lowered))
+  return _figures(*_compile(lowered, keep_dir))
 
 
 def main():
@@ -159,15 +161,20 @@ def main():
   parser.add_argument("--topology", default="v5p-8")
   parser.add_argument("--batch_size", type=int, default=1024)
   parser.add_argument("--buffers", type=int, default=8, help="largest peak buffers per step")
+  parser.add_argument("--dump_dir", help="keep XLA's memory files here, a folder per row")
   options = parser.parse_args()
+
+  def keep(row: int):
+    return os.path.join(options.dump_dir, str(row)) if options.dump_dir else None
+
   rows = {}
   checkout = os.environ.get("BIG_VISION")
   if checkout:
     rows["big_vision, bf16 matmuls, XLA attention"] = big_vision(
-        checkout, options.topology, options.batch_size
+        checkout, options.topology, options.batch_size, keep(0)
     )
-  for name, extra in OURS.items():
-    rows[name] = ours(extra, options.topology, options.batch_size)
+  for index, (name, extra) in enumerate(OURS.items(), 1):
+    rows[name] = ours(extra, options.topology, options.batch_size, keep(index))
   gib = 2**30
   print(f"\nViT-B/16 ImageNet-1k train step, {options.topology}, batch {options.batch_size}:\n")
   print("| step | peak GiB / chip | temporaries GiB | TFLOP / chip | bytes accessed |")

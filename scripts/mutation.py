@@ -161,6 +161,8 @@ TARGETS = {
         ],
         None,
     ),
+    "vit_jax/config/args.py": (["tests/configs/test_args.py"], ("parse", "_convert")),
+    "vit_jax/evaluate/base.py": (["tests/evaluate/test_sums.py"], ("add_sums",)),
     "vit_jax/data/text/masking.py": (["tests/data/text/test_masking.py"], None),
     "vit_jax/data/text/batches.py": (["tests/data/text/test_batches.py"], None),
     "vit_jax/tasks/classification.py": (TASK_TESTS, LOSS_SCOPE),
