@@ -16,7 +16,7 @@ def make(num_heads=4, **kw):
 
 def test_weights_equal_softmax_by_hand_and_rows_sum_to_one():
   x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 16))
-  layer = make()
+  layer = make(num_heads=2)  # heads != head width: the scale is 1/sqrt(head width)
   params = layer.init(jax.random.PRNGKey(1), x)
   _, weights = layer.apply(params, x, return_weights=True)
   p = params["params"]
