@@ -137,3 +137,12 @@ def test_a_bug_of_ours_keeps_its_traceback_and_a_typo_is_one_line(tmp_path, monk
     parse([f"--config={vit}", "--config.modle.depth=3"], monkeypatch)
   assert e.value.code == 2
   assert capsys.readouterr().err.startswith("error:")
+
+
+def test_config_file_arguments_may_have_spaces_around_their_keys_and_values():
+  defaults = {"variant": "B/16", "depth": 12, "runlocal": False}
+  assert args.parse(" variant = S/16 , depth= 6, runlocal ", defaults) == {
+      "variant": "S/16",
+      "depth": 6,
+      "runlocal": True,
+  }
