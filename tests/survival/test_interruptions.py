@@ -1,6 +1,7 @@
 """Preemption (SIGTERM) of one process and of a multi-process job, a kill during a checkpoint
 write, and non-finite losses."""
 
+import json
 import os
 import re
 import signal
@@ -42,8 +43,13 @@ def wait_for(predicate, proc, timeout=300):
 
 
 def rows(workdir):
-  path = os.path.join(workdir, "metrics.jsonl")
-  return helpers.read_metrics(workdir) if os.path.exists(path) else []
+  """The records a (running) trainer has written whole: it may be writing the last line."""
+  try:
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+      lines = f.read().split("\n")[:-1]
+  except FileNotFoundError:
+    return []
+  return [json.loads(line) for line in lines]
 
 
 def preempt_and_resume(workdir, data_dir) -> int:
