@@ -12,4 +12,4 @@ marker=(-m "not slow and not multiprocess")
 for arg in "$@"; do
   case "$arg" in -m|-m*) marker=() ;; esac
 done
-exec .venv/bin/python -m pytest -q -n 2 --durations=15 "${marker[@]}" "$@"
+exec .venv/bin/python -m pytest -q -n 2 --durations=30 "${marker[@]}" "$@"

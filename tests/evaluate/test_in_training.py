@@ -4,6 +4,7 @@ evaluator settings stop the run before anything is written."""
 
 import glob
 import os
+import re
 
 import pytest
 import tensorflow as tf
@@ -11,6 +12,7 @@ import tensorflow as tf
 from tests import helpers
 from tests import tiny_configs as configs
 from tests.survival import conftest as survival
+from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tfds_builders
 from vit_jax.tasks import classification
@@ -59,9 +61,15 @@ def test_digits_config_runs_the_test_split_and_a_10_shot_probe():
   assert 10 in config.evals.fewshot.shots and config.evals.fewshot.every != config.eval_every
 
 
-def test_each_evaluator_runs_on_its_own_cadence(tmp_path, digits_dir):
-  workdir = str(tmp_path / "w")
-  result = train.train_and_evaluate(tiny_digits(digits_dir), workdir)
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, digits_dir):
+  """(workdir, result) of one uninterrupted tiny_digits run, shared read-only."""
+  workdir = str(tmp_path_factory.mktemp("straight") / "w")
+  return workdir, train.train_and_evaluate(tiny_digits(digits_dir), workdir)
+
+
+def test_each_evaluator_runs_on_its_own_cadence(straight):
+  workdir, result = straight
   rows = helpers.read_metrics(workdir)
   assert evaluated_steps(rows) == {"eval": [4, 8, 12], "fewshot": [6, 12]}
   last = rows[-1]
@@ -76,9 +84,9 @@ class Crash(Exception):
   pass
 
 
-def test_a_resumed_run_keeps_the_cadences(tmp_path, digits_dir, monkeypatch):
-  straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
-  expected = train.train_and_evaluate(tiny_digits(digits_dir), straight)
+def test_a_resumed_run_keeps_the_cadences(straight, tmp_path, digits_dir, monkeypatch):
+  _, expected = straight
+  resumed = str(tmp_path / "resumed")
 
   real_batches = classification.ImageClassification.train_batches
 
@@ -102,22 +110,33 @@ def test_a_resumed_run_keeps_the_cadences(tmp_path, digits_dir, monkeypatch):
     assert result[key] == pytest.approx(expected[key], abs=1e-6), key
 
 
-@pytest.mark.parametrize(
-    "override,named",
-    [
-        ("--config.evals.fewshot.kind=fewshots", "fewshots"),
-        ("--config.evals.eval.every=0", "evals.eval.every"),
-        ("--config.evals.fewshot.train_split=train[:40]", "evals.fewshot.shots"),
-        ("--config.evals.eval.split=tset", "evals.eval.split"),
-    ],
-)
-def test_bad_evaluator_settings_stop_before_anything_is_written(
-    tmp_path, digits_dir, override, named
-):
+def test_a_bad_evaluator_setting_stops_the_command_before_anything_is_written(tmp_path, digits_dir):
   workdir = tmp_path / "w"
+  override = "--config.evals.fewshot.kind=fewshots"
   command = helpers.main_command(workdir, "runlocal", f"--config.data_dir={digits_dir}", override)
   result = helpers.run(command)
   assert result.returncode == 2, result.stderr[-3000:]
-  survival.assert_one_line_error(result.stderr, named)
+  survival.assert_one_line_error(result.stderr, "fewshots")
+  assert not os.path.exists(workdir_lib.config_path(workdir))
+  assert not os.path.exists(workdir_lib.checkpoints_dir(workdir))
+
+
+# The other settings in-process (the trainer validates first; the command's part is checked above).
+@pytest.mark.parametrize(
+    "evaluator,key,value,named",
+    [
+        ("eval", "every", 0, "evals.eval.every"),
+        ("fewshot", "train_split", "train[:40]", "evals.fewshot.shots"),
+        ("eval", "split", "tset", "evals.eval.split"),
+    ],
+)
+def test_bad_evaluator_settings_stop_before_anything_is_written(
+    tmp_path, digits_dir, evaluator, key, value, named
+):
+  config = helpers.vit_config("runlocal", data_dir=digits_dir)
+  config.evals[evaluator][key] = value
+  workdir = str(tmp_path / "w")
+  with pytest.raises(errors.UserError, match=re.escape(named)):
+    train.train_and_evaluate(config, workdir)
   assert not os.path.exists(workdir_lib.config_path(workdir))
   assert not os.path.exists(workdir_lib.checkpoints_dir(workdir))

@@ -169,6 +169,9 @@ def test_generate_reads_a_bucket_workdir(bucket_sweep, tmp_path):
   assert generated.stdout.startswith("The ") and os.listdir(tmp_path) == []
 
 
+# The default run checks a second trainer's refusal on a local workdir
+# (test_workdir_lock.py) and the lock itself in a bucket (tests/test_storage.py).
+@pytest.mark.slow
 def test_a_second_writer_of_a_bucket_workdir_is_refused(gcs, digits_dir, tmp_path):
   workdir = gcs.new_dir("held")
   holder = subprocess.Popen(

@@ -34,7 +34,9 @@ def small(config):
         ("gpt", "dataset=c4,variant=pico", "eval/bits_per_char"),
         ("gpt", "dataset=lm1b,variant=pico", "eval/perplexity"),
         ("bert_classifier", "dataset=imdb_reviews", "eval/accuracy"),
-        ("bert_classifier", "dataset=ag_news_subset", "eval/accuracy"),
+        pytest.param(  # imdb_reviews's path and metric with another dataset
+            "bert_classifier", "dataset=ag_news_subset", "eval/accuracy", marks=pytest.mark.slow
+        ),
         ("seq2seq", "dataset=wmt14_translate/de-en", "eval/exact_match"),
         ("bert", "dataset=c4,nsp", "eval/nsp_accuracy"),
     ],

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from tests import helpers
+from tests import tiny_configs
 from vit_jax import interop
+from vit_jax.training import train
 
 
 def fast_overrides(data_dir, total_steps=40):
@@ -127,7 +129,9 @@ def test_a_resumed_run_loads_its_compiled_step_from_the_workdir(tmp_path, digits
   assert "at step 2" in again.stdout
   assert "Persistent compilation cache hit for 'jit_update_step'" in again.stderr
 
+  # Off (an empty compilation_cache_dir): the trainer's own reading of the flag, in-process.
   off = tmp_path / "off"
-  cmd = helpers.main_command(off, "runlocal", *overrides, "--config.compilation_cache_dir=")
-  assert helpers.run(cmd).returncode == 0
+  config = tiny_configs.tiny_vit(digits_dir, 2)
+  config.compilation_cache_dir = ""
+  train.train_and_evaluate(config, str(off))
   assert not (off / "compilation_cache").exists()

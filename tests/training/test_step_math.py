@@ -29,7 +29,8 @@ def halves_totals(config, workdir):
   ]
 
 
-@pytest.mark.parametrize("family", ["seq2seq", "vit"])
+# seq2seq's halves hold different token counts; the ViT's equal halves are the easier case.
+@pytest.mark.parametrize("family", ["seq2seq", pytest.param("vit", marks=pytest.mark.slow)])
 def test_two_microbatches_give_the_full_batch_step(tmp_path, digits_dir, family):
   """One SGD step with grad_accum_steps=2 equals the step on the whole batch, to 1e-6.
 
