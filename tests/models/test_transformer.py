@@ -166,3 +166,19 @@ def test_returned_attention_weights_are_sown_per_layer():
     assert weights_BxHxLxL.shape == (2, 2, 5, 5)
     np.testing.assert_allclose(weights_BxHxLxL.sum(-1), 1.0, atol=1e-5)
     assert float(jnp.abs(jnp.triu(weights_BxHxLxL, k=1)).max()) == 0.0  # the causal mask held
+
+
+def test_a_rope_gpt_sees_the_order_of_its_tokens():
+  """With RoPE as its only position signal, one layer's last-token logits depend on the order of
+  the tokens before it (attention over the same set of keys would not)."""
+  from vit_jax.models import build_model  # pylint: disable=g-import-not-at-top
+
+  cfg = {"name": "gpt", "variant": "pico", "vocab_size": 13, "max_len": 8, "posemb": "rope"}
+  cfg["depth"] = 1  # deeper, earlier tokens' states already differ by what they could see
+  model = build_model(cfg)
+  tokens = jnp.array([[3, 5, 7]])
+  params = model.init(jax.random.PRNGKey(0), tokens)["params"]
+  params = perturbed(params)
+  logits = model.apply({"params": params}, tokens)
+  swapped = model.apply({"params": params}, jnp.array([[5, 3, 7]]))
+  assert not np.allclose(logits[0, -1], swapped[0, -1], atol=1e-5)
