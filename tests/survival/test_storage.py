@@ -144,6 +144,7 @@ def test_sweep_collect_to_a_full_disk(tmp_path):
           "batch_size": 8,
           "seed": 0,
           "total_steps": 10,
+          "optimizer": {"lr": 1e-3},
       },
       info={"num_params": 10, "train_flops_per_example": 1.0, "train_examples": 80},
       rows=[{"step": 10, "eval/accuracy": 0.5, "eval/loss": 1.0, "elapsed_s": 1.0}],

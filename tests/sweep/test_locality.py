@@ -57,7 +57,14 @@ def _fake_finished_root(root):
       final.update({f"d{d:02d}/accuracy": a, f"d{d:02d}/examples": 2000})
     helpers.fake_run(
         os.path.join(root, run.name),
-        config={"model": model, "batch_size": 64, "total_steps": 2000, "optimizer": {"lr": 1e-3}},
+        config={
+            "model": model,
+            "train_split": "train",
+            "batch_size": 64,
+            "total_steps": 2000,
+            "optimizer": {"lr": 1e-3},
+            "seed": 0,
+        },
         info={"num_params": params, "train_flops_per_example": flops, "train_examples": 60000},
         rows=[{"step": 1000, "train_loss": 0.5, "elapsed_s": 150.0}, final],
     )
