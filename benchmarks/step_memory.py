@@ -51,11 +51,7 @@ def _figures(compiled, peak) -> dict:
   cost = compiled.cost_analysis()
   cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
   return {
-      "peak": memory.argument_size_in_bytes
-      + memory.output_size_in_bytes
-      - memory.alias_size_in_bytes
-      + memory.temp_size_in_bytes
-      + memory.generated_code_size_in_bytes,
+      "peak": aot.device_bytes(memory),
       "temp": memory.temp_size_in_bytes,
       "flops": cost.get("flops", 0.0),
       "bytes": cost.get("bytes accessed", 0.0),

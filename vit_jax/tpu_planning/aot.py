@@ -370,13 +370,7 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
   num_slices = mesh_lib.num_slices(devices)
   state_bytes = shard_bytes(setup.abstract_state, setup.state_shardings)
   batch_bytes = shard_bytes(batch, jax.tree.map(lambda b: b.sharding, batch))
-  total = (
-      memory.argument_size_in_bytes
-      + memory.output_size_in_bytes
-      - memory.alias_size_in_bytes
-      + memory.temp_size_in_bytes
-      + memory.generated_code_size_in_bytes
-  )
+  total = device_bytes(memory)
   model_flops = (
       flops.train_flops_per_example(setup.model_config, setup.task.init_inputs(1))
       * batch_size
@@ -405,6 +399,18 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
       kernels=count_kernels(hlo),
       advice=advice(config, state_bytes, hbm, dict(setup.mesh.shape)),
       peak=peak,
+  )
+
+
+def device_bytes(memory) -> int:
+  """What a compiled program needs per device, from its `memory_analysis()`: arguments, outputs
+  (less those aliasing donated arguments), temporaries and code."""
+  return (
+      memory.argument_size_in_bytes
+      + memory.output_size_in_bytes
+      - memory.alias_size_in_bytes
+      + memory.temp_size_in_bytes
+      + memory.generated_code_size_in_bytes
   )
 
 
