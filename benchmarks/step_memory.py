@@ -166,10 +166,12 @@ def main():
   rows = {}
   checkout = os.environ.get("BIG_VISION")
   if checkout and not os.path.isfile(os.path.join(checkout, "big_vision/models/vit.py")):
-    sys.exit(
-        f"error: BIG_VISION={checkout} has no big_vision/models/vit.py; give a checkout of "
-        "google-research/big_vision (its root folder)"
+    print(
+        f"error: BIG_VISION={checkout} has no big_vision/models/vit.py; give the root folder of "
+        "a google-research/big_vision checkout",
+        file=sys.stderr,
     )
+    sys.exit(2)
   if checkout:
     rows["big_vision, bf16 matmuls, XLA attention"] = big_vision(
         checkout, options.topology, options.batch_size, keep(0)
