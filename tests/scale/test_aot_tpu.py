@@ -13,10 +13,14 @@ import re
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import pytest
 
 from tests import helpers
 from vit_jax import tasks
+from vit_jax.tpu_planning import aot
+from vit_jax.tpu_planning import peak_buffers
 from vit_jax.tpu_planning import pod_table
 from vit_jax.training import flops
 from vit_jax.training import train
@@ -181,3 +185,17 @@ def test_a_step_that_does_not_fit_names_what_to_change():
   # Over HBM: XLA either refuses the program, or compiles it and the report says it is too big.
   error = next(line for line in out.stderr.splitlines() if line.startswith("error: "))
   assert error.startswith("error: the train step ") and "model.remat=full" in error
+
+
+def test_peak_buffers_count_the_bytes_a_tpu_layout_takes(tmp_path):
+  """A TPU's tiles pad an array's minor dimension to 128 lanes: a bf16 (100, 100) array takes at
+  least 100 x 128 x 2 bytes whichever layout XLA picks, and the peak lists what it takes, not its
+  20,000 bytes of elements (which XLA's live-range file gives)."""
+  mesh = jax.sharding.Mesh(aot.parse_topology("v5p-8").devices()[:1], ("d",))
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  x = jax.ShapeDtypeStruct((100, 100), jnp.float32)
+  options = {**peak_buffers.DUMP_OPTIONS, "xla_dump_to": str(tmp_path)}
+  step = jax.jit(lambda x: (x * 2).astype(jnp.bfloat16), in_shardings=replicated)
+  step.lower(x).compile(compiler_options=options)
+  found = {(g.dtype, g.shape): g.bytes for g in peak_buffers.read(str(tmp_path)).groups}
+  assert found[("bf16", (100, 100))] >= 100 * 128 * 2, found

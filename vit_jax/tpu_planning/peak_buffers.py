@@ -3,10 +3,10 @@ schedule, each with its shape, dtype, the op that made it and the source line th
 
 XLA writes what it knows about a module's memory when asked to dump it (`xla_dump_to`, passed
 as a compiler option of that one compile): its live ranges over the schedule, with the values
-live at the peak and their bytes (`*-live-range.txt`), the buffer assignment, with each value's
-shape (`*-buffer-assignment.txt`), and the optimized HLO, whose ops carry JAX's op name and a
-stack frame naming the file and line that traced them. This module reads those three files;
-nothing in them is estimated by us.
+live at the peak (`*-live-range.txt`), the buffer assignment, with each value's shape and the
+bytes its layout takes, padding included (`*-buffer-assignment.txt`), and the optimized HLO,
+whose ops carry JAX's op name and a stack frame naming the file and line that traced them. This
+module reads those three files; nothing in them is estimated by us.
 
 The list groups buffers that share a source line, shape and dtype (one per layer of an unrolled
 stack, say), so a step's 12 copies of one activation show as one row with its count. Buffers in
@@ -27,7 +27,9 @@ DUMP_OPTIONS = {"xla_dump_hlo_as_text": True}
 _PEAK_ENTRY = re.compile(r"^\s+(\S+?\{[\d,]*\}): (\d+) bytes")
 # ` value: <19 copy-start{0} @1> (size=1048576,offset=0): f32[512,512]{1,0:T(8,128)S(1)}`
 # (a value at the top of its instruction's output prints no index: `<13 x.1 @0>` is `x.1{}`)
-_VALUE = re.compile(r"^\s*value: <\d+ ([^\s{]+)(\{[\d,]*\})? @\d+> \(size=\d+,offset=\d+\): (\S+)")
+_VALUE = re.compile(
+    r"^\s*value: <\d+ ([^\s{]+)(\{[\d,]*\})? @\d+> \(size=(\d+),offset=\d+\): (\S+)"
+)
 _SHAPE = re.compile(r"^(\w+)\[([\d,]*)\](?:\{([^}]*)\})?")
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
 # `  ROOT %fusion.3 = bf16[8,128]{1,0} fusion(...), ..., metadata={op_name="..." ...}`
@@ -188,16 +190,20 @@ def read(dump_dir: str) -> Peak | None:
     return None
   total, prefix, entries = best
   with open(prefix + "-buffer-assignment.txt") as f:
-    shapes = {}
+    # The live ranges give a value's bytes as its shape's; the assignment gives what it takes in
+    # its layout (a TPU's tiles pad a bf16[..., 64] array to 128 lanes: twice the bytes).
+    shapes, assigned = {}, {}
     for line in f:
       match = _VALUE.match(line)
       if match:
-        shapes[match[1] + (match[2] or "{}")] = match[3]
+        name = match[1] + (match[2] or "{}")
+        shapes[name], assigned[name] = match[4], int(match[3])
   with open(prefix + ".txt") as f:
     origins = _instruction_origins(f.read())
   grouped = collections.defaultdict(lambda: [0, 0, ""])  # (source, dtype, shape) -> count, bytes
   by_dtype = collections.Counter()
   for value, size in entries:
+    size = assigned.get(value, size)
     shape = _SHAPE.match(shapes.get(value, ""))
     if shape is None:  # a tuple's index table: a few bytes of pointers
       continue
