@@ -5,11 +5,13 @@ kernels D x H x Dh, out kernel H x Dh x D), which is also the layout of the orig
 big_vision checkpoints, so those load without reshaping.
 
 Which kernel computes attention is chosen per platform at trace time (`implementation="auto"`,
-see `choose_implementation`): Pallas splash attention on TPU, cuDNN's fused attention on GPU in
-bf16/fp16, XLA's on CPU. The platform is the one the computation is lowered for: the mesh in
-context (`jax.set_mesh(mesh)`, whose devices may be a TPU slice's while this host is a CPU, as when
-compiling ahead of time), else JAX's default backend. Splash runs per device in a shard_map over
-that mesh; on several devices without a mesh in context, "auto" uses XLA's attention instead.
+see `choose_implementation`): Pallas splash attention on TPU (XLA's for short sequences at head
+widths under 128, where the kernel's lane padding costs more memory than the probabilities),
+cuDNN's fused attention on GPU in bf16/fp16, XLA's on CPU. The platform is the one the
+computation is lowered for: the mesh in context (`jax.set_mesh(mesh)`, whose devices may be a TPU
+slice's while this host is a CPU, as when compiling ahead of time), else JAX's default backend.
+Splash runs per device in a shard_map over that mesh; on several devices without a mesh in
+context, "auto" uses XLA's attention instead.
 
 Shape letters: B batch, T query length, S key length, D model width, H heads, K head width.
 """
@@ -59,13 +61,20 @@ def choose_implementation(
 ) -> str:
   """The kernel that computes an attention: `requested` unless it is "auto" or cannot take it.
 
-  "auto" is splash on TPU, cuDNN on GPU for bf16/fp16 and head widths it takes, XLA otherwise.
+  "auto" is splash on TPU (XLA's where the kernel's lane-padded activations would take more
+  memory: `splash_attention.keeps_more_than_xla`), cuDNN on GPU for bf16/fp16 and head widths it
+  takes, XLA otherwise.
   A dense mask (the KV cache's, or a caller's array) goes to XLA instead of splash, which takes
   only a MaskSpec's parts; so do causal masks with more queries than keys.
   """
   if requested == "auto":
     if platform == "tpu":
+      # pylint: disable-next=g-import-not-at-top
+      from vit_jax.models import splash_attention  # TPU kernels: loaded only where chosen
+
       requested = "splash"
+      if splash_attention.keeps_more_than_xla(q_len, kv_len, head_dim):
+        requested = "xla"
     elif platform == "gpu" and jnp.dtype(dtype) in CUDNN_DTYPES:
       requested = "cudnn" if head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM else "xla"
     else:
@@ -123,18 +132,24 @@ _probabilities.defvjp(_probabilities_forward, _probabilities_backward)
 
 
 def xla_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None):
-  """softmax(Q K^T / sqrt(K)) V as XLA ops: logits and softmax in fp32, the probabilities in
-  V's dtype (jax.nn.dot_product_attention's XLA path, less its fp32 logits kept for backward)."""
-  depth = q_BxTxHxK.shape[-1]
+  """softmax(Q K^T / sqrt(K)) V as XLA ops, the softmax computed in fp32.
+
+  Q is scaled before the product (exact for power-of-two head widths) and the logits leave it in
+  Q's dtype (its products accumulate in fp32 either way), so under bf16 the (B, H, T, S) arrays
+  written and read back, forward and backward, are bf16, as in big_vision's and flax's attention;
+  the mask and softmax run in fp32 on them inside XLA's fusions. Scaling the fp32 logits instead
+  made XLA write an fp32 (B, H, T, S) gradient in the backward pass (14% more bytes per ViT-B
+  block on a v5p). Unlike big_vision's, the softmax's exponentials and sums are fp32.
+  """
   bf16 = q_BxTxHxK.dtype == jnp.bfloat16
+  q_BxTxHxK = q_BxTxHxK * jnp.asarray(q_BxTxHxK.shape[-1] ** -0.5, q_BxTxHxK.dtype)
   logits_BxHxTxS = jnp.einsum(
       "bthk,bshk->bhts",
       q_BxTxHxK,
       k_BxSxHxK,
       precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32 if bf16 else None,
-      preferred_element_type=jnp.promote_types(q_BxTxHxK.dtype, jnp.float32),
-  ) * jnp.float32(depth**-0.5)
-  logits_BxHxTxS = logits_BxHxTxS.astype(jnp.float32)
+      preferred_element_type=q_BxTxHxK.dtype,
+  ).astype(jnp.float32)
   if mask is not None:
     logits_BxHxTxS = jnp.where(mask, logits_BxHxTxS, jnp.finfo(jnp.float32).min)
   probs_BxHxTxS = _probabilities(logits_BxHxTxS, jnp.dtype(v_BxSxHxK.dtype))
