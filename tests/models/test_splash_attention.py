@@ -106,8 +106,32 @@ def test_under_a_mesh_splash_runs_per_device_and_matches_the_reference():
 )
 def test_auto_picks_the_kernel_of_the_platform(platform, dtype, head_dim, expected):
   spec = masks.MaskSpec(causal=True)
-  chosen = attention.choose_implementation("auto", platform, dtype, head_dim, 8, 8, spec, False)
+  chosen = attention.choose_implementation(
+      "auto", platform, dtype, head_dim, 1024, 1024, spec, False
+  )
   assert chosen == expected
+
+
+@pytest.mark.parametrize(
+    "tokens, head_dim, expected",
+    [
+        (197, 64, "xla"),  # ViT-B/16: 131k elements kept per example and head against 77k
+        (320, 64, "xla"),  # padded to 384: 197k against 164k
+        (384, 64, "splash"),  # 197k against 221k
+        (1024, 64, "splash"),  # GPT-2: 524k against 1.2M
+        (197, 128, "xla"),  # no lane padding, but 256 padded tokens: 131k against 115k
+        (256, 128, "splash"),  # 131k against 164k
+        (64, 128, "xla"),
+    ],
+)
+def test_auto_on_tpu_picks_the_kernel_that_keeps_less(tokens, head_dim, expected):
+  spec = masks.MaskSpec()
+  assert (
+      attention.choose_implementation(
+          "auto", "tpu", jnp.bfloat16, head_dim, tokens, tokens, spec, False
+      )
+      == expected
+  )
 
 
 def test_splash_leaves_dense_masks_and_keyless_rows_to_xla():

@@ -85,6 +85,22 @@ def splash_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, spec: masks_lib.MaskSpec, 
   return out_BxHxTxK[:, :, :q_len].transpose(0, 2, 1, 3)
 
 
+def keeps_more_than_xla(q_len: int, kv_len: int, head_dim: int) -> bool:
+  """Whether the kernel's backward would keep more activation memory than XLA's attention.
+
+  Per example and head, in the compute dtype's elements: the kernel keeps its head-major
+  queries, keys, values and output, padded to the kernel's lengths, and a TPU's HBM tiles pad
+  their head width to 128 lanes (a (T', 64) array takes the room of a (T', 128) one); XLA's
+  attention keeps the (T, S) probabilities and the queries, keys and values (vit_jax/models/
+  attention.py, xla_attention). Short sequences at head widths under 128 lanes favour XLA: a
+  ViT-B/16's 197 tokens at width 64 keep 131k elements under the kernel and 77k under XLA.
+  """
+  lanes = _round_up(head_dim)
+  kernel = (2 * _round_up(q_len) + 2 * _round_up(kv_len)) * lanes
+  xla = q_len * kv_len + (q_len + 2 * kv_len) * head_dim
+  return kernel > xla
+
+
 def _round_up(length: int) -> int:
   return -(-length // LANES) * LANES
 
@@ -135,8 +151,7 @@ def _kernel(heads: int, q_len: int, kv_len: int, causal_offset, interpret: bool)
       block_q_dkv=block_q,
       block_kv_dkv=block_kv,
       block_kv_dkv_compute=block_kv,
-      block_q_dq=block_q,
-      block_kv_dq=block_kv,
+      use_fused_bwd_kernel=True,
   )
   return kernel_lib.make_splash_mha(
       mask_lib.MultiHeadMask([head_mask] * heads),
