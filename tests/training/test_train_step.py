@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from tests import helpers
 from vit_jax import tasks
@@ -40,8 +41,9 @@ def leaves(tree):
   return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
-def test_nan_injection_poisons_the_gradients_and_the_step_changes_nothing(digits_dir):
-  step, state, batch = setup(digits_dir, nan_at_step=2)
+@pytest.mark.parametrize("by_select", [False, True])  # CPU's branch, TPU's select
+def test_nan_injection_poisons_the_gradients_and_the_step_changes_nothing(digits_dir, by_select):
+  step, state, batch = setup(digits_dir, nan_at_step=2, guard_by_select=by_select)
   before = leaves(state)
   state, metrics = step(state, batch)  # step 1: a normal update
   assert metrics["finite"] == 1.0 and np.isfinite(metrics["grad_norm"])

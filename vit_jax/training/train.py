@@ -37,6 +37,7 @@ from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
+from vit_jax.models import attention
 from vit_jax.models import build_model
 from vit_jax.training import flops
 from vit_jax.training import host_input
@@ -125,6 +126,7 @@ def update_step(
     grad_accum_steps: int = 1,
     nan_at_step: int | None = None,
     guard_nonfinite: bool = True,
+    guard_by_select: bool | None = None,
     log_internals: bool = False,
 ) -> tuple[dict, dict]:
   """One optimizer step on a global batch: (state, batch) -> (new state, scalar metrics).
@@ -138,6 +140,8 @@ def update_step(
   `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
   NaN, to exercise the guard. `guard_nonfinite=False` applies every update as it is; it exists to
   measure what the guard costs (`benchmarks/guard_cost.py`), the trainer keeps it on.
+  `guard_by_select` chooses how the guard keeps the state (see `_update_if_finite`); None: by the
+  platform the step is lowered for.
   """
   params, step = state["params"], state["step"]
   totals = task.totals(batch)  # the full batch's normalizers, for every microbatch
@@ -170,12 +174,10 @@ def update_step(
   ]
   learning_rate = schedule(schedule_states[0].count if schedule_states else step)
   if guard_nonfinite:
-    # A non-finite step keeps params and optimizer state at their last good values. A branch,
-    # not a `where` per leaf: the good step (nearly all of them) pays no select over the whole
-    # state, which cost about 6% of a ViT-Ti/16 step on CPU.
-    keep = lambda grads, params, opt_state: (params, opt_state)
-    new_params, opt_state = jax.lax.cond(
-        finite, apply_update, keep, grads, params, state["opt_state"]
+    if guard_by_select is None:
+      guard_by_select = attention.target_platform() == "tpu"
+    new_params, opt_state = _update_if_finite(
+        finite, apply_update, grads, params, state["opt_state"], guard_by_select
     )
   else:
     new_params, opt_state = apply_update(grads, params, state["opt_state"])
@@ -192,6 +194,24 @@ def update_step(
     updates = jax.tree.map(jnp.subtract, new_params, params)
     metrics.update(health_metrics.metrics(new_params, grads, updates))
   return {"params": new_params, "opt_state": opt_state, "step": step + 1}, metrics
+
+
+def _update_if_finite(finite, apply_update, grads, params, opt_state, by_select: bool):
+  """(params, opt_state) updated if `finite`, else as they were: the non-finite guard.
+
+  By select (a `where` per leaf) on TPU: XLA fuses it into the optimizer's update, which reads
+  the old state anyway, so it costs no traffic there, where a branch made XLA copy the state
+  around it (+4.5% of the bytes a ViT-B/16 step moves, +5.5% of GPT-2's; benchmarks/README.md,
+  "Train-step memory and traffic on a TPU slice"). By a branch (`lax.cond`) elsewhere: on CPU
+  it costs nothing measurable, where the select cost 5.8% of a ViT-Ti/16 step (benchmarks/
+  README.md, "The non-finite guard").
+  """
+  if by_select:
+    updated = apply_update(grads, params, opt_state)
+    keep = lambda new, old: jnp.where(finite, new, old)
+    return jax.tree.map(keep, updated, (params, opt_state))
+  keep_state = lambda grads, params, opt_state: (params, opt_state)
+  return jax.lax.cond(finite, apply_update, keep_state, grads, params, opt_state)
 
 
 def _is_schedule_state(x) -> bool:
