@@ -1,49 +1,66 @@
-"""Per-chip memory and memory traffic of the ViT-B/16 ImageNet-1k train step, ours beside
-big_vision's, compiled for one TPU slice with libtpu on any machine (nothing runs).
+"""Per-chip memory and memory traffic of a train step, ours beside a peer's, compiled for one TPU
+slice with libtpu on any machine (nothing runs).
 
   JAX_PLATFORMS=cpu BIG_VISION=/path/to/big_vision \\
-      .venv-tpu/bin/python benchmarks/step_memory.py [--topology v5p-8] [--batch_size 1024]
+      .venv-tpu/bin/python benchmarks/step_memory.py [--step vit_b16] [--topology v5p-8]
+  JAX_PLATFORMS=cpu NANODO=/path/to/nanodo \\
+      .venv-tpu/bin/python benchmarks/step_memory.py --step gpt2
 
-Rows: big_vision's step (its models/vit.py with bf16 matmuls, `dtype_mm="bfloat16"`, and the
-update of its train.py: value_and_grad of the sigmoid loss, its optax `make` with
-configs/vit_i1k.py's optimizer, apply_updates, the three norms it logs), then ours, the trainer's
-own step (`vit_jax.compile`) for configs/vit.py's i1k recipe: as published (bf16, splash
-attention on TPU), with XLA's attention, and with XLA's attention in fp32. Both sides use the
-same batch, slice, data-parallel mesh, sigmoid loss and optimizer (Adam with a bf16 first
-moment, clipping at 1.0, decoupled weight decay). big_vision's mixup runs inside its step and
-ours on the host: it is left out of its step here. Without BIG_VISION only our rows print.
+`vit_b16`: the ViT-B/16 ImageNet-1k step at global batch 1024. The peer is big_vision's own step
+(its models/vit.py with bf16 matmuls, `dtype_mm="bfloat16"`, and the update of its train.py:
+value_and_grad of the sigmoid loss, its optax `make` with configs/vit_i1k.py's optimizer,
+apply_updates, the three norms it logs). Ours is the trainer's own step (`vit_jax.compile`) for
+configs/vit.py's i1k recipe: as published (bf16, the attention kernel "auto" picks, which at 197
+tokens of head width 64 is XLA's: vit_jax/models/splash_attention.py, keeps_more_than_xla), with
+splash attention, and in fp32. Both use the same batch, slice, data-parallel mesh, sigmoid
+loss and optimizer (Adam with a bf16 first moment, clipping at 1.0, decoupled weight decay).
+big_vision's mixup runs inside its step and ours on the host: it is left out of its step here.
 
-Columns, per chip: peak (arguments + outputs - donated + temporaries + code, what must fit in
-HBM), temporaries, XLA's FLOPs and XLA's estimate of the bytes its ops read and write. Then,
-for each step, the largest buffers live at its peak (vit_jax/tpu_planning/peak_buffers.py).
-Results: benchmarks/README.md.
+`gpt2`: the GPT-2 124M step at the recipe's 16 sequences of 1024 tokens per chip (global batch 64
+on a v5p-8). The peer is nanodo's own trainer step (`nanodo.train.Trainer`, its model.py at
+GPT-2's shape: 12 layers, width 768, 12 heads, MLP 3072, vocabulary 50257, bf16 compute, and its
+optimizer.py with configs/gpt.py's AdamW: b2 0.95, weight decay 0.1, clipping at 1.0). nanodo
+shards parameters over the data axis (FSDP) by default; here `fsdp_enabled=False` replicates them
+as our recipe's data-parallel mesh does. Its model has no biases and ties the output layer to the
+embedding (as ours does); it runs its step under `optax.MultiSteps`, as its trainer always does.
+
+Without the peer's variable only our rows print. Columns, per chip: peak (arguments + outputs -
+donated + temporaries + code, what must fit in HBM), temporaries, XLA's FLOPs and XLA's estimate
+of the bytes its ops read and write. Then, for each step, the largest buffers live at its peak
+(vit_jax/tpu_planning/peak_buffers.py). Results: benchmarks/README.md.
 """
 
 import argparse
-import importlib
 import os
 import sys
 import tempfile
 
 import jax
-import jax.numpy as jnp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks import jax_peers  # noqa: E402
 from vit_jax.tpu_planning import aot  # noqa: E402
 from vit_jax.tpu_planning import peak_buffers  # noqa: E402
 from vit_jax.tpu_planning import pod_table  # noqa: E402
 
-RECIPE = "--config=configs/vit.py:dataset=imagenet2012,variant=B/16"
+# Our rows per step: name -> flags after the recipe's. The recipe is docs/pod.md's row.
 OURS = {
-    "ours, the recipe (bf16, splash attention)": (),
-    "ours, bf16, XLA attention": ("--config.model.attention_impl=xla",),
-    "ours, fp32, XLA attention": (
-        "--config.model.attention_impl=xla",
-        "--config.model.dtype=float32",
-    ),
+    "vit_b16": {
+        "ours, the recipe (bf16; auto attention: XLA's here)": (),
+        "ours, bf16, splash attention": ("--config.model.attention_impl=splash",),
+        "ours, fp32, XLA attention": ("--config.model.dtype=float32",),
+    },
+    "gpt2": {
+        "ours, the recipe (bf16; auto attention: splash here)": (),
+        "ours, bf16, XLA attention": ("--config.model.attention_impl=xla",),
+    },
 }
+RECIPES = {"vit_b16": "ViT-B/16, ImageNet-1k", "gpt2": "GPT-2 124M"}  # pod_table.ROWS names
+BATCH_PER_CHIP = {"vit_b16": 256, "gpt2": 16}  # the recipes' own: 4096 / 16 and 512 / 32 chips
+GPT2_SHAPE = dict(D=768, H=12, L=1024, N=12, F=3072)  # nanodo's DoConfig names
+GPT2_VOCAB = 50_257
 
 
 def _figures(compiled, peak) -> dict:
@@ -69,12 +86,13 @@ def _compile(lowered, keep_dir=None):
     return compiled, peak_buffers.read(dump_dir)
 
 
-def ours(extra_args, topology: str, batch_size: int, keep_dir=None) -> dict:
+def ours(step: str, extra_args, topology: str, batch_size: int, keep_dir=None) -> dict:
   # pylint: disable=g-import-not-at-top
   from vit_jax import tasks
   from vit_jax.training import train
 
-  args = (RECIPE, f"--config.batch_size={batch_size}", *extra_args)
+  recipe = dict(pod_table.ROWS)[RECIPES[step]]
+  args = (*recipe, f"--config.batch_size={batch_size}", *extra_args)
   config = pod_table.config_of(args, ROOT)
   devices = aot.parse_topology(topology).devices()
   setup = train.prepare(config, tasks.build_task_without_data(config), devices)
@@ -85,101 +103,83 @@ def ours(extra_args, topology: str, batch_size: int, keep_dir=None) -> dict:
 
 
 def big_vision(checkout: str, topology: str, batch_size: int, keep_dir=None) -> dict:
-  """big_vision's update_fn (train.py) for its vit_i1k.py B/16 config, bf16 matmuls."""
-  sys.path.insert(0, checkout)
-  # pylint: disable=g-import-not-at-top
-  from big_vision import optax as bv_optax
-  from big_vision import utils as u
-  from big_vision.models import vit
-  import flax.linen as nn
-  import optax
-
-  spec = importlib.util.spec_from_file_location(
-      "vit_i1k", os.path.join(checkout, "big_vision/configs/vit_i1k.py")
-  )
-  config_module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(config_module)
-  config = config_module.get_config("variant=B/16")
-  model = vit.Model(num_classes=config.num_classes, dtype_mm="bfloat16", **config.model)
-  images = jax.ShapeDtypeStruct((batch_size, 224, 224, 3), jnp.float32)
-  params = nn.unbox(
-      jax.eval_shape(
-          lambda rng: model.init(rng, jnp.zeros((1, 224, 224, 3)))["params"], jax.random.PRNGKey(0)
-      )
-  )
-  total_steps = 300 * 1_281_167 // config.input.batch_size
-  tx, _ = bv_optax.make(
-      config, params, sched_kw=dict(total_steps=total_steps, batch_size=batch_size, data_size=1)
-  )
-  opt = jax.eval_shape(tx.init, params)
-
-  def update_fn(train_state, rng, batch):  # train.py update_fn, mixup left out
-    step_count = bv_optax.get_count(train_state["opt"], jittable=True)
-    rng = jax.random.fold_in(rng, step_count)
-    rng, rng_model = jax.random.split(rng, 2)
-
-    def loss_fn(params):
-      logits, _ = model.apply(
-          {"params": params}, batch["image"], train=True, rngs={"dropout": rng_model}
-      )
-      return u.sigmoid_xent(logits=logits, labels=batch["labels"])
-
-    params, opt = train_state["params"], train_state["opt"]
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt = tx.update(grads, opt, params)
-    params = optax.apply_updates(params, updates)
-    measurements = {"training_loss": loss}
-    for name, tree in (("l2_grads", grads), ("l2_params", params), ("l2_updates", updates)):
-      measurements[name] = jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree.leaves(tree)))
-    return {"params": params, "opt": opt}, measurements
-
+  """big_vision's update_fn for its vit_i1k.py B/16 config, bf16 matmuls."""
   mesh = jax.sharding.Mesh(aot.parse_topology(topology).devices(), ("data",))
-  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  by_data = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
-  state = {"params": params, "opt": opt}
-  state_sharding = jax.tree.map(lambda _: replicated, state)
-  batch = {
-      "image": images,
-      "labels": jax.ShapeDtypeStruct((batch_size, config.num_classes), jnp.float32),
-  }
-  step = jax.jit(
-      update_fn,
-      donate_argnums=(0,),
-      in_shardings=(state_sharding, replicated, jax.tree.map(lambda _: by_data, batch)),
-      out_shardings=(state_sharding, replicated),
+  peer = jax_peers.big_vision(
+      checkout, variant="B/16", batch_size=batch_size, dtype_mm="bfloat16", mesh=mesh
   )
-  lowered = step.lower(state, jax.ShapeDtypeStruct((2,), jnp.uint32), batch)
+  lowered = peer.step.lower(peer.abstract_state, *peer.abstract_inputs)
   return _figures(*_compile(lowered, keep_dir))
+
+
+def nanodo(checkout: str, topology: str, batch_size: int, keep_dir=None) -> dict:
+  """nanodo's trainer step for its model.py at GPT-2 124M's shape, with configs/gpt.py's GPT-2
+  optimizer in nanodo's names."""
+  mesh = jax.sharding.Mesh(aot.parse_topology(topology).devices(), ("data",))
+  peer = jax_peers.nanodo(
+      checkout,
+      shape=GPT2_SHAPE,
+      vocab=GPT2_VOCAB,
+      batch_size=batch_size,
+      dtype="bfloat16",
+      optimizer_overrides=dict(
+          peak_learning_rate=6e-4,
+          init_learning_rate=0.0,
+          final_learning_rate=6e-5,
+          warmup_steps=2_000,
+          num_train_steps=600_000,
+          b2=0.95,
+          weight_decay=0.1,
+          clip_by_global_norm=1.0,
+      ),
+      mesh=mesh,
+  )
+  with jax.set_mesh(mesh):
+    lowered = peer.step.lower(peer.abstract_state, *peer.abstract_inputs)
+  return _figures(*_compile(lowered, keep_dir))
+
+
+# Per step: (title, the peer (jax_peers.VARIABLES), its row, its step's builder).
+PEERS = {
+    "vit_b16": (
+        "ViT-B/16 ImageNet-1k train step",
+        "big_vision",
+        "big_vision, bf16 matmuls, XLA attention",
+        big_vision,
+    ),
+    "gpt2": ("GPT-2 124M train step, 1024 tokens", "nanodo", "nanodo, bf16, XLA attention", nanodo),
+}
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--step", choices=sorted(PEERS), default="vit_b16")
   parser.add_argument("--topology", default="v5p-8")
-  parser.add_argument("--batch_size", type=int, default=1024)
+  parser.add_argument(
+      "--batch_size", type=int, help="global; default: the recipe's batch per chip x chips"
+  )
   parser.add_argument("--buffers", type=int, default=8, help="largest peak buffers per step")
   parser.add_argument("--dump_dir", help="keep XLA's memory files here, a folder per row")
   options = parser.parse_args()
+  title, peer_name, peer_row, peer = PEERS[options.step]
+  checkout = jax_peers.checkout_from_environment(peer_name)
+  try:
+    chips = len(aot.parse_topology(options.topology).devices())
+  except ValueError as e:  # errors.ConfigError: one line naming the topology and the choices
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+  batch_size = options.batch_size or BATCH_PER_CHIP[options.step] * chips
 
   def keep(row: int):
     return os.path.join(options.dump_dir, str(row)) if options.dump_dir else None
 
   rows = {}
-  checkout = os.environ.get("BIG_VISION")
-  if checkout and not os.path.isfile(os.path.join(checkout, "big_vision/models/vit.py")):
-    print(
-        f"error: BIG_VISION={checkout} has no big_vision/models/vit.py; give the root folder of "
-        "a google-research/big_vision checkout",
-        file=sys.stderr,
-    )
-    sys.exit(2)
   if checkout:
-    rows["big_vision, bf16 matmuls, XLA attention"] = big_vision(
-        checkout, options.topology, options.batch_size, keep(0)
-    )
-  for index, (name, extra) in enumerate(OURS.items(), 1):
-    rows[name] = ours(extra, options.topology, options.batch_size, keep(index))
+    rows[peer_row] = peer(checkout, options.topology, batch_size, keep(0))
+  for index, (name, extra) in enumerate(OURS[options.step].items(), 1):
+    rows[name] = ours(options.step, extra, options.topology, batch_size, keep(index))
   gib = 2**30
-  print(f"\nViT-B/16 ImageNet-1k train step, {options.topology}, batch {options.batch_size}:\n")
+  print(f"\n{title}, {options.topology}, global batch {batch_size}:\n")
   print("| step | peak GiB / chip | temporaries GiB | TFLOP / chip | bytes accessed |")
   print("|---|---|---|---|---|")
   for name, row in rows.items():
