@@ -109,14 +109,12 @@ def workloads(quick: bool) -> dict:
 
 
 def _random_batch(spec: dict) -> dict:
-  """Random arrays of the batch's shapes: floats N(0, 1), integers 1 (a valid token, label and
-  position for every task here)."""
+  """Random arrays of the batch's shapes: floats uniform in [0, 1) (pixels, soft labels, loss
+  weights), integers 1 (a valid token, label, position and segment id for every task here)."""
   rng = np.random.default_rng(0)
   return {
       k: jnp.asarray(
-          rng.standard_normal(v.shape)
-          if jnp.issubdtype(v.dtype, jnp.floating)
-          else np.ones(v.shape),
+          rng.random(v.shape) if jnp.issubdtype(v.dtype, jnp.floating) else np.ones(v.shape),
           v.dtype,
       )
       for k, v in spec.items()
@@ -131,6 +129,8 @@ def _looped(step, state, inputs, fresh_inputs=False):
     args = jax.tree.map(jnp.copy, inputs) if fresh_inputs else inputs
     holder["state"], metrics = step(holder["state"], *args)
     jax.block_until_ready(metrics)
+    if isinstance(metrics, dict) and metrics.get("finite", 1.0) != 1.0:
+      raise RuntimeError("a non-finite step: the guard skipped the update this would time")
 
   return run
 
@@ -142,11 +142,16 @@ def our_runners(flags) -> dict:
 
   from vit_jax import tasks
   from vit_jax.tpu_planning import pod_table
+  from vit_jax.training import mesh as mesh_lib
   from vit_jax.training import train
 
   config = pod_table.config_of(flags, ROOT)
   setup = train.prepare(config, tasks.build_task_without_data(config), jax.devices()[:1])
-  batch = _random_batch(setup.task.batch_spec(config.batch_size))
+  # Placed as the trainer places them, so the first call's compile is the only one.
+  batch = jax.device_put(
+      _random_batch(setup.task.batch_spec(config.batch_size)),
+      mesh_lib.batch_sharding(setup.mesh),
+  )
   task, model, tx = setup.task, setup.model, setup.tx
 
   def trainer_step(**options):
@@ -178,7 +183,9 @@ def our_runners(flags) -> dict:
       "ours, bare (loss, gradients, update)": jax.jit(bare_step, donate_argnums=(0,)),
   }
   return {
-      name: _looped(step, setup.init_state(setup.init_rng), (batch,))
+      name: _looped(
+          step, jax.device_put(setup.init_state(setup.init_rng), setup.state_shardings), (batch,)
+      )
       for name, step in steps.items()
   }
 

@@ -50,6 +50,7 @@ def test_quick_run_times_the_trainer_beside_its_bare_step():
       names
       == [
           "ours, the trainer's step",
+          "ours, the guard as a select (as on TPU)",
           "ours, without the non-finite guard",
           "ours, bare (loss, gradients, update)",
       ]
