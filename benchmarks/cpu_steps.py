@@ -210,7 +210,7 @@ def measure(runners: dict, warmup: int, rounds: int, steps: int) -> dict:
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--quick", action="store_true", help="tiny shapes: a smoke run")
-  parser.add_argument("--only", nargs="+", help="run only these workloads")
+  parser.add_argument("--only", nargs="+", choices=tuple(workloads(quick=False)), help="these only")
   parser.add_argument("--rounds", type=int, default=None)
   parser.add_argument("--steps", type=int, default=3, help="steps per row per round")
   options = parser.parse_args()

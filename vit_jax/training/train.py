@@ -203,7 +203,7 @@ def _update_if_finite(finite, apply_update, grads, params, opt_state, by_select:
   the old state anyway, so it costs no traffic there, where a branch made XLA copy the state
   around it (+4.5% of the bytes a ViT-B/16 step moves, +5.5% of GPT-2's; benchmarks/README.md,
   "Train-step memory and traffic on a TPU slice"). By a branch (`lax.cond`) elsewhere: on CPU
-  it costs nothing measurable, where the select cost 5.8% of a ViT-Ti/16 step (benchmarks/
+  it costs nothing measurable, and the select up to 5.8% of a ViT-Ti/16 step (benchmarks/
   README.md, "The non-finite guard").
   """
   if by_select:
