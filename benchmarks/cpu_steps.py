@@ -11,8 +11,8 @@ Workloads (fp32, as both sides run on a CPU):
     first moment, clipping at 1.0, decoupled weight decay.
   gpt: a 6-layer, 384-wide, 6-head GPT, vocabulary 8,192, batch 16 x 256 tokens. Ours is the
     trainer's step for configs/gpt.py at that shape; the peer is nanodo's trainer step for its
-    model at that shape with the same AdamW settings (lr 3e-3, b2 0.99, weight decay 0.1, clipping
-    at 1.0; nanodo runs it under optax.MultiSteps and has no biases).
+    model at that shape with configs/gpt.py's AdamW and schedule in its names
+    (jax_peers.nanodo_optimizer; nanodo runs it under optax.MultiSteps and has no biases).
 Rows per workload: the trainer's step; the same with its non-finite guard as a `where` per leaf
 (TPU's form) instead of a lax.cond between the update and keeping the state (CPU's); the same
 without the guard; the bare step (value_and_grad of the task's loss, the
@@ -38,6 +38,7 @@ import jax.numpy as jnp  # noqa: E402  # pylint: disable=wrong-import-position
 import numpy as np  # noqa: E402  # pylint: disable=wrong-import-position
 
 from benchmarks import jax_peers  # noqa: E402  # pylint: disable=wrong-import-position
+from vit_jax.tpu_planning import pod_table  # noqa: E402  # pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -67,17 +68,6 @@ def workloads(quick: bool) -> dict:
       f"--config.seq_len={gpt['L']}",
       f"--config.batch_size={gpt_batch}",
   )
-  # configs/gpt.py's CPU optimizer in nanodo's names (nanodo's warmup starts from its init rate).
-  nanodo_optimizer = dict(
-      peak_learning_rate=3e-3,
-      init_learning_rate=0.0,
-      final_learning_rate=0.0,
-      warmup_steps=200,
-      num_train_steps=3_000,
-      b2=0.99,
-      weight_decay=0.1,
-      clip_by_global_norm=1.0,
-  )
   return {
       "vit_ti16": (
           "img/s",
@@ -102,7 +92,7 @@ def workloads(quick: bool) -> dict:
               shape=gpt,
               vocab=vocab,
               batch_size=gpt_batch,
-              optimizer_overrides=nanodo_optimizer,
+              optimizer_overrides=jax_peers.nanodo_optimizer(pod_table.config_of(gpt_flags, ROOT)),
           ),
       ),
   }
@@ -141,7 +131,6 @@ def our_runners(flags) -> dict:
   import optax
 
   from vit_jax import tasks
-  from vit_jax.tpu_planning import pod_table
   from vit_jax.training import mesh as mesh_lib
   from vit_jax.training import train
 
@@ -221,12 +210,12 @@ def main():
       continue
     runners = our_runners(flags)
     if checkouts[peer]:
-      peer_step = build_peer(checkouts[peer])
+      peer_step, device = build_peer(checkouts[peer]), jax.devices()[0]
       # nanodo's step donates its tokens too: each call gets its own copy.
       runners[f"{peer}, its own step"] = _looped(
           peer_step.step,
-          peer_step.init(),
-          peer_step.example_inputs(),
+          jax.device_put(peer_step.init(), device),  # committed, as its outputs will be
+          jax.device_put(peer_step.example_inputs(), device),
           fresh_inputs=peer == "nanodo",
       )
     seconds = measure(runners, warmup=1 if options.quick else 2, rounds=rounds, steps=options.steps)

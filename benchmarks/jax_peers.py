@@ -158,6 +158,25 @@ def big_vision(
   return PeerStep(step, state, inputs, init, example_inputs)
 
 
+def nanodo_optimizer(config) -> dict:
+  """Our config's AdamW and cosine schedule (`config.optimizer`, `config.total_steps`) in the
+  names of nanodo's optimizer config. Its warmup starts from `init_learning_rate`, ours from 0;
+  its weight decay is optax's, scaled by the learning rate (ours with decoupled_weight_decay
+  False, as configs/gpt.py sets it)."""
+  optimizer = config.optimizer
+  return dict(
+      peak_learning_rate=optimizer.lr,
+      init_learning_rate=0.0,
+      final_learning_rate=optimizer.lr * optimizer.end_lr_ratio,
+      warmup_steps=optimizer.warmup_steps,
+      num_train_steps=config.total_steps,
+      b1=optimizer.b1,
+      b2=optimizer.b2,
+      weight_decay=optimizer.weight_decay,
+      clip_by_global_norm=optimizer.grad_clip_norm,
+  )
+
+
 def nanodo(
     checkout: str,
     *,

@@ -17,9 +17,9 @@ loss and optimizer (Adam with a bf16 first moment, clipping at 1.0, decoupled we
 big_vision's mixup runs inside its step and ours on the host: it is left out of its step here.
 
 `gpt2`: the GPT-2 124M step at the recipe's 16 sequences of 1024 tokens per chip (global batch 64
-on a v5p-8). The peer is nanodo's own trainer step (`nanodo.train.Trainer`, its model.py at
+on a v5p-8). The peer is nanodo's own trainer step (train.py's, in jax_peers.py; its model.py at
 GPT-2's shape: 12 layers, width 768, 12 heads, MLP 3072, vocabulary 50257, bf16 compute, and its
-optimizer.py with configs/gpt.py's AdamW: b2 0.95, weight decay 0.1, clipping at 1.0). nanodo
+optimizer.py with configs/gpt.py's GPT-2 AdamW and schedule: jax_peers.nanodo_optimizer). nanodo
 shards parameters over the data axis (FSDP) by default; here `fsdp_enabled=False` replicates them
 as our recipe's data-parallel mesh does. Its model has no biases and ties the output layer to the
 embedding (as ours does); it runs its step under `optax.MultiSteps`, as its trainer always does.
@@ -122,15 +122,8 @@ def nanodo(checkout: str, topology: str, batch_size: int, keep_dir=None) -> dict
       vocab=GPT2_VOCAB,
       batch_size=batch_size,
       dtype="bfloat16",
-      optimizer_overrides=dict(
-          peak_learning_rate=6e-4,
-          init_learning_rate=0.0,
-          final_learning_rate=6e-5,
-          warmup_steps=2_000,
-          num_train_steps=600_000,
-          b2=0.95,
-          weight_decay=0.1,
-          clip_by_global_norm=1.0,
+      optimizer_overrides=jax_peers.nanodo_optimizer(
+          pod_table.config_of(dict(pod_table.ROWS)[RECIPES["gpt2"]], ROOT)
       ),
       mesh=mesh,
   )
