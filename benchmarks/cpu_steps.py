@@ -25,7 +25,6 @@ checkout variable, its row is left out. `--quick` shrinks every shape (a smoke r
 """
 
 import argparse
-import functools
 import os
 import statistics
 import time
@@ -143,18 +142,6 @@ def our_runners(flags) -> dict:
   )
   task, model, tx = setup.task, setup.model, setup.tx
 
-  def trainer_step(**options):
-    step = functools.partial(
-        train.update_step,
-        task=task,
-        model=model,
-        tx=tx,
-        schedule=setup.schedule,
-        step_rng=setup.step_rng,
-        **options,
-    )
-    return jax.jit(step, donate_argnums=(0,))
-
   def bare_step(state, batch):
     def loss_fn(params):
       outputs = task.apply(model, params, batch, train=True, rng=setup.step_rng)
@@ -167,8 +154,12 @@ def our_runners(flags) -> dict:
 
   steps = {
       "ours, the trainer's step": train.jit_update_step(config, setup),
-      "ours, the guard as a select (as on TPU)": trainer_step(guard_by_select=True),
-      "ours, without the non-finite guard": trainer_step(guard_nonfinite=False),
+      "ours, the guard as a select (as on TPU)": train.jit_update_step(
+          config, setup, guard_by_select=True
+      ),
+      "ours, without the non-finite guard": train.jit_update_step(
+          config, setup, guard_nonfinite=False
+      ),
       "ours, bare (loss, gradients, update)": jax.jit(bare_step, donate_argnums=(0,)),
   }
   return {

@@ -236,8 +236,14 @@ def _summed_over_microbatches(grad_fn, params, batch: dict, num_micro: int):
   return jax.lax.scan(add, first, rest)[0]
 
 
-def jit_update_step(config, setup: Setup) -> Callable:
-  """`update_step` with the run's settings, jitted over the mesh; the state buffers are donated."""
+def jit_update_step(config, setup: Setup, **step_options) -> Callable:
+  """`update_step` with the run's settings, jitted over the mesh; the state buffers are donated.
+  `step_options` (update_step's keywords, e.g. the guard's) change a setting, for benchmarks."""
+  settings = dict(
+      grad_accum_steps=config.grad_accum_steps,
+      nan_at_step=config.debug_nan_at_step,
+      log_internals=config.log_internals,
+  )
   step = functools.partial(
       update_step,
       task=setup.task,
@@ -245,9 +251,7 @@ def jit_update_step(config, setup: Setup) -> Callable:
       tx=setup.tx,
       schedule=setup.schedule,
       step_rng=setup.step_rng,
-      grad_accum_steps=config.grad_accum_steps,
-      nan_at_step=config.debug_nan_at_step,
-      log_internals=config.log_internals,
+      **{**settings, **step_options},
   )
   return jax.jit(
       step,
