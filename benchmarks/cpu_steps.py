@@ -26,20 +26,15 @@ checkout variable, its row is left out. `--quick` shrinks every shape (a smoke r
 
 import argparse
 import os
-import statistics
-import time
 
 from vit_jax import startup
 
 startup.set_cpu_xla_defaults()  # ours runs as the trainer does
 import jax  # noqa: E402  # pylint: disable=wrong-import-position
-import jax.numpy as jnp  # noqa: E402  # pylint: disable=wrong-import-position
-import numpy as np  # noqa: E402  # pylint: disable=wrong-import-position
 
 from benchmarks import jax_peers  # noqa: E402  # pylint: disable=wrong-import-position
+from benchmarks import step_timing  # noqa: E402  # pylint: disable=wrong-import-position
 from vit_jax.tpu_planning import pod_table  # noqa: E402  # pylint: disable=wrong-import-position
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def workloads(quick: bool) -> dict:
@@ -91,55 +86,21 @@ def workloads(quick: bool) -> dict:
               shape=gpt,
               vocab=vocab,
               batch_size=gpt_batch,
-              optimizer_overrides=jax_peers.nanodo_optimizer(pod_table.config_of(gpt_flags, ROOT)),
+              optimizer_overrides=jax_peers.nanodo_optimizer(
+                  pod_table.config_of(gpt_flags, step_timing.ROOT)
+              ),
           ),
       ),
   }
 
 
-def _random_batch(spec: dict) -> dict:
-  """Random arrays of the batch's shapes: floats uniform in [0, 1) (pixels, soft labels, loss
-  weights), integers 1 (a valid token, label, position and segment id for every task here)."""
-  rng = np.random.default_rng(0)
-  return {
-      k: jnp.asarray(
-          rng.random(v.shape) if jnp.issubdtype(v.dtype, jnp.floating) else np.ones(v.shape),
-          v.dtype,
-      )
-      for k, v in spec.items()
-  }
-
-
-def _looped(step, state, inputs, fresh_inputs=False):
-  """A callable that runs one step and waits for it; the state is carried (it is donated)."""
-  holder = {"state": state}
-
-  def run():
-    args = jax.tree.map(jnp.copy, inputs) if fresh_inputs else inputs
-    holder["state"], metrics = step(holder["state"], *args)
-    jax.block_until_ready(metrics)
-    if isinstance(metrics, dict) and metrics.get("finite", 1.0) != 1.0:
-      raise RuntimeError("a non-finite step: the guard skipped the update this would time")
-
-  return run
-
-
-def our_runners(flags) -> dict:
-  """The trainer's step, its guard's variants, and the bare step, on one state each."""
+def our_steps(config, setup) -> dict:
+  """The trainer's step, its guard's variants, and the bare step."""
   # pylint: disable=g-import-not-at-top
   import optax
 
-  from vit_jax import tasks
-  from vit_jax.training import mesh as mesh_lib
   from vit_jax.training import train
 
-  config = pod_table.config_of(flags, ROOT)
-  setup = train.prepare(config, tasks.build_task_without_data(config), jax.devices()[:1])
-  # Placed as the trainer places them, so the first call's compile is the only one.
-  batch = jax.device_put(
-      _random_batch(setup.task.batch_spec(config.batch_size)),
-      mesh_lib.batch_sharding(setup.mesh),
-  )
   task, model, tx = setup.task, setup.model, setup.tx
 
   def bare_step(state, batch):
@@ -152,7 +113,7 @@ def our_runners(flags) -> dict:
     params = optax.apply_updates(state["params"], updates)
     return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
 
-  steps = {
+  return {
       "ours, the trainer's step": train.jit_update_step(config, setup),
       "ours, the guard as a select (as on TPU)": train.jit_update_step(
           config, setup, guard_by_select=True
@@ -162,29 +123,6 @@ def our_runners(flags) -> dict:
       ),
       "ours, bare (loss, gradients, update)": jax.jit(bare_step, donate_argnums=(0,)),
   }
-  return {
-      name: _looped(
-          step, jax.device_put(setup.init_state(setup.init_rng), setup.state_shardings), (batch,)
-      )
-      for name, step in steps.items()
-  }
-
-
-def measure(runners: dict, warmup: int, rounds: int, steps: int) -> dict:
-  """name -> (median wall seconds, median CPU seconds) per step, timed in interleaved rounds."""
-  for run in runners.values():
-    for _ in range(warmup):
-      run()
-  wall = {name: [] for name in runners}
-  cpu = {name: [] for name in runners}
-  for _ in range(rounds):
-    for name, run in runners.items():
-      for _ in range(steps):
-        start_wall, start_cpu = time.perf_counter(), time.process_time()
-        run()
-        wall[name].append(time.perf_counter() - start_wall)
-        cpu[name].append(time.process_time() - start_cpu)
-  return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in runners}
 
 
 def main():
@@ -199,17 +137,15 @@ def main():
   for name, (unit, items, flags, peer, build_peer) in workloads(options.quick).items():
     if options.only and name not in options.only:
       continue
-    runners = our_runners(flags)
+    runners = step_timing.our_runners(flags, our_steps)
     if checkouts[peer]:
-      peer_step, device = build_peer(checkouts[peer]), jax.devices()[0]
       # nanodo's step donates its tokens too: each call gets its own copy.
-      runners[f"{peer}, its own step"] = _looped(
-          peer_step.step,
-          jax.device_put(peer_step.init(), device),  # committed, as its outputs will be
-          jax.device_put(peer_step.example_inputs(), device),
-          fresh_inputs=peer == "nanodo",
+      runners[f"{peer}, its own step"] = step_timing.peer_runner(
+          build_peer(checkouts[peer]), fresh_inputs=peer == "nanodo"
       )
-    seconds = measure(runners, warmup=1 if options.quick else 2, rounds=rounds, steps=options.steps)
+    seconds = step_timing.measure(
+        runners, warmup=1 if options.quick else 2, rounds=rounds, steps=options.steps
+    )
     reference = seconds.get(f"{peer}, its own step")
     print(f"\n{name}: {items} {unit.split('/')[0]} per step, {os.cpu_count()} cores\n")
     print(f"| step | ms per step | {unit} | {unit.split('/')[0]} per CPU-second | vs the peer |")

@@ -12,12 +12,20 @@ its in-step mixup is left out (ours mixes on the host). nanodo: its model.py and
 loss.py, optimizer.py (under `optax.MultiSteps`, as its trainer always runs) and metrics.py, in
 train.py's `_train_step` and the jit of its `Trainer`, written out here because train.py imports
 clu's TensorBoard writer and with it TensorFlow.
+
+Neither step touches data loading or file I/O, but both peers import their libraries at module
+level (big_vision's utils.py: TensorFlow's gfile; nanodo's data.py: grain and TFDS). Where one is
+not installed (a GPU machine with JAX alone), `_import_stand_ins` puts an empty module in its place,
+whose every attribute is `object`, so the imports, annotations and base classes resolve; a call
+into one would fail loudly, and none is made.
 """
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
 import sys
+import types
 from typing import Any, Callable
 
 import jax
@@ -54,6 +62,41 @@ def checkout_from_environment(peer: str) -> str | None:
   return checkout
 
 
+class _StandIn(types.ModuleType):
+
+  def __getattr__(self, name):
+    return object
+
+
+@contextlib.contextmanager
+def _import_stand_ins(*names: str):
+  """Within the block, each dotted module name that is not installed (and its parents) is an
+  empty stand-in; afterwards only the modules imported within hold them."""
+  # flax.io asks once whether TF is installed, to pick its file API: it must see the truth.
+  import flax.io  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+
+  added, absent = [], object()
+  for name in names:
+    if importlib.util.find_spec(name.split(".")[0]) is not None:
+      continue
+    parts = name.split(".")
+    for depth in range(1, len(parts) + 1):
+      dotted = ".".join(parts[:depth])
+      if sys.modules.get(dotted) is None:  # absent, or None: an import known to fail
+        added.append((dotted, sys.modules.get(dotted, absent)))
+        sys.modules[dotted] = _StandIn(dotted)
+      if depth > 1:
+        setattr(sys.modules[".".join(parts[: depth - 1])], parts[depth - 1], sys.modules[dotted])
+  try:
+    yield
+  finally:
+    for dotted, before in added:
+      if before is absent:
+        del sys.modules[dotted]
+      else:
+        sys.modules[dotted] = before
+
+
 def _shardings(mesh, state, inputs_batch_axis):
   """Replicated state, inputs split over `data` where `inputs_batch_axis` says so."""
   replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
@@ -80,11 +123,13 @@ def big_vision(
   `depth`: fewer blocks than the variant's (smoke runs)."""
   sys.path.insert(0, checkout)
   # pylint: disable=g-import-not-at-top
-  from big_vision import optax as bv_optax
-  from big_vision import utils as u
-  from big_vision.models import vit
   import flax.linen as nn
   import optax
+
+  with _import_stand_ins("tensorflow.io.gfile"):
+    from big_vision import optax as bv_optax
+    from big_vision import utils as u
+    from big_vision.models import vit
 
   spec = importlib.util.spec_from_file_location(
       "vit_i1k", os.path.join(checkout, "big_vision/configs/vit_i1k.py")
@@ -194,11 +239,13 @@ def nanodo(
   # pylint: disable=g-import-not-at-top
   from flax import linen as nn
   from flax.training.train_state import TrainState
-  from nanodo import metrics as metrics_lib
-  from nanodo import model_factory
-  from nanodo import optimizer
-  from nanodo.configs import default
   import optax
+
+  with _import_stand_ins("grain.python", "tensorflow_datasets"):
+    from nanodo import metrics as metrics_lib
+    from nanodo import model_factory
+    from nanodo import optimizer
+    from nanodo.configs import default
 
   config = default.get_config()
   config.model.update(shape, dtype=dtype, fsdp_enabled=False)

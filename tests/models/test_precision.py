@@ -10,6 +10,7 @@ import pytest
 
 from tests import helpers
 from vit_jax.models import build_model
+from vit_jax.models import gpt
 from vit_jax.sweep import checks as sweep_checks
 from vit_jax.sweep import spec as sweep_spec
 
@@ -72,6 +73,42 @@ def test_bf16_model_multiplies_in_bf16_and_keeps_statistics_in_fp32(config, inpu
   assert {outs for _, outs, rank in found["exp"] if rank >= 4} == {("float32",)}
   (value, logits), _ = jax.value_and_grad(loss, has_aux=True)(params)
   assert value.dtype == jnp.float32 and logits.dtype == jnp.float32
+
+
+def test_gpt_backward_multiplies_in_bf16_up_to_the_fp32_logits():
+  """The LM head's fp32 logits pass back a gradient rounded to bf16, so every product of the
+  backward pass, the two vocabulary-sized ones included, takes bf16 operands."""
+  model = build_model({**GPT, "attention_impl": "xla"})
+  tokens = jnp.zeros((2, 16), jnp.int32)
+  params = model.init(jax.random.PRNGKey(0), tokens)["params"]
+
+  def loss(params):
+    logits = model.apply({"params": params}, tokens)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, tokens).mean()
+
+  dots = dtypes_by_primitive(jax.grad(loss), params)["dot_general"]
+  assert {ins for ins, _, _ in dots} == {("bfloat16", "bfloat16")}
+
+
+def test_fp32_logits_gradients_match_the_plain_products_within_bf16():
+  h = jax.random.normal(jax.random.PRNGKey(0), (2, 8, 32), jnp.bfloat16)
+  embedding = jax.random.normal(jax.random.PRNGKey(1), (64, 32), jnp.bfloat16)
+  targets = jax.random.randint(jax.random.PRNGKey(2), (2, 8), 0, 64)
+
+  def loss(logits_fn):
+    return lambda h, e: optax.softmax_cross_entropy_with_integer_labels(
+        logits_fn(h, e), targets
+    ).sum()
+
+  plain = lambda h, e: jnp.einsum("btd,vd->btv", h, e, preferred_element_type=jnp.float32)
+  ours = jax.grad(loss(gpt.fp32_logits), argnums=(0, 1))(h, embedding)
+  reference = jax.grad(loss(plain), argnums=(0, 1))(h, embedding)
+  assert gpt.fp32_logits(h, embedding).dtype == jnp.float32
+  for got, want in zip(ours, reference):
+    assert got.dtype == want.dtype == jnp.bfloat16
+    scale = float(jnp.abs(want.astype(jnp.float32)).max())
+    diff = jnp.abs(got.astype(jnp.float32) - want.astype(jnp.float32)).max()
+    assert float(diff) <= 2**-7 * scale
 
 
 RECIPES = {  # config argument -> first-moment dtype of Adam in the reference

@@ -93,21 +93,22 @@ def test_under_a_mesh_splash_runs_per_device_and_matches_the_reference():
 
 
 @pytest.mark.parametrize(
-    "platform, dtype, head_dim, expected",
+    "platform, dtype, head_dim, tokens, expected",
     [
-        ("tpu", jnp.float32, 64, "splash"),
-        ("tpu", jnp.bfloat16, 64, "splash"),
-        ("gpu", jnp.bfloat16, 64, "cudnn"),
-        ("gpu", jnp.float16, 128, "cudnn"),
-        ("gpu", jnp.float32, 64, "xla"),  # cuDNN's fused attention takes no float32
-        ("gpu", jnp.bfloat16, 12, "xla"),  # head width not a multiple of 8
-        ("cpu", jnp.bfloat16, 64, "xla"),
+        ("tpu", jnp.float32, 64, 1024, "splash"),
+        ("tpu", jnp.bfloat16, 64, 1024, "splash"),
+        ("gpu", jnp.bfloat16, 64, 1024, "cudnn"),
+        ("gpu", jnp.float16, 128, 1024, "cudnn"),
+        ("gpu", jnp.float32, 64, 1024, "xla"),  # cuDNN's fused attention takes no float32
+        ("gpu", jnp.bfloat16, 12, 1024, "xla"),  # head width not a multiple of 8
+        ("gpu", jnp.bfloat16, 64, 197, "xla"),  # ViT-B/16: cuDNN's training kernel refuses it
+        ("cpu", jnp.bfloat16, 64, 1024, "xla"),
     ],
 )
-def test_auto_picks_the_kernel_of_the_platform(platform, dtype, head_dim, expected):
+def test_auto_picks_the_kernel_of_the_platform(platform, dtype, head_dim, tokens, expected):
   spec = masks.MaskSpec(causal=True)
   chosen = attention.choose_implementation(
-      "auto", platform, dtype, head_dim, 1024, 1024, spec, False
+      "auto", platform, dtype, head_dim, tokens, tokens, spec, False
   )
   assert chosen == expected
 

@@ -2,6 +2,7 @@
 at tiny sizes, and a folder that is no peer checkout is one error line before anything compiles.
 The peers' own rows need their checkouts (BIG_VISION, NANODO), which CI does not have."""
 
+import json
 import re
 import subprocess
 import sys
@@ -57,3 +58,25 @@ def test_quick_run_times_the_trainer_beside_its_bare_step():
       * 2
   ), done.stdout
   assert all(float(ms) > 0 for _, ms, _, _ in rows)
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_quick_run_reports_step_time_and_mfu(tmp_path):
+  """benchmarks/gpu_steps.py runs on any device: on a CPU its MFU is against a measured matmul."""
+  out = tmp_path / "gpu_steps.json"
+  done = subprocess.run(
+      [sys.executable, "-m", "benchmarks.gpu_steps", "--quick", "--rounds", "1", "--steps", "1"]
+      + ["--json", str(out)],
+      env={**helpers.env(), "BIG_VISION": "", "NANODO": ""},
+      cwd=helpers.ROOT,
+      capture_output=True,
+      text=True,
+      timeout=1200,
+  )
+  assert done.returncode == 0, done.stderr[-3000:]
+  results = json.loads(out.read_text())
+  assert set(results["workloads"]) == {"vit_b16", "gpt2"}
+  for workload in results["workloads"].values():
+    rows = {k: v for k, v in workload.items() if isinstance(v, dict)}
+    assert len(rows) >= 2 and all(name.startswith("ours, ") for name in rows)
+    assert all(row["ms"] > 0 and 0 < row["mfu"] < 1.5 for row in rows.values())

@@ -43,7 +43,7 @@ def choices(config) -> dict[str, tuple]:
   names that the modules reading a key define: the image classification losses and the
   optimizers and schedules."""
   losses = {}
-  if has_key(config, "loss"):  # image classification configs: their task imports TF
+  if has_key(config, "loss"):  # image classification configs
     from vit_jax.tasks import classification  # pylint: disable=g-import-not-at-top
 
     losses["loss"] = tuple(classification.LOSSES)

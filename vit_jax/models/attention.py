@@ -30,6 +30,9 @@ from vit_jax.models import position
 IMPLEMENTATIONS = ("auto", "xla", "cudnn", "splash", "einsum", "chunked")
 CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)  # cuDNN's fused attention takes no float32
 CUDNN_MAX_HEAD_DIM = 128  # 256 on Hopper and later; 128 holds on every GPU cuDNN supports
+# JAX's cuDNN training kernels refuse odd sequence lengths (with a mask; on an H200 with jax
+# 0.11.2 also without one: ViT-B/16's 197 tokens raised NotImplementedError).
+CUDNN_LENGTH_MULTIPLE = 2
 
 
 def target_platform() -> str:
@@ -62,8 +65,8 @@ def choose_implementation(
   """The kernel that computes an attention: `requested` unless it is "auto" or cannot take it.
 
   "auto" is splash on TPU (XLA's where the kernel's lane-padded activations would take more
-  memory: `splash_attention.keeps_more_than_xla`), cuDNN on GPU for bf16/fp16 and head widths it
-  takes, XLA otherwise.
+  memory: `splash_attention.keeps_more_than_xla`), cuDNN on GPU for bf16/fp16 and the head widths
+  and lengths it takes, XLA otherwise.
   A dense mask (the KV cache's, or a caller's array) goes to XLA instead of splash, which takes
   only a MaskSpec's parts; so do causal masks with more queries than keys.
   """
@@ -76,7 +79,9 @@ def choose_implementation(
       if splash_attention.keeps_more_than_xla(q_len, kv_len, head_dim):
         requested = "xla"
     elif platform == "gpu" and jnp.dtype(dtype) in CUDNN_DTYPES:
-      requested = "cudnn" if head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM else "xla"
+      takes = head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM
+      takes = takes and q_len % CUDNN_LENGTH_MULTIPLE == 0 and kv_len % CUDNN_LENGTH_MULTIPLE == 0
+      requested = "cudnn" if takes else "xla"
     else:
       requested = "xla"
   if requested == "splash":

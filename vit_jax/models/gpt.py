@@ -8,6 +8,7 @@ cache, so generation feeds one new token (or a prompt chunk) per call.
 from typing import Optional
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from vit_jax import errors
@@ -29,6 +30,37 @@ PRESETS = {
 # GPT-2's src/model.py: token embeddings N(0, 0.02) (line 155), positions N(0, 0.01) (line 153).
 TOKEN_INIT = nn.initializers.normal(stddev=0.02)
 POSITION_INIT = nn.initializers.normal(stddev=0.01)
+
+
+@jax.custom_vjp
+def fp32_logits(h_BxTxD, embedding_VxD):
+  """h @ embedding^T in fp32 from operands in the compute dtype (bf16 products, fp32 sums).
+
+  The backward pass rounds the fp32 logits' gradient to the operands' dtype before its two
+  products, as every bf16 layer's backward runs. Left to JAX's transpose, the fp32 gradient
+  promotes both products to fp32: under bf16 they are the largest matmuls of a GPT-2 step, and a
+  GPU runs them at a fraction of its bf16 rate.
+  """
+  return jnp.einsum("btd,vd->btv", h_BxTxD, embedding_VxD, preferred_element_type=jnp.float32)
+
+
+def _fp32_logits_forward(h_BxTxD, embedding_VxD):
+  return fp32_logits(h_BxTxD, embedding_VxD), (h_BxTxD, embedding_VxD)
+
+
+def _fp32_logits_backward(saved, grad_BxTxV):
+  h_BxTxD, embedding_VxD = saved
+  grad_BxTxV = grad_BxTxV.astype(h_BxTxD.dtype)
+  grad_h_BxTxD = jnp.einsum(
+      "btv,vd->btd", grad_BxTxV, embedding_VxD, preferred_element_type=jnp.float32
+  )
+  grad_embedding_VxD = jnp.einsum(
+      "btv,btd->vd", grad_BxTxV, h_BxTxD, preferred_element_type=jnp.float32
+  )
+  return grad_h_BxTxD.astype(h_BxTxD.dtype), grad_embedding_VxD.astype(embedding_VxD.dtype)
+
+
+fp32_logits.defvjp(_fp32_logits_forward, _fp32_logits_backward)
 
 
 class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
@@ -127,16 +159,8 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     h_BxTxD = transformer.Encoder(
         cfg, num_layers=shape.depth, decode=self.decode, block_name="h", name="decoder"
     )(x_BxTxD, mask, deterministic=not train, positions_BxL=positions_BxT)
-    # Logits in fp32 from the model's dtype: bf16 operands, fp32 products and sums.
-    if embedding_DxV is None:
-      logits_BxTxV = jnp.einsum(
-          "btd,vd->btv",
-          h_BxTxD,
-          wte.embedding.astype(h_BxTxD.dtype),
-          preferred_element_type=jnp.float32,
-      )
-    else:
-      logits_BxTxV = jnp.dot(
+    if embedding_DxV is not None:  # a decoding loop's: forward only
+      return jnp.dot(
           h_BxTxD, embedding_DxV.astype(h_BxTxD.dtype), preferred_element_type=jnp.float32
       )
-    return logits_BxTxV
+    return fp32_logits(h_BxTxD, wte.embedding.astype(h_BxTxD.dtype))

@@ -5,8 +5,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from vit_jax.data.image import pipeline
 from vit_jax.tasks import base
+
+
+def _pipeline():
+  """The image input pipeline (TensorFlow), imported on first use: the step itself needs no TF, so
+  a step built without data (`vit_jax.compile`, the benchmarks) runs where TF is not installed."""
+  from vit_jax.data.image import pipeline  # pylint: disable=g-import-not-at-top
+
+  return pipeline
 
 
 def softmax_xent(logits_BxC, labels_BxC):
@@ -38,7 +45,7 @@ class ImageClassification(base.Task):
     """`num_classes` given: the dataset is not opened (e.g. to compile the step without data)."""
     super().__init__(config, workdir)
     if num_classes is None:
-      info = pipeline.dataset_info(
+      info = _pipeline().dataset_info(
           config.dataset, data_dir=config.data_dir, download=config.download
       )
       num_classes = config.num_classes or info.num_classes
@@ -66,7 +73,7 @@ class ImageClassification(base.Task):
 
   def train_batches(self, start_step: int, shard: int, shard_count: int):
     c, a = self.config, self.config.augment
-    augment = pipeline.Augment(
+    augment = _pipeline().Augment(
         inception_crop=a.inception_crop,
         flip=a.flip,
         randaugment=(a.randaugment_layers, a.randaugment_magnitude)
@@ -76,7 +83,7 @@ class ImageClassification(base.Task):
         cutmix_alpha=a.cutmix_alpha,
         label_smoothing=a.label_smoothing,
     )
-    return pipeline.train_iterator(
+    return _pipeline().train_iterator(
         c.dataset,
         c.train_split,
         seed=c.seed,
@@ -88,16 +95,18 @@ class ImageClassification(base.Task):
 
   def eval_batches(self, shard: int, shard_count: int, *, dataset=None, split=None):
     c = self.config
-    return pipeline.eval_iterator(
+    return _pipeline().eval_iterator(
         dataset or c.dataset,
         split or c.eval_split,
-        crop_fraction=pipeline.eval_crop_fraction(c.augment.inception_crop, c.eval_view),
+        crop_fraction=_pipeline().eval_crop_fraction(c.augment.inception_crop, c.eval_view),
         **self._pipeline_settings(shard, shard_count),
     )
 
   def train_size(self) -> int:
     c = self.config
-    return pipeline.split_size(c.dataset, c.train_split, data_dir=c.data_dir, download=c.download)
+    return _pipeline().split_size(
+        c.dataset, c.train_split, data_dir=c.data_dir, download=c.download
+    )
 
   def _pipeline_settings(self, shard: int, shard_count: int) -> dict:
     """What the train and eval pipelines share: batch and image size, the source, the shard."""
