@@ -52,6 +52,7 @@ def choices(config) -> dict[str, tuple]:
       **losses,
       "optimizer.name": optimizer.OPTIMIZERS,
       "optimizer.schedule": optimizer.SCHEDULES,
+      "optimizer.cooldown_shape": optimizer.COOLDOWN_SHAPES,
   }
 
 
@@ -82,6 +83,8 @@ def config_problems(config) -> list[str]:
   if holdout is not _MISSING and not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
     problems.append(f"--config.stream.holdout={holdout!r} must be in (0, 1)")
   problems += evaluators.config_problems(config)
+  if not problems and has_key(config, "optimizer.cooldown_steps"):
+    problems += optimizer.schedule_problems(config.optimizer, get(config, "total_steps"))
   magnitude = get(config, "augment.randaugment_magnitude")
   if magnitude is not _MISSING:
     from vit_jax.data.image import randaugment  # pylint: disable=g-import-not-at-top

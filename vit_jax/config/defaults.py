@@ -25,7 +25,8 @@ def follows(c: ml_collections.ConfigDict, key: str):
 # ---- Schema: the values each key allows ------------------------------------------------------
 # Each choice is listed once: here, or where a module defines the names it reads, which
 # config/checks.py adds (so that loading a config file imports neither optax nor TensorFlow):
-# optimizer.name and optimizer.schedule (training/optimizer.py OPTIMIZERS and SCHEDULES) and the
+# optimizer.name, optimizer.schedule and optimizer.cooldown_shape (training/optimizer.py
+# OPTIMIZERS, SCHEDULES and COOLDOWN_SHAPES) and the
 # image classification loss (tasks/classification.py LOSSES). The tokenizer kinds are
 # data/tokenizers TRAINABLE_KINDS.
 CHOICES = {
@@ -62,6 +63,8 @@ AT_LEAST = {
     "optimizer.grad_clip_norm": (0, False),
     "optimizer.end_lr_ratio": (0, False),
     "optimizer.eps": (0, False),
+    "optimizer.cooldown_steps": (0, False),
+    "optimizer.rsqrt_timescale": (1, False),
     "tokenizer.vocab_size": (1, True),
     "tokenizer.max_train_texts": (1, False),
 }
@@ -90,7 +93,12 @@ def training_defaults() -> ml_collections.ConfigDict:
           grad_clip_norm=1.0,  # 0 disables clipping
           schedule="cosine",  # after warmup: training/optimizer.py SCHEDULES
           warmup_steps=100,
-          end_lr_ratio=0.0,
+          end_lr_ratio=0.0,  # cosine and linear end at lr * end_lr_ratio
+          rsqrt_timescale=10_000,  # rsqrt: lr / sqrt(1 + (step - warmup) / timescale)
+          # > 0: the rate goes to 0 over the last cooldown_steps steps (wsd's decay), shaped by
+          # cooldown_shape (training/optimizer.py COOLDOWN_SHAPES)
+          cooldown_steps=0,
+          cooldown_shape="linear",
           mu_dtype=placeholder(
               str
           ),  # optimizer-state dtype of the first moment; None: params' dtype
