@@ -279,17 +279,34 @@ class Checkpointer:
   """Thin wrapper over `ocp.CheckpointManager` with a model-identity check on restore."""
 
   def __init__(
-      self, workdir: str, save_every: int, keep: int, record: dict, async_save: bool = False
+      self,
+      workdir: str,
+      save_every: int,
+      keep: int,
+      record: dict,
+      async_save: bool = False,
+      keep_steps: tuple[int, ...] = (),
   ):
+    """Saves every `save_every` steps and at `keep_steps`; keeps the newest `keep` and every
+    one of `keep_steps`."""
     self.directory = workdir_lib.checkpoints_dir(workdir)
     quiet_refused_writes()
     self.record = record
     self.save_every = save_every
+    self.keep_steps = frozenset(keep_steps)
+    keeping = dict(max_to_keep=keep)
+    if keep_steps:
+      policies = ocp.checkpoint_managers
+      keeping = dict(
+          preservation_policy=policies.AnyPreservationPolicy(
+              [policies.LatestN(keep), policies.CustomSteps(sorted(self.keep_steps))]
+          )
+      )
     options = ocp.CheckpointManagerOptions(
         save_interval_steps=save_every,
-        max_to_keep=keep,
         create=True,
         enable_async_checkpointing=async_save,
+        **keeping,
     )
     self.manager = ocp.CheckpointManager(
         self.directory, options=options, item_names=(workdir_lib.STATE_ITEM, workdir_lib.MODEL_ITEM)
@@ -340,8 +357,9 @@ class Checkpointer:
     return restored["state"]
 
   def should_save(self, step: int) -> bool:
-    """Every `save_every` steps (orbax alone would also save the very first step)."""
-    return step % self.save_every == 0
+    """Every `save_every` steps and at the steps to keep (orbax alone would also save the very
+    first step)."""
+    return step % self.save_every == 0 or step in self.keep_steps
 
   def save(self, step: int, state, force: bool = False) -> bool:
     if not (force or self.should_save(step)):

@@ -175,11 +175,11 @@ def _check_bucket_workdir(workdir: str) -> None:
     )
 
 
-def _flat(config: dict, prefix: str = "") -> dict:
+def flatten(config: dict, prefix: str = "") -> dict:
   out = {}
   for key, value in config.items():
     if isinstance(value, dict):
-      out.update(_flat(value, f"{prefix}{key}."))
+      out.update(flatten(value, f"{prefix}{key}."))
     else:
       out[prefix + key] = value
   return out
@@ -192,7 +192,7 @@ def saved_config(workdir: str) -> dict | None:
     return None
   try:
     with storage.open(path, encoding="utf-8") as f:
-      return _flat(json.load(f))
+      return flatten(json.load(f))
   except (OSError, ValueError) as e:
     raise errors.WorkdirError(
         f"{path} is unreadable ({e}); restore it, or use a new " "--workdir."
@@ -204,7 +204,7 @@ def check_resume(config, workdir: str) -> None:
   saved = saved_config(workdir)
   if saved is None:
     return
-  now = _flat(json.loads(config.to_json_best_effort()))
+  now = flatten(json.loads(config.to_json_best_effort()))
   keys = TOKENIZER_KEYS + (() if config.allow_data_change else DATA_KEYS)
   differ = [k for k in keys if (k in saved or k in now) and saved.get(k) != now.get(k)]
   if differ:

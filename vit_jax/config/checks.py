@@ -109,6 +109,13 @@ def config_problems(config) -> list[str]:
       profiling.parse_steps(profile_steps)
     except errors.ConfigError as e:
       problems.append(str(e))
+  keep = get(config, "keep_checkpoint_steps")
+  if keep is not _MISSING and not (
+      isinstance(keep, (tuple, list)) and all(type(s) is int and s > 0 for s in keep)
+  ):
+    problems.append(
+        f"--config.keep_checkpoint_steps={keep!r} must be a tuple of steps > 0, e.g. (800, 1600)"
+    )
   batch, accum = get(config, "batch_size"), get(config, "grad_accum_steps")
   if not problems and batch is not _MISSING and accum is not _MISSING:
     try:
@@ -170,6 +177,13 @@ def validate_training(config, workdir: str) -> None:
   check_mesh_and_input(config)
   workdir_lib.check_workdir(workdir)
   workdir_lib.check_resume(config, workdir)
+  if config.branch_from:
+    # pylint: disable=g-import-not-at-top  (orbax: only a branch reads another run's checkpoint)
+    from vit_jax import checkpoint
+    from vit_jax.training import branch
+
+    if not checkpoint.step_dirs(workdir):  # a branch that saved a step resumes from its own
+      branch.check(config, workdir)
   task = tasks.TASKS[config.task]
   # pylint: disable=g-import-not-at-top
   if task.reads_images:

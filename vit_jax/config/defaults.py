@@ -111,6 +111,11 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.eval_max_batches = placeholder(int)  # None: the whole eval split
   c.checkpoint_every = 500
   c.keep_checkpoints = 2
+  # Steps also saved and never deleted (e.g. where cooldowns branch off: branch_from).
+  c.keep_checkpoint_steps = ()
+  # "WORKDIR:STEP": start from that run's checkpoint at STEP (parameters, optimizer state, data
+  # position) in this workdir, and cool down to total_steps (training/branch.py).
+  c.branch_from = placeholder(str)
   # None: asynchronous on accelerators (saves overlap training), synchronous on CPU, where
   # async saves raced under heavy load in orbax 0.12 (seen in tests).
   c.async_checkpoints = placeholder(bool)

@@ -39,6 +39,7 @@ from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import attention
 from vit_jax.models import build_model
+from vit_jax.training import branch
 from vit_jax.training import flops
 from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
@@ -387,11 +388,15 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       config.keep_checkpoints,
       checkpoint.model_record(setup.model_config, setup.abstract_state["params"], task.record()),
       async_save=async_save,
+      keep_steps=tuple(config.keep_checkpoint_steps),
   )
   # Damaged newer steps are moved aside.
   latest, state = ckpt.restore_latest_intact(setup.sharded_abstract_state())
   if latest is not None:
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
+  elif config.branch_from:  # the parent's state at the branch point; the parent is only read
+    state = branch.restore(config, setup.sharded_abstract_state(), ckpt.record)
+    print(f"Branched from {branch.step_dir(config.branch_from)}.", flush=True)
   else:
     state = jax.jit(setup.init_state, out_shardings=state_shardings)(setup.init_rng)
     if config.init_from:

@@ -1,0 +1,106 @@
+"""A cooldown branched off a run's checkpoint (`--config.branch_from=W:STEP`) is the run that
+trains from scratch to the branch's length: the same parameters and optimizer state, because it
+restores the parent's state and data position; the parent is only read; a branch that cannot
+continue its parent is one clear error before anything is written."""
+
+import os
+
+import numpy as np
+import pytest
+
+from tests import helpers
+from tests import tiny_configs
+from vit_jax import errors
+from vit_jax.training import train
+
+BRANCH_POINT, PARENT_STEPS, BRANCH_STEPS, BRANCH_COOLDOWN = 6, 12, 9, 3
+
+
+def config(digits_dir, total_steps, cooldown_steps, **extra):
+  c = tiny_configs.tiny_vit(digits_dir, total_steps)
+  c.model.dropout_rate = 0.1  # the dropout key follows the step: a wrong step would show
+  c.optimizer.update(
+      schedule="rsqrt", rsqrt_timescale=4, warmup_steps=2, cooldown_steps=cooldown_steps
+  )
+  c.update(extra)
+  return c
+
+
+@pytest.fixture(scope="module")
+def parent(digits_dir, tmp_path_factory):
+  """A 12-step rsqrt run with its own cooldown, keeping its step-6 checkpoint."""
+  workdir = str(tmp_path_factory.mktemp("branch") / "parent")
+  parent_config = config(
+      digits_dir, PARENT_STEPS, 4, keep_checkpoint_steps=(BRANCH_POINT,), keep_checkpoints=1
+  )
+  train.train_and_evaluate(parent_config, workdir)
+  return workdir
+
+
+def test_a_branch_equals_the_run_trained_from_scratch_to_its_length(digits_dir, parent, tmp_path):
+  assert sorted(os.listdir(os.path.join(parent, "checkpoints")), key=int) == ["6", "12"]
+  untouched = helpers.snapshot(parent)
+  straight, branched = str(tmp_path / "straight"), str(tmp_path / "branch")
+  train.train_and_evaluate(config(digits_dir, BRANCH_STEPS, BRANCH_COOLDOWN), straight)
+  branch_config = config(
+      digits_dir, BRANCH_STEPS, BRANCH_COOLDOWN, branch_from=f"{parent}:{BRANCH_POINT}"
+  )
+  train.train_and_evaluate(branch_config, branched)
+
+  want = tiny_configs.read_state(straight, BRANCH_STEPS)
+  got = tiny_configs.read_state(branched, BRANCH_STEPS)
+  assert sorted(got) == sorted(want) and any("opt_state" in k for k in got)
+  for key in want:
+    np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+  # It trained only the steps after the branch point, and logged them from there.
+  steps = [r["step"] for r in helpers.read_metrics(branched) if "train_loss" in r]
+  assert steps == list(range(BRANCH_POINT + 1, BRANCH_STEPS + 1))
+  assert helpers.snapshot(parent) == untouched
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            dict(branch_from="{parent}:5"),
+            "has no finished checkpoint at step 5 (its steps: 6, 12); branch at one of those, or "
+            "give the parent --config.keep_checkpoint_steps=(5,)",
+        ),
+        (dict(branch_from="{parent}"), "must be WORKDIR:STEP, e.g. workdirs/long_run:8000"),
+        (
+            dict(total_steps=8),
+            "with --config.optimizer.cooldown_steps=3 and --config.total_steps=8: the cooldown "
+            "must start at or after the branch point, e.g. --config.total_steps=9",
+        ),
+        (dict(seed=1), "differs from the parent's (seed: parent 0, here 1)"),
+        (dict(schedule="cosine"), "the schedule 'cosine' depends on total_steps"),
+    ],
+)
+def test_a_branch_that_cannot_continue_its_parent_is_refused_untouched(
+    digits_dir, parent, tmp_path, change, message
+):
+  change = dict(change)
+  branch_from = change.pop("branch_from", "{parent}:6").format(parent=parent)
+  c = config(
+      digits_dir, change.pop("total_steps", BRANCH_STEPS), BRANCH_COOLDOWN, branch_from=branch_from
+  )
+  if "schedule" in change:
+    c.optimizer.schedule = change.pop("schedule")
+  c.update(change)
+  untouched = helpers.snapshot(parent)
+  with pytest.raises(errors.UserError) as raised:
+    train.train_and_evaluate(c, str(tmp_path / "branch"))
+  assert message in str(raised.value)
+  assert not (tmp_path / "branch" / "config.json").exists()
+  assert helpers.snapshot(parent) == untouched
+
+
+def test_the_command_line_names_the_problem_in_one_line(tmp_path):
+  done = helpers.run(
+      helpers.main_command(
+          tmp_path / "branch", "", f"--config.branch_from={tmp_path / 'nowhere'}:100"
+      )
+  )
+  assert done.returncode == 2
+  errors_seen = [line for line in done.stderr.splitlines() if line.startswith("error")]
+  assert len(errors_seen) == 1 and "has no finished checkpoint at step 100" in errors_seen[0]

@@ -1,0 +1,144 @@
+"""A cooldown branched off another run: `--config.branch_from=WORKDIR:STEP`.
+
+The branch starts from the parent's checkpoint at STEP (its parameters, optimizer state and step,
+and so its data position: the input resumes at a step) and trains on in a workdir of its own to
+total_steps, cooling down over the last optimizer.cooldown_steps. The parent is only read. Its
+schedule must not depend on total_steps before the cooldown (optimizer.BRANCHABLE_SCHEDULES), so
+up to the cooldown the branch's learning rate is the parent's: one long run gives a point of a
+scaling curve at every budget it is branched at (Zhai et al. 2022, "Scaling Vision
+Transformers"; Hägele et al. 2024). Everything else that shapes the steps (model, data, seed,
+batch, optimizer) must be the parent's, so the branch continues exactly the run it names.
+
+Once the branch has saved a checkpoint of its own, a rerun resumes from that and no longer reads
+the parent.
+"""
+
+import json
+
+import orbax.checkpoint as ocp
+
+from vit_jax import checkpoint
+from vit_jax import errors
+from vit_jax import storage
+from vit_jax import workdir as workdir_lib
+from vit_jax.training import optimizer
+
+# The keys a branch may set otherwise than its parent: its length and cooldown, and how it runs,
+# saves and reports. None of them changes a step before the cooldown.
+MAY_DIFFER = (
+    "total_steps",
+    "optimizer.cooldown_steps",
+    "optimizer.cooldown_shape",
+    "branch_from",
+    "keep_checkpoint_steps",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "async_checkpoints",
+    "eval_every",
+    "log_every",
+    "log_internals",
+    "eval_max_batches",
+    "evals",
+    "progress",
+    "profile_steps",
+    "profile_all_processes",
+    "compilation_cache_dir",
+    "check_memory",
+    "prefetch_batches",
+    "hbm_headroom",
+    "target_topology",
+    "mesh",
+    "nonfinite",
+    "debug_nan_at_step",
+)
+
+
+def parse(branch_from: str) -> tuple[str, int]:
+  """ "WORKDIR:STEP" -> (WORKDIR, STEP); the workdir may hold colons (gs://...)."""
+  workdir, _, step = branch_from.rpartition(":")
+  if not workdir or not step.isdigit():
+    raise errors.ConfigError(
+        f"--config.branch_from={branch_from!r} must be WORKDIR:STEP, e.g. "
+        "workdirs/long_run:8000 (a checkpoint step of that run)."
+    )
+  return workdir, int(step)
+
+
+def step_dir(branch_from: str) -> str:
+  parent, step = parse(branch_from)
+  return storage.join(workdir_lib.checkpoints_dir(parent), str(step))
+
+
+def check(config, workdir: str) -> None:
+  """Raises a UserError naming the problem unless `config` can branch off its parent into
+  `workdir`: the parent's checkpoint at STEP exists, the schedule and the cooldown fit the
+  branch point, and every key outside MAY_DIFFER is the parent's."""
+  parent, step = parse(config.branch_from)
+  if storage.absolute(parent) == storage.absolute(workdir):
+    raise errors.ConfigError(
+        f"--config.branch_from names the run's own --workdir={workdir}; a branch trains in a "
+        "workdir of its own (the parent is only read)."
+    )
+  saved = [int(storage.name(d)) for d in checkpoint.step_dirs(parent)]
+  if step not in saved:
+    kept = ", ".join(map(str, sorted(saved))) or "none"
+    raise errors.MissingFileError(
+        f"--config.branch_from: {parent} has no finished checkpoint at step {step} (its steps: "
+        f"{kept}); branch at one of those, or give the parent --config.keep_checkpoint_steps="
+        f"({step},) so it saves and keeps that step."
+    )
+  opt = config.optimizer
+  if opt.schedule not in optimizer.BRANCHABLE_SCHEDULES:
+    raise errors.ConfigError(
+        f"--config.branch_from: the schedule {opt.schedule!r} depends on total_steps, so a "
+        f"branch's learning rate would differ from its parent's before the cooldown; train the "
+        f"parent with one of {', '.join(optimizer.BRANCHABLE_SCHEDULES)}."
+    )
+  if not opt.cooldown_steps or config.total_steps - opt.cooldown_steps < step:
+    raise errors.ConfigError(
+        f"--config.branch_from at step {step} with --config.optimizer.cooldown_steps="
+        f"{opt.cooldown_steps} and --config.total_steps={config.total_steps}: the cooldown must "
+        f"start at or after the branch point, e.g. --config.total_steps="
+        f"{step + max(opt.cooldown_steps, 1)} --config.optimizer.cooldown_steps="
+        f"{max(opt.cooldown_steps, 1)}."
+    )
+  parents_config = workdir_lib.saved_config(parent)
+  if parents_config is None:
+    raise errors.MissingFileError(
+        f"--config.branch_from: {parent} has no config.json, so it is no run of vit_jax.main."
+    )
+  ours = workdir_lib.flatten(json.loads(config.to_json_best_effort()))
+  differ = [
+      key
+      for key in sorted(set(ours) | set(parents_config))
+      if not any(key == k or key.startswith(k + ".") for k in MAY_DIFFER)
+      and ours.get(key) != parents_config.get(key)
+  ]
+  if differ:
+    listing = "; ".join(
+        f"{k}: parent {parents_config.get(k)!r}, here {ours.get(k)!r}" for k in differ[:3]
+    )
+    more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
+    raise errors.ConfigError(
+        f"--config.branch_from: this config differs from the parent's ({listing}{more}); a "
+        "branch continues its parent's run, so only its length, cooldown and reporting may "
+        "change. Use the parent's config."
+    )
+
+
+def restore(config, abstract_state, record: dict):
+  """The parent's state at the branch point, sharded as `abstract_state`; the parent is only
+  read. A checkpoint of another model is a CheckpointMismatchError."""
+  directory = step_dir(config.branch_from)
+  saved_record = ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(
+      storage.join(directory, workdir_lib.MODEL_ITEM)
+  )
+  problems = checkpoint.describe_mismatch(saved_record, record)
+  if problems:
+    raise checkpoint.CheckpointMismatchError(
+        f"--config.branch_from: {directory} is of a different model than this config:\n"
+        f"{problems}\nNothing was written."
+    )
+  return ocp.StandardCheckpointer().restore(
+      storage.join(directory, workdir_lib.STATE_ITEM), abstract_state
+  )
