@@ -12,6 +12,7 @@ from tests.sweep import helpers
 from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.sweep import checks
+from vit_jax.sweep import collect
 from vit_jax.sweep import runner
 from vit_jax.sweep import spec
 
@@ -225,3 +226,33 @@ def test_tiny_sweep_runs_skips_finished_and_resumes_interrupted(tmp_path, digits
 
   third = helpers.cli("collect", path, f"--root={root}")
   assert third.returncode == 0 and "2 of 2 runs finished" in third.stdout
+
+
+@pytest.mark.slow  # 2 real trainings
+def test_a_budgets_sweep_runs_the_long_run_then_its_branch_and_counts_what_each_trained(
+    tmp_path, digits_dir
+):
+  budgets = {
+      **TINY,
+      "fixed": {**TINY["fixed"], "data_dir": digits_dir, "optimizer.schedule": "rsqrt"},
+      "grid": {},
+      "runs": [{"budgets": [{"total_steps": 5, "eval_every": 5}, {"total_steps": 10}]}],
+      "name": "s{total_steps}",
+  }
+  path = helpers.write_sweep(tmp_path / "budgets.py", budgets)
+  root, out = tmp_path / "root", tmp_path / "out"
+  done = helpers.cli("run", path, f"--root={root}")
+  assert done.returncode == 0, done.stdout + done.stderr
+  assert "[1/2] s10: starting" in done.stdout and "[2/2] s5: starting" in done.stdout
+  assert (
+      f"Branched from {root / 's10' / 'checkpoints' / '4'}"
+      in (root / "s5" / "train.log").read_text()
+  )
+  collected = helpers.cli("collect", path, f"--root={root}", f"--out={out}")
+  assert collected.returncode == 0, collected.stdout + collected.stderr
+  rows = {r["run"]: r for r in collect.read_csv(str(out / "runs.csv"))}
+  assert rows["s5"]["status"] == rows["s10"]["status"] == "finished"
+  assert (rows["s5"]["branched_at"], rows["s10"]["branched_at"]) == (4, 0)
+  # The branch trained 1 step of its 5; its budget (flops) counts all 5.
+  assert rows["s5"]["own_flops"] == pytest.approx(rows["s5"]["flops"] / 5)
+  assert rows["s10"]["own_flops"] == rows["s10"]["flops"]

@@ -1,5 +1,6 @@
 """Sweep files -> runs: grid x list expansion, names, command lines and the sweep's identity."""
 
+import re
 import shlex
 
 import pytest
@@ -105,3 +106,46 @@ def test_steps_for_epochs_rounds_up_and_keeps_a_floor():
   for bad in [(0, 640, 128), (2, 0, 128), (2, 640, 0)]:
     with pytest.raises(errors.ConfigError, match="steps_for_epochs"):
       spec.steps_for_epochs(*bad)
+
+
+BUDGETS = {
+    "config": "configs/vit.py:runlocal",
+    "fixed": {"optimizer.schedule": "rsqrt"},
+    "runs": [
+        {"model.width": 32, "budgets": [{"total_steps": 20, "budget_flops": 2e9}, 10, 40]},
+        {"model.width": 64, "budgets": [30]},
+    ],
+    "name": "w{model.width}-s{total_steps}",
+    "cooldown_fraction": 0.25,
+}
+
+
+def test_budgets_become_one_long_run_and_a_cooldown_branch_per_smaller_budget(tmp_path):
+  sweep = spec.expand(BUDGETS)
+  runs = {r.name: r for r in sweep.runs}
+  assert list(runs) == ["w32-s40", "w32-s10", "w32-s20", "w64-s30"]  # the long run first
+  long_run = dict(runs["w32-s40"].overrides)
+  assert long_run["optimizer.cooldown_steps"] == 10 and runs["w32-s40"].branch_from is None
+  assert long_run["keep_checkpoint_steps"] == (8, 15)  # where the branches start
+  for name, (cooldown, point) in {"w32-s10": (2, 8), "w32-s20": (5, 15)}.items():
+    assert dict(runs[name].overrides)["optimizer.cooldown_steps"] == cooldown
+    assert runs[name].branch_from == f"w32-s40:{point}"
+    assert f"--config.branch_from={tmp_path / 'w32-s40'}:{point}" in runs[name].argv(str(tmp_path))
+  assert runs["w32-s20"].budget_flops == 2e9 and runs["w32-s10"].budget_flops is None
+  assert "keep_checkpoint_steps" not in dict(runs["w64-s30"].overrides)  # a single budget
+  # The identity knows each run's parent.
+  other = {**BUDGETS, "cooldown_fraction": 0.2}
+  assert spec.expand(other).identity() != sweep.identity()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"runs": [{"budgets": [10, 10]}]}, "must be distinct total_steps >= 1"),
+        ({"runs": [{"budgets": []}]}, "must be distinct total_steps >= 1"),
+        ({"cooldown_fraction": 1.0}, "cooldown_fraction=1.0 must be in (0, 1)"),
+    ],
+)
+def test_bad_budgets_are_config_errors(change, message):
+  with pytest.raises(errors.ConfigError, match=re.escape(message)):
+    spec.expand({**BUDGETS, **change})

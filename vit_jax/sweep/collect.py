@@ -45,7 +45,10 @@ METRIC_KEYS = {
 }
 EVAL_COLUMNS = DESCRIBE + ["step", "examples_seen", "epochs", "flops", "wall_s"]
 EVAL_COLUMNS += list(METRIC_KEYS) + ["final"]
+# branched_at: the parent's step a cooldown branch started from (0: trained from scratch);
+# own_flops: what the run itself trained, its steps after branched_at (a sweep's cost is their sum).
 RUN_COLUMNS = DESCRIBE + ["status", "steps_done", "examples_seen", "flops", "wall_s"]
+RUN_COLUMNS += ["branched_at", "own_flops"]
 RUN_COLUMNS += [f"{w}_{m}" for m in METRIC_KEYS for w in ("final", "best")]
 
 
@@ -93,6 +96,9 @@ def describe(name: str, workdir: str) -> dict | None:
       "lr": config["optimizer"]["lr"],
       "seed": config["seed"],
       "_flops_per_example": info.get("train_flops_per_example"),
+      "_branched_at": int(config["branch_from"].rpartition(":")[2])
+      if config.get("branch_from")
+      else 0,
   }
 
 
@@ -103,6 +109,7 @@ def run_rows(name: str, workdir: str, budget_flops: float | None = None) -> tupl
     return {"run": name, "status": "not started", "budget_flops": budget_flops}, []
   desc["budget_flops"] = budget_flops
   per_example = desc.pop("_flops_per_example")
+  branched_at = desc.pop("_branched_at")
   records = runner.read_metrics(workdir)
   evals = []
   for record in records:
@@ -130,6 +137,12 @@ def run_rows(name: str, workdir: str, budget_flops: float | None = None) -> tupl
       "examples_seen": done * desc["batch_size"],
       "flops": per_example * done * desc["batch_size"] if per_example is not None else None,
       "wall_s": max((r.get("elapsed_s", 0.0) for r in records), default=None),
+      "branched_at": branched_at,
+      "own_flops": (
+          per_example * max(done - branched_at, 0) * desc["batch_size"]
+          if per_example is not None
+          else None
+      ),
   }
   for metric in METRIC_KEYS:
     values = [e[metric] for e in evals if e[metric] is not None]

@@ -30,6 +30,15 @@ A `runs` (or `grid`) entry may carry "budget_flops": the run's training compute 
 recorded for the isoflop fit (collect writes it to the CSVs), not passed to the run; the sweep file
 sets the run's total_steps from it with `vit_jax.sweep.budget.steps_for_budget`.
 
+The budgets axis: an entry may carry "budgets", a list of budgets for one model, each its
+total_steps or a dict of the keys that go with it ({"total_steps": ..., "budget_flops": ...,
+"eval_every": ...}). The entry becomes one run per budget, trained as one long run and cooldown
+branches (Zhai et al. 2022; Hägele et al. 2024): the largest budget is the long run itself, with
+its own cooldown at the end; every other budget T is a branch of it at step T - N that cools down
+over N steps to T (`--config.branch_from`, training/branch.py), with N = cooldown_fraction x T
+(the sweep key `cooldown_fraction`, default 0.2). The long run keeps its checkpoints at the branch
+points; the schedule must be one a branch can continue (rsqrt, wsd or constant).
+
 Keys are `--config.` keys (`model.width`, `train_split`, `optimizer.lr`); each run becomes
 `python -m vit_jax.main --config=CONFIG --config.key=value ... --workdir=ROOT/NAME`.
 """
@@ -46,10 +55,12 @@ from vit_jax import errors
 from vit_jax import storage
 from vit_jax.config import args
 
-SWEEP_KEYS = ("config", "fixed", "runs", "grid", "name", "metric", "fits")
+SWEEP_KEYS = ("config", "fixed", "runs", "grid", "name", "metric", "fits", "cooldown_fraction")
 METRICS = ("error", "prec1_error", "loss", "bits_per_char")
 FITS = ("compute", "data", "params", "joint", "isoflop")
-PSEUDO_KEYS = ("config", "budget_flops")  # run settings that are not --config. overrides
+# Run settings that are not --config. overrides ("_parent" links a budgets entry's branches).
+PSEUDO_KEYS = ("config", "budget_flops", "_parent")
+DEFAULT_COOLDOWN_FRACTION = 0.2
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -59,9 +70,13 @@ class Run:
   config: str  # the base config as written in the sweep file, with its :ARGS
   overrides: tuple[tuple[str, object], ...]  # (dotted key, value), in the sweep's order
   budget_flops: float | None = None  # the compute budget of an IsoFLOP run
+  branch_from: str | None = None  # "RUN:STEP": a cooldown branch of that run of the sweep
 
   def flags(self) -> list[str]:
     return [f"--config.{key}={flag_value(value, key, self.name)}" for key, value in self.overrides]
+
+  def parent(self) -> str | None:
+    return self.branch_from.rpartition(":")[0] if self.branch_from else None
 
   def argv(self, root: str, python: str = "python") -> list[str]:
     """The command line of this run (config path resolved, workdir under `root`)."""
@@ -71,6 +86,11 @@ class Run:
         "vit_jax.main",
         f"--config={resolve_config(self.config)}",
         *self.flags(),
+        *(
+            [f"--config.branch_from={storage.join(root, self.branch_from)}"]
+            if self.branch_from
+            else []
+        ),
         f"--workdir={storage.join(root, self.name)}",
     ]
 
@@ -85,13 +105,40 @@ class Sweep:
 
   def identity(self) -> dict:
     """What makes two sweeps the same: every run's name, config and overrides."""
-    runs = {r.name: [r.config, *r.flags(), *_budget_flag(r)] for r in self.runs}
+    runs = {r.name: [r.config, *r.flags(), *_budget_flag(r), *_branch_flag(r)] for r in self.runs}
     digest = hashlib.sha256(json.dumps(runs, sort_keys=True).encode()).hexdigest()[:16]
     return {"sweep_file": self.path, "sweep_hash": digest, "runs": runs}
 
 
 def _budget_flag(run: Run) -> list[str]:
   return [] if run.budget_flops is None else [f"budget_flops={run.budget_flops!r}"]
+
+
+def _branch_flag(run: Run) -> list[str]:
+  return [] if run.branch_from is None else [f"branch_from={run.branch_from}"]
+
+
+def _with_budgets(combo: dict, fraction: float, path: str) -> list[dict]:
+  """An entry's runs for its "budgets": the long run first (the largest budget), then a cooldown
+  branch per smaller budget, which names the long run by its index in the returned list."""
+  budgets = [b if isinstance(b, dict) else {"total_steps": b} for b in combo.pop("budgets")]
+  steps = [b.get("total_steps") for b in budgets]
+  if not steps or any(type(t) is not int or t < 1 for t in steps) or len(set(steps)) < len(steps):
+    raise errors.ConfigError(
+        f"{path}: budgets={steps} must be distinct total_steps >= 1, one per budget."
+    )
+  cooldown = {t: max(1, round(fraction * t)) for t in steps}
+  budgets.sort(key=lambda b: b["total_steps"])
+  *shorter, longest = budgets
+  points = tuple(b["total_steps"] - cooldown[b["total_steps"]] for b in shorter)
+  long_run = {**combo, **longest, "optimizer.cooldown_steps": cooldown[longest["total_steps"]]}
+  if points:
+    long_run["keep_checkpoint_steps"] = points
+  branches = [
+      {**combo, **b, "optimizer.cooldown_steps": cooldown[b["total_steps"]], "_parent": point}
+      for b, point in zip(shorter, points)
+  ]
+  return [long_run, *branches]
 
 
 def train_slice(fraction: float, split: str = "train") -> str:
@@ -174,6 +221,9 @@ def expand(raw: dict, path: str = "<sweep>") -> Sweep:
     raise errors.ConfigError(f"{path}: metric={metric!r} must be one of {list(METRICS)}.")
   if not fits or set(fits) - set(FITS):
     raise errors.ConfigError(f"{path}: fits={list(fits)} must be a non-empty subset of {FITS}.")
+  fraction = raw.get("cooldown_fraction", DEFAULT_COOLDOWN_FRACTION)
+  if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+    raise errors.ConfigError(f"{path}: cooldown_fraction={fraction!r} must be in (0, 1).")
 
   combos = []
   for entry in entries:
@@ -187,14 +237,27 @@ def expand(raw: dict, path: str = "<sweep>") -> Sweep:
             f"{path}: key(s) {clash} set in more than one of fixed/runs/grid; set each key in "
             "one place."
         )
-      combos.append({**fixed, **entry, **point})
-  names = _names(combos, raw.get("name"), path)
+      combo = {**fixed, **entry, **point}
+      if "budgets" not in combo:
+        combos.append(combo)
+        continue
+      start = len(combos)
+      for run in _with_budgets(combo, fraction, path):
+        if "_parent" in run:
+          run["_parent"] = (start, run["_parent"])  # (the long run's index, the branch point)
+        combos.append(run)
+  names = _names(
+      [{k: v for k, v in c.items() if k != "_parent"} for c in combos], raw.get("name"), path
+  )
   runs = tuple(
       Run(
           name,
           overrides.get("config", raw["config"]),
           tuple((k, v) for k, v in overrides.items() if k not in PSEUDO_KEYS),
           _budget(overrides.get("budget_flops"), name, path),
+          f"{names[overrides['_parent'][0]]}:{overrides['_parent'][1]}"
+          if "_parent" in overrides
+          else None,
       )
       for name, overrides in zip(names, combos)
   )
