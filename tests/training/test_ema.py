@@ -12,8 +12,10 @@ import pytest
 from tests import helpers
 from tests import tiny_configs as configs
 from vit_jax import checkpoint
+from vit_jax import interop
 from vit_jax import tasks
 from vit_jax.config import checks
+from vit_jax.interop import orbax_format
 from vit_jax.sweep import runner
 from vit_jax.training import ema
 from vit_jax.training import train
@@ -100,6 +102,12 @@ def test_resume_restores_the_ema_exactly_and_evals_log_both(tmp_path, digits_dir
   assert not runner.is_eval({"step": 4, "eval_ema/loss": 1.0})
   assert runner.is_eval({"step": 4, "eval_loss": 1.0})  # an older workdir's name
 
+  # The workdir exports its EMA, as saved (convert --ema).
+  exported = interop.load(str(straight), ema=True).params
+  saved = orbax_format.read_state_dir(str(straight / "checkpoints" / "4" / "state"))
+  assert set(exported) == set(interop.flatten(saved["ema_params"]))
+  for key, value in interop.flatten(saved["ema_params"]).items():
+    np.testing.assert_array_equal(exported[key], np.asarray(value), err_msg=key)
 
 
 def test_turning_the_ema_on_when_resuming_starts_it_from_the_restored_params(
