@@ -284,7 +284,12 @@ def schema_key_names() -> set[str]:
         yield prefix + key
 
   keys = set(dotted(defaults.text_defaults("causal_lm", "tiny")))
-  keys |= {*defaults.CHOICES, *defaults.AT_LEAST, *defaults.BELOW_ONE}
+  keys |= {
+      *defaults.CHOICES,
+      *defaults.AT_LEAST,
+      *defaults.BELOW_ONE,
+      *defaults.BETWEEN_ZERO_AND_ONE,
+  }
   names = {key.split(".")[0] for key in keys}
   return names | ({key.split(".")[-1] for key in keys if "." in key} - AMBIGUOUS_NESTED_NAMES)
 

@@ -1,7 +1,8 @@
 """Orbax checkpoints in `workdir/checkpoints`: save every N steps, keep the last K, resume.
 
-Each checkpoint holds the train state (params, optimizer state, step) and a small JSON record of
-the model (its config and parameter shapes), so a workdir is never resumed with another model.
+Each checkpoint holds the train state (params, optimizer state, step and, with
+`config.ema_decay`, the params' EMA) and a small JSON record of the model (its config and
+parameter shapes), so a workdir is never resumed with another model.
 """
 
 import json
@@ -25,6 +26,14 @@ from vit_jax import workdir as workdir_lib
 
 class CheckpointMismatchError(errors.UserError, ValueError):
   """The workdir holds a checkpoint of a different model than the config asks for."""
+
+
+EMA_PARAMS = "ema_params"  # the train state's EMA of the params (training/ema.py), if any
+
+# Train-state keys a config may add between attempts, each with the config key that adds it: a
+# checkpoint without one restores without it (the trainer starts it); one with it restored by a
+# config without it is a CheckpointMismatchError (resuming would drop it).
+OPTIONAL_STATE = {EMA_PARAMS: "ema_decay"}
 
 
 def model_record(model_config: dict, params, task_record: dict | None = None) -> dict:
@@ -58,6 +67,14 @@ def describe_mismatch(saved: dict, current: dict) -> str:
         lines.append("  ...")
         break
   return "\n".join(lines)
+
+
+def saved_state_metadata(state_dir: str):
+  """The tree of a saved train state (one step's `state` directory), each leaf's metadata
+  (shape, dtype) in place of its array: read without reading the arrays."""
+  metadata = ocp.StandardCheckpointer().metadata(state_dir)
+  tree = getattr(metadata, "item_metadata", metadata)
+  return getattr(tree, "tree", tree)
 
 
 def read_record(manager: ocp.CheckpointManager, step: int) -> dict:
@@ -349,8 +366,22 @@ class Checkpointer:
     self.manager.reload()  # forget the steps moved aside
     return step, state
 
-  def restore(self, step: int, abstract_state):
+  def restore(self, step: int, abstract_state: dict) -> dict:
+    """The state saved at `step`, less the OPTIONAL_STATE keys of `abstract_state` it lacks."""
     self.check_model(step)
+    state_dir = storage.join(self.directory, str(step), workdir_lib.STATE_ITEM)
+    saved_keys = set(saved_state_metadata(state_dir))
+    for key, config_key in OPTIONAL_STATE.items():
+      if key in saved_keys and key not in abstract_state:
+        raise CheckpointMismatchError(
+            f"The workdir's checkpoint {self.directory} (step {step}) holds {key}, which "
+            f"--config.{config_key}=None would drop: resume with the {config_key} of the run "
+            f"that saved it, or start a new --workdir from it (--config.init_from). Nothing in "
+            "the workdir was changed."
+        )
+    abstract_state = {
+        k: v for k, v in abstract_state.items() if k in saved_keys or k not in OPTIONAL_STATE
+    }
     restored = self.manager.restore(
         step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
     )

@@ -19,10 +19,13 @@ gets `tokenizer.json` when the source has a Hugging Face tokenizer. An .npz hold
       --model '{"name": "bert_classifier", "num_classes": 3}'
 
 --model takes JSON (or a JSON file): overrides of the model config read with SRC, or the whole
-config for an .npz that is not recognized. Errors print one message and exit with code 2.
+config for an .npz that is not recognized. --ema writes the EMA of a workdir's params (trained
+with --config.ema_decay) instead of its params. Errors print one message and exit with code 2.
+
+  python -m vit_jax.convert workdirs/digits vit_ema.npz --to npz --ema
 
 Python API: `convert(src, dst, to, model=None, reinit_head=False, layout="vit", fmt=None,
-overwrite=False)`, and `load` / `save` / `from_tree` (see vit_jax.interop).
+overwrite=False, ema=False)`, and `load` / `save` / `from_tree` (see vit_jax.interop).
 """
 
 import argparse
@@ -77,6 +80,11 @@ def parse_args(argv):
       action="store_true",
       help="re-initialize a task head that does not fit (e.g. another class count)",
   )
+  parser.add_argument(
+      "--ema",
+      action="store_true",
+      help="write the EMA of a workdir's params (trained with --config.ema_decay) instead",
+  )
   parser.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
   return parser.parse_args(argv)
 
@@ -99,6 +107,7 @@ def main(argv=None) -> int:
         layout=args.layout,
         fmt=args.fmt,
         overwrite=args.overwrite,
+        ema=args.ema,
     )
   except Exception as e:  # pylint: disable=broad-except
     problem = e if isinstance(e, FileExistsError) else errors.user_problem(e, where=args.dst)

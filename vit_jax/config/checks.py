@@ -79,9 +79,12 @@ def config_problems(config) -> list[str]:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
     )
-  holdout = get(config, "stream.holdout")
-  if holdout is not _MISSING and not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
-    problems.append(f"--config.stream.holdout={holdout!r} must be in (0, 1)")
+  for key, none_ok in defaults.BETWEEN_ZERO_AND_ONE.items():
+    value = get(config, key)
+    if value is _MISSING or (value is None and none_ok):
+      continue
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1):
+      problems.append(f"--config.{key}={value!r} must be in (0, 1)")
   problems += evaluators.config_problems(config)
   if not problems and has_key(config, "optimizer.cooldown_steps"):
     problems += optimizer.schedule_problems(config.optimizer, get(config, "total_steps"))

@@ -69,6 +69,8 @@ AT_LEAST = {
     "tokenizer.max_train_texts": (1, False),
 }
 BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "hbm_headroom")  # [0, 1)
+# key -> whether None is allowed; otherwise in (0, 1)
+BETWEEN_ZERO_AND_ONE = {"stream.holdout": False, "ema_decay": True}
 
 
 def training_defaults() -> ml_collections.ConfigDict:
@@ -104,6 +106,10 @@ def training_defaults() -> ml_collections.ConfigDict:
           ),  # optimizer-state dtype of the first moment; None: params' dtype
       )
   )
+  # An exponential moving average of the params, trained, saved, evaluated (NAME_ema/metric) and
+  # exported (convert --ema) beside them; its decay warms up as min(ema_decay, (1+t) / (10+t))
+  # at step t (training/ema.py). None: no EMA.
+  c.ema_decay = placeholder(float)
   c.log_every = 50
   # Also log the RMS of params, gradients and updates per block group (training/health_metrics.py).
   c.log_internals = False

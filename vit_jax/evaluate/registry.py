@@ -3,10 +3,11 @@
     config.evals = {NAME: {kind, every, ...the kind's keys}}
 
 Each evaluator runs every `every` steps and at the last step; its metrics are logged as
-`NAME/metric`. A key whose default is the run's own value (`dataset`, `split`, `every`,
-`max_batches`) follows the run's key (`dataset`, `eval_split`, `eval_every`, `eval_max_batches`)
-until it is set itself. This module imports no evaluator: `build` imports the kinds a config
-names, so a run loads only the evaluators it uses.
+`NAME/metric`, and with `ema_decay` set those of the EMA params beside them as `NAME_ema/metric`.
+A key whose default is the run's own value (`dataset`, `split`, `every`, `max_batches`) follows
+the run's key (`dataset`, `eval_split`, `eval_every`, `eval_max_batches`) until it is set itself.
+This module imports no evaluator: `build` imports the kinds a config names, so a run loads only
+the evaluators it uses.
 """
 
 import dataclasses
@@ -67,6 +68,11 @@ KINDS = {
     "seq2seq": Kind("lm", "Seq2SeqLoss", _SPLIT_KEYS),
 }
 DEFAULT_NAME = "eval"  # the default entry: the task's own metrics on `eval_split`
+
+
+def ema_name(name: str) -> str:
+  """The name an evaluator's metrics of the EMA params are logged under (training/ema.py)."""
+  return f"{name}_ema"
 
 
 def tasks_of(kind: str) -> tuple[str, ...]:
@@ -156,6 +162,13 @@ def config_problems(config) -> list[str]:
   if "evals" not in config:
     return []
   problems = []
+  if "ema_decay" in config and config["ema_decay"] is not None:
+    taken = [name for name in config.evals.keys() if ema_name(name) in config.evals]
+    problems += [
+        f"--config.evals.{ema_name(name)}: with --config.ema_decay set, the EMA metrics of "
+        f"--config.evals.{name} are logged under that name; rename one of them"
+        for name in taken
+    ]
   for name, settings in config.evals.items():
     where = f"--config.evals.{name}"
     if "/" in name:

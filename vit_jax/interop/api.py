@@ -32,7 +32,12 @@ def _check_format(fmt: str) -> str:
 
 
 def load(
-    path: str, model: dict | None = None, *, reinit_head: bool = False, fmt: str | None = None
+    path: str,
+    model: dict | None = None,
+    *,
+    reinit_head: bool = False,
+    fmt: str | None = None,
+    ema: bool = False,
 ) -> models.Checkpoint:
   """Reads a checkpoint into our names, checked against our model.
 
@@ -43,13 +48,18 @@ def load(
     reinit_head: re-initialize (or drop) a task head that does not fit the model, instead of
       raising; each such change is listed in the returned notes.
     fmt: "npz", "hf" or "orbax"; detected from the path when None.
+    ema: our workdir's EMA of the params (trained with `config.ema_decay`) instead of its params.
   """
   fmt = _check_format(fmt or detect_format(path))
+  if ema and fmt != "orbax":
+    raise errors.ConversionError(
+        f"{path} is a {fmt} checkpoint: only our workdirs hold an EMA of the params (--ema)."
+    )
   if fmt == "npz":
     flat, notes = npz_format.read(path)
     read = models.Checkpoint(flat, _infer(flat, notes, model), notes)
   else:
-    read = hf_format.read(path) if fmt == "hf" else orbax_format.read(path)
+    read = hf_format.read(path) if fmt == "hf" else orbax_format.read(path, ema)
   config = models.configure(read.model, model)
   flat = models.rebase(read.params, read.model.get("name"), config.get("name"))
   return finetune.fit(
@@ -106,8 +116,9 @@ def convert(
     layout: str = "vit",
     fmt: str | None = None,
     overwrite: bool = False,
+    ema: bool = False,
 ) -> models.Checkpoint:
   """`save(load(src, ...), dst, to, ...)`; returns the checkpoint (with its notes)."""
-  ckpt = load(src, model, reinit_head=reinit_head, fmt=fmt)
+  ckpt = load(src, model, reinit_head=reinit_head, fmt=fmt, ema=ema)
   ckpt.notes += save(ckpt, dst, to, layout=layout, overwrite=overwrite)
   return ckpt

@@ -1,4 +1,5 @@
-"""Our workdirs: `W/checkpoints/<step>/state` (orbax: {params, opt_state, step}),
+"""Our workdirs: `W/checkpoints/<step>/state` (orbax: {params, opt_state, step, and ema_params
+when the run kept an EMA of its params}),
 `W/checkpoints/<step>/model` (JSON record with the model config), the tokenizer in `W/tokenizer`
 and the run's settings in `W/config.json` (see `assets`).
 
@@ -50,39 +51,50 @@ def read_params(path: str) -> dict:
   return checkpoint.first_intact(_candidates(path), _read_step_params)[1]
 
 
-def _read_step_params(step_dir: str) -> dict:
+def _read_step_params(step_dir: str, ema: bool = False) -> dict:
+  """Flat params of one step; `ema`: its EMA of the params instead, in the params' dtypes."""
   state = read_state_dir(storage.join(find_step_dir(step_dir), workdir_lib.STATE_ITEM))
-  return {k: np.asarray(v) for k, v in flat_params.flatten(state["params"]).items()}
+  params = {k: np.asarray(v) for k, v in flat_params.flatten(state["params"]).items()}
+  if not ema:
+    return params
+  if checkpoint.EMA_PARAMS not in state:
+    raise errors.ConversionError(
+        f"{step_dir} holds no EMA of the params: its run did not set --config.ema_decay. "
+        "Read its params instead (convert without --ema)."
+    )
+  averaged = flat_params.flatten(state[checkpoint.EMA_PARAMS])
+  return {k: np.asarray(v).astype(params[k].dtype) for k, v in averaged.items()}
 
 
 def read_state_dir(state_dir: str):
   """The whole train state saved in `state_dir` (params, optimizer state, step), restored onto
   this host's first device whatever mesh saved it."""
-  checkpointer = ocp.StandardCheckpointer()
-  metadata = checkpointer.metadata(state_dir)
-  tree = getattr(metadata, "item_metadata", metadata)
-  tree = getattr(tree, "tree", tree)
+  tree = checkpoint.saved_state_metadata(state_dir)
   device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), tree)
-  return checkpointer.restore(state_dir, target)
+  return ocp.StandardCheckpointer().restore(state_dir, target)
 
 
-def read(path: str) -> models.Checkpoint:
+def read(path: str, ema: bool = False) -> models.Checkpoint:
   """Params of the newest intact step (or the step directory given), the recorded model config
-  and the workdir's tokenizer."""
-  step_dir, (params, record) = checkpoint.first_intact(_candidates(path), read_step)
+  and the workdir's tokenizer. `ema`: the step's EMA of the params instead (a ConversionError if
+  it has none)."""
+  read_one = lambda step_dir: read_step(step_dir, ema)
+  step_dir, (params, record) = checkpoint.first_intact(_candidates(path), read_one)
   workdir = storage.parent(storage.parent(step_dir))  # W/checkpoints/<step>
+  notes = [f"read {step_dir}" + (" (the EMA of its params)" if ema else "")]
   return models.Checkpoint(
-      params, dict(record["model"]), [f"read {step_dir}"], assets.read_workdir_tokenizer(workdir)
+      params, dict(record["model"]), notes, assets.read_workdir_tokenizer(workdir)
   )
 
 
-def read_step(step_dir: str):
-  """(flat params, model record) of one step; any failure marks the step damaged."""
+def read_step(step_dir: str, ema: bool = False):
+  """(flat params, model record) of one step; any failure but a UserError marks the step
+  damaged. `ema`: the EMA of the params instead."""
   record_dir = storage.join(step_dir, workdir_lib.MODEL_ITEM)
   if not storage.isdir(record_dir):
     raise FileNotFoundError(f"{step_dir} has no model record ('model' directory)")
-  params = _read_step_params(step_dir)
+  params = _read_step_params(step_dir, ema)
   return params, ocp.Checkpointer(ocp.JsonCheckpointHandler()).restore(record_dir)
 
 

@@ -77,8 +77,9 @@ def read_metrics(workdir: str) -> list[dict]:
 
 
 def is_eval(row: dict) -> bool:
-  """A record of the default evaluator, "eval" (older workdirs named its metrics eval_*)."""
-  return any(k.startswith(("eval/", "eval_")) for k in row)
+  """A record of the default evaluator, "eval" (older workdirs named its metrics eval_*, with no
+  "/": "eval_ema/..." is the EMA's)."""
+  return any(k.startswith("eval/") or (k.startswith("eval_") and "/" not in k) for k in row)
 
 
 def eval_metric(row: dict, key: str):

@@ -40,6 +40,7 @@ from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import attention
 from vit_jax.models import build_model
 from vit_jax.training import branch
+from vit_jax.training import ema
 from vit_jax.training import flops
 from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
@@ -61,12 +62,16 @@ class Setup:
   schedule: Callable  # step -> learning rate
   init_rng: jax.Array
   step_rng: jax.Array  # folded with the step and microbatch: dropout and other training noise
-  abstract_state: dict  # {"params", "opt_state", "step"} as ShapeDtypeStructs, no shardings
+  abstract_state: dict  # init_state's {"params", "opt_state", "step"[, "ema_params"]}, no shardings
   state_shardings: dict
+  ema_decay: float | None = None  # config.ema_decay (training/ema.py)
 
   def init_state(self, init_rng) -> dict:
     params = self.model.init(init_rng, *self.task.init_inputs())["params"]
-    return {"params": params, "opt_state": self.tx.init(params), "step": jnp.array(0, jnp.int32)}
+    state = {"params": params, "opt_state": self.tx.init(params), "step": jnp.array(0, jnp.int32)}
+    if self.ema_decay is not None:
+      state[checkpoint.EMA_PARAMS] = ema.start(params)
+    return state
 
   def sharded_abstract_state(self) -> dict:
     """The state as ShapeDtypeStructs with their shardings (what a restore or a compile needs)."""
@@ -102,13 +107,16 @@ def prepare(config, task, devices=None) -> Setup:
   mesh_lib.check_batch(config.batch_size, config.grad_accum_steps, mesh)
   tx, schedule = optimizer_lib.build_optimizer(config.optimizer, config.total_steps)
   init_rng, step_rng = jax.random.split(jax.random.PRNGKey(config.seed))
-  unsharded = Setup(task, model_config, model, mesh, tx, schedule, init_rng, step_rng, {}, {})
+  unsharded = Setup(
+      task, model_config, model, mesh, tx, schedule, init_rng, step_rng, {}, {}, config.ema_decay
+  )
   abstract_state = jax.eval_shape(unsharded.init_state, init_rng)
   mesh_lib.warn_unmatched(abstract_state["params"], mesh)
+  state_shardings = mesh_lib.tree_shardings(abstract_state, mesh)
+  if config.ema_decay is not None:
+    state_shardings[checkpoint.EMA_PARAMS] = state_shardings["params"]
   return dataclasses.replace(
-      unsharded,
-      abstract_state=abstract_state,
-      state_shardings=mesh_lib.tree_shardings(abstract_state, mesh),
+      unsharded, abstract_state=abstract_state, state_shardings=state_shardings
   )
 
 
@@ -125,6 +133,7 @@ def update_step(
     schedule: Callable,
     step_rng: jax.Array,
     grad_accum_steps: int = 1,
+    ema_decay: float | None = None,
     nan_at_step: int | None = None,
     guard_nonfinite: bool = True,
     guard_by_select: bool | None = None,
@@ -134,9 +143,10 @@ def update_step(
 
   The task's loss is normalized by the full batch's totals (examples, tokens), so the losses and
   gradients of `grad_accum_steps` microbatches, taken one after another, add up to the full
-  batch's. A step whose loss or gradients are not finite changes nothing; the trainer then stops
-  or counts it (`config.nonfinite`). `log_internals` adds the RMS of the parameters, gradients and
-  updates per block group (training/health_metrics.py).
+  batch's. With `ema_decay`, the state's "ema_params" average the updated params
+  (training/ema.py). A step whose loss or gradients are not finite changes nothing, the average
+  included; the trainer then stops or counts it (`config.nonfinite`). `log_internals` adds the
+  RMS of the parameters, gradients and updates per block group (training/health_metrics.py).
 
   `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
   NaN, to exercise the guard. `guard_nonfinite=False` applies every update as it is; it exists to
@@ -160,9 +170,12 @@ def update_step(
   grad_norm = optax.global_norm(grads)
   finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 
-  def apply_update(grads, params, opt_state):
+  def apply_update(grads, params, opt_state, ema_params):
     updates, opt_state = tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
+    params = optax.apply_updates(params, updates)
+    if ema_decay is not None:
+      ema_params = ema.update(ema_params, params, ema.decay_at(step, ema_decay))
+    return params, opt_state, ema_params
 
   # The rate this step applies: the schedule at the optimizer's own count, not at `step`. A
   # skipped step keeps the whole optimizer state, count included (advancing it would also advance
@@ -174,14 +187,18 @@ def update_step(
       if _is_schedule_state(s)
   ]
   learning_rate = schedule(schedule_states[0].count if schedule_states else step)
+  updated = (
+      params,
+      state["opt_state"],
+      state[checkpoint.EMA_PARAMS] if ema_decay is not None else None,
+  )
   if guard_nonfinite:
     if guard_by_select is None:
       guard_by_select = attention.target_platform() == "tpu"
-    new_params, opt_state = _update_if_finite(
-        finite, apply_update, grads, params, state["opt_state"], guard_by_select
-    )
+    updated = _update_if_finite(finite, apply_update, grads, updated, guard_by_select)
   else:
-    new_params, opt_state = apply_update(grads, params, state["opt_state"])
+    updated = apply_update(grads, *updated)
+  new_params, opt_state, ema_params = updated
   metrics = {
       "train_loss": loss,
       "grad_norm": grad_norm,
@@ -194,11 +211,14 @@ def update_step(
 
     updates = jax.tree.map(jnp.subtract, new_params, params)
     metrics.update(health_metrics.metrics(new_params, grads, updates))
-  return {"params": new_params, "opt_state": opt_state, "step": step + 1}, metrics
+  new_state = {"params": new_params, "opt_state": opt_state, "step": step + 1}
+  if ema_decay is not None:
+    new_state[checkpoint.EMA_PARAMS] = ema_params
+  return new_state, metrics
 
 
-def _update_if_finite(finite, apply_update, grads, params, opt_state, by_select: bool):
-  """(params, opt_state) updated if `finite`, else as they were: the non-finite guard.
+def _update_if_finite(finite, apply_update, grads, state: tuple, by_select: bool):
+  """`apply_update(grads, *state)` if `finite`, else `state` as it was: the non-finite guard.
 
   By select (a `where` per leaf) on TPU: XLA fuses it into the optimizer's update, which reads
   the old state anyway, so it costs no traffic there, where a branch made XLA copy the state
@@ -208,11 +228,11 @@ def _update_if_finite(finite, apply_update, grads, params, opt_state, by_select:
   README.md, "The non-finite guard").
   """
   if by_select:
-    updated = apply_update(grads, params, opt_state)
+    updated = apply_update(grads, *state)
     keep = lambda new, old: jnp.where(finite, new, old)
-    return jax.tree.map(keep, updated, (params, opt_state))
-  keep_state = lambda grads, params, opt_state: (params, opt_state)
-  return jax.lax.cond(finite, apply_update, keep_state, grads, params, opt_state)
+    return jax.tree.map(keep, updated, state)
+  keep_state = lambda grads, *state: state
+  return jax.lax.cond(finite, apply_update, keep_state, grads, *state)
 
 
 def _is_schedule_state(x) -> bool:
@@ -252,6 +272,7 @@ def jit_update_step(config, setup: Setup, **step_options) -> Callable:
       tx=setup.tx,
       schedule=setup.schedule,
       step_rng=setup.step_rng,
+      ema_decay=setup.ema_decay,
       **{**settings, **step_options},
   )
   return jax.jit(
@@ -394,6 +415,12 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   latest, state = ckpt.restore_latest_intact(setup.sharded_abstract_state())
   if latest is not None:
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
+    if setup.ema_decay is not None and checkpoint.EMA_PARAMS not in state:  # EMA turned on mid-run
+      print(
+          f"note: checkpoint step {latest} has no EMA of the params; it starts from them now.",
+          flush=True,
+      )
+      state[checkpoint.EMA_PARAMS] = _start_ema(state["params"], state_shardings)
   elif config.branch_from:  # the parent's state at the branch point; the parent is only read
     state = branch.restore(config, setup.sharded_abstract_state(), ckpt.record)
     print(f"Branched from {branch.step_dir(config.branch_from)}.", flush=True)
@@ -410,7 +437,9 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         print(f"init_from: {note}", flush=True)
       params = jax.device_put(params, state_shardings["params"])
       opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
-      state = {"params": params, "opt_state": opt_state, "step": state["step"]}
+      state = {**state, "params": params, "opt_state": opt_state}
+      if setup.ema_decay is not None:
+        state[checkpoint.EMA_PARAMS] = _start_ema(params, state_shardings)
   start_step = int(state["step"])
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
   # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py), and the
@@ -440,16 +469,28 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   # an eval whose checkpoint was lost (an async save cut short), keeps the first row and does not
   # evaluate again: resume is exact, so the recomputed params are those that row scored, and
   # metrics.jsonl and TensorBoard keep one value per (step, evaluator).
+  # With an EMA, each evaluator also scores it, logged as NAME_ema/metric in NAME's row: an
+  # evaluator's recorded step has both, or only NAME's if the EMA started later.
+  ema_names = {}
+  if setup.ema_decay is not None:
+    ema_names = {e.name: evaluator_registry.ema_name(e.name) for e in evaluators}
   recorded = metrics_log.recorded_evals(
-      metrics_log.earlier_records(workdir_lib.metrics_path(workdir)), [e.name for e in evaluators]
+      metrics_log.earlier_records(workdir_lib.metrics_path(workdir)),
+      [e.name for e in evaluators] + list(ema_names.values()),
   )
 
-  def evaluate(step: int, params, everything: bool) -> None:
+  def evaluate(step: int, state: dict, everything: bool) -> None:
     due = [e for e in evaluators if everything or step % e.every == 0]
     for e in due:
       latest_evals.update(recorded.get((step, e.name), {}))
+      latest_evals.update(recorded.get((step, ema_names.get(e.name)), {}))
     due = [e for e in due if (step, e.name) not in recorded]
-    metrics = {f"{e.name}/{k}": v for e in due for k, v in e.run(params).items()}
+    metrics = {}
+    for e in due:
+      metrics.update({f"{e.name}/{k}": v for k, v in e.run(state["params"]).items()})
+      if e.name in ema_names:
+        ema_params = ema.like_params(state[checkpoint.EMA_PARAMS], state["params"])
+        metrics.update({f"{ema_names[e.name]}/{k}": v for k, v in e.run(ema_params).items()})
     if metrics:
       log.write(step, metrics)
       latest_evals.update(metrics)
@@ -499,7 +540,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       # A step is saved before it is evaluated: the attempt that saved this one may have died
       # in its eval. Run the evals due here that metrics.jsonl lacks (none, usually).
       with times.timing("eval"):
-        evaluate(start_step, state["params"], everything=False)
+        evaluate(start_step, state, everything=False)
     for step in range(start_step, config.total_steps):
       if trace:
         with times.timing("profile"):
@@ -541,7 +582,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           save_run_info(done)
       if is_last or any(done % e.every == 0 for e in evaluators):
         with times.timing("eval"):
-          evaluate(done, state["params"], everything=is_last)
+          evaluate(done, state, everything=is_last)
         last_time = time.time()  # eval time is not training throughput
       log.advance(done)
       if preempted:
@@ -556,7 +597,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         print(
             f"total_steps=0: saved the initialized model as step 0 in {ckpt.directory}.", flush=True
         )
-      evaluate(start_step, state["params"], everything=True)
+      evaluate(start_step, state, everything=True)
     save_run_info(max(start_step, last_step))
   finally:
     if trace:
@@ -565,3 +606,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     ckpt.close()
     log.close()
   return {**latest_evals, "final_params": state["params"]}
+
+
+def _start_ema(params, state_shardings: dict):
+  """A new EMA of `params` (training/ema.py), placed as the state's params."""
+  return jax.jit(ema.start, out_shardings=state_shardings[checkpoint.EMA_PARAMS])(params)
