@@ -7,7 +7,9 @@ Arguments after the colon, `k=v` separated by commas:
             recipe's data settings).
   variant   ViT preset/patch, e.g. S/16 (each dataset has a default).
   recipe    imagenet2012 from scratch: "plain" (big_vision's vit_s16_i1k.py; S/16's default) or
-            "augreg" (vit_i1k.py; every other size's default).
+            "augreg" (vit_i1k.py; every other size's default). imagenet21k: "augreg"
+            (vit_i21k.py) or "scaling" (proj/scaling_laws/train_vit_g.py; the default of g/14
+            and G/14).
   finetune  fine-tune from --config.init_from at the dataset's fine-tuning resolution.
   runlocal  shrink everything to a smoke run of a few steps.
 
@@ -64,6 +66,20 @@ classes train on all of them (multi-hot targets), as big_vision's i21k input doe
   -> the published targets per size and epoch count, with the differences in augmentation
      between them and this recipe, are in experiments/sweeps/vit_i21k_paper.py; not reproduced
      here.
+
+ImageNet-21k pretraining of ViT-g/14 and ViT-G/14, big_vision's scaling-laws recipe
+(configs/proj/scaling_laws/train_vit_g.py; Zhai et al. 2022, "Scaling Vision Transformers"),
+taken by variant=g/14 and G/14 (recipe=scaling): batch 16,384, MAP pooling, head bias -10,
+sigmoid cross-entropy, Inception crop and flip only, Adafactor (factored second moment, bf16
+momentum 0.9) at lr 8e-4, decoupled weight decay 2.4e-5 (the head's kernel 100x), clipping at 1,
+10k warmup, rsqrt (timescale 10k), 1M steps ending in a 50k linear cooldown. big_vision trains it
+on JFT-3B (29,593 classes), which is not public; this trains on ImageNet-21k, as its docstring
+says one can (line 22), with the ImageNet-21k recipe's data and held-out evaluators; 1M steps of
+16,384 are about 1,300 epochs of ImageNet-21k (set --config.total_steps for fewer; the cooldown
+stays the last 50k):
+  python -m vit_jax.main --config=configs/vit.py:dataset=imagenet21k,variant=g/14 --workdir=W
+  -> not reproduced here; the paper's figures are for JFT-3B pretraining, and the recipe's size
+     on a TPU slice is in docs/pod.md ("The paper recipes on their slices").
 
 Fine-tuning at 384 px from a checkpoint (ours or an original ViT .npz), the ViT paper's recipe
 (vision_transformer configs/common.py): SGD momentum 0.9, lr 0.03, batch 512, cosine with 500
@@ -143,14 +159,16 @@ def get_config(arg=None):
   options = args.parse(
       arg, dict(dataset="sklearn_digits", variant="", finetune=False, recipe="", runlocal=False)
   )
-  if options["recipe"] not in ("", *I1K_RECIPES):
+  recipes = RECIPES.get(options["dataset"], {})
+  if options["recipe"] and (not recipes or options["finetune"]):
     raise errors.ConfigError(
-        f"configs/vit.py: recipe={options['recipe']} must be one of {', '.join(I1K_RECIPES)}."
+        f"configs/vit.py: recipe={options['recipe']} chooses how {' or '.join(RECIPES)} train "
+        "from scratch; leave it out for other datasets and for fine-tuning."
     )
-  if options["recipe"] and (options["dataset"] != "imagenet2012" or options["finetune"]):
+  if options["recipe"] not in ("", *recipes):
     raise errors.ConfigError(
-        f"configs/vit.py: recipe={options['recipe']} chooses how imagenet2012 trains from "
-        "scratch; leave it out for other datasets and for fine-tuning."
+        f"configs/vit.py: recipe={options['recipe']} must be one of {', '.join(recipes)} for "
+        f"{options['dataset']}."
     )
   # eval_split None: the dataset's own, also after --config.dataset= names another (its row in
   # data/tfds_builders.py IMAGE_DATASETS, "test" for other TFDS datasets, a folder's test/,
@@ -216,7 +234,8 @@ def get_config(arg=None):
     recipe = options["recipe"] or ("plain" if c.model.variant == "S/16" else "augreg")
     I1K_RECIPES[recipe](c)
   elif c.dataset == "imagenet21k":
-    _imagenet21k(c)
+    recipe = options["recipe"] or ("scaling" if c.model.variant in SCALING_TOPOLOGY else "augreg")
+    I21K_RECIPES[recipe](c)
   else:
     _finetune(c)  # other datasets are small: fine-tune rather than train from scratch
   if options["runlocal"]:
@@ -390,17 +409,22 @@ def _imagenet_augreg(c):
 I1K_RECIPES = {"plain": _imagenet_plain, "augreg": _imagenet_augreg}
 
 
-def _imagenet21k(c):
-  """big_vision configs/vit_i21k.py: AugReg ImageNet-21k pretraining, 300 epochs, sigmoid loss.
-  The first 51,200 images are held out (25,600 test, 25,600 validation). Every evaluator logs
-  prec@1, the top-1 class among all of an image's labels, which is what big_vision reports for
-  this multi-label data (evaluators/classification.py:47-51)."""
+def _imagenet21k_data(c):
+  """big_vision configs/vit_i21k.py's data: the first 51,200 images are held out (25,600 test,
+  25,600 validation). Every evaluator logs prec@1, the top-1 class among all of an image's labels,
+  which is what big_vision reports for this multi-label data (evaluators/classification.py:47-51).
+  """
   _imagenet_common(c)
   c.train_split, c.eval_split = "full[51200:]", "full[:25600]"  # eval: vit_i21k.py:125 "test"
   c.evals.val = evaluators.entry(c, "classification", split="full[25600:51200]")  # line 126
   c.evals.train = evaluators.entry(c, "classification", split="full[51200:76800]")  # line 127
   c.num_classes = I21K_CLASSES
   c.loss = "sigmoid_xent"
+
+
+def _imagenet21k(c):
+  """big_vision configs/vit_i21k.py: AugReg ImageNet-21k pretraining, 300 epochs, sigmoid loss."""
+  _imagenet21k_data(c)
   c.model.update(classifier="gap", posemb="learn", head_bias_init=-10.0)
   layers, magnitude, mixup = AUGREG_I21K_AUGMENT.get(c.model.variant, (2, 15, 0.5))
   c.augment.update(randaugment_layers=layers, randaugment_magnitude=magnitude, mixup_alpha=mixup)
@@ -409,6 +433,54 @@ def _imagenet21k(c):
   c.total_steps = 300 * I21K_TRAIN // c.batch_size
   c.eval_every = 10_000
   c.checkpoint_every = 5_000
+
+
+# big_vision configs/proj/scaling_laws/train_vit_g.py (referred to by line below): ViT-g/14, and
+# ViT-G/14 by changing only the variant (its lines 18-19). The slice per variant where the step
+# at the published batch of 16,384 compiles and fits (docs/pod.md, "Before you spend pod hours"):
+# 256 v5p chips, 64 images each: the chip count of the 512 TPUv3 cores (32 images each, line 43)
+# the batch was sized for.
+SCALING_TOPOLOGY = {"g/14": "v5p-512", "G/14": "v5p-512"}
+
+
+def _imagenet21k_scaling(c):
+  """Zhai et al. 2022's ViT-g/14 and ViT-G/14 pretraining (train_vit_g.py) on ImageNet-21k in
+  place of JFT-3B (line 37; not public; line 22 suggests ImageNet-21k to test with): its classes,
+  held-out splits and evaluators are the ImageNet-21k recipe's, not JFT's 29,593 classes (line 40)
+  and few-shot probes (lines 84-85)."""
+  _imagenet21k_data(c)
+  c.model.update(classifier="map", posemb="learn", head_bias_init=-10.0)  # lines 67, 41
+  # Lines 49-50: Inception crop and flip; eval 256 -> central 224 (eval_view "crop").
+  c.augment.update(randaugment_layers=0, mixup_alpha=0.0)
+  c.batch_size = 16_384  # line 44
+  c.optimizer.update(
+      name="adafactor",  # line 70: big_vision optax.py scale_by_adafactor with its defaults
+      momentum=0.9,  # optax.py:191
+      mu_dtype="bfloat16",  # optax.py:191 dtype_momentum
+      grad_clip_norm=1.0,  # line 71
+      lr=8e-4,  # line 72
+      # Line 73, 0.03 x 8e-4, times the schedule's factor only (big_vision's decay is decoupled,
+      # optax.py:132-148); lines 74-77: 100x on the head's kernel, 1x on every other kernel.
+      weight_decay=0.03 * 8e-4,
+      decoupled_weight_decay=True,
+      head_weight_decay_mult=100.0,
+      # Lines 78-80.
+      schedule="rsqrt",
+      rsqrt_timescale=10_000,
+      warmup_steps=10_000,
+      cooldown_steps=50_000,
+      cooldown_shape="linear",
+  )
+  c.total_steps = 1_000_000  # line 81
+  c.target_topology = SCALING_TOPOLOGY.get(c.model.variant)
+  c.log_every = 50  # line 53
+  c.eval_every = 1_000  # line 54
+  c.checkpoint_every = 1_000  # line 57
+
+
+# ImageNet-21k from scratch, by the `recipe` argument.
+I21K_RECIPES = {"augreg": _imagenet21k, "scaling": _imagenet21k_scaling}
+RECIPES = {"imagenet2012": I1K_RECIPES, "imagenet21k": I21K_RECIPES}
 
 
 def _finetune(c):

@@ -256,7 +256,12 @@ def test_labeled_text_datasets_carry_their_class_count():
 def test_each_allowed_value_list_has_one_home():
   from_modules = set(config_checks.choices({"loss": "softmax_xent"})) - set(defaults.CHOICES)
   # Defined by the modules that read them, not restated in the schema.
-  assert from_modules == {"loss", "optimizer.name", "optimizer.schedule"}
+  assert from_modules == {
+      "loss",
+      "optimizer.name",
+      "optimizer.schedule",
+      "optimizer.cooldown_shape",
+  }
 
 
 # ---- A config key is read one way: `config.key`, the schema's value or an error ----------------

@@ -5,6 +5,7 @@ between chips, and bounds on its step time and the run's chip-hours.
   python -m vit_jax.compile --config=configs/vit.py:dataset=imagenet2012,variant=B/16 \
       --topology=v5p-16 --num_slices=2
   python -m vit_jax.compile --table   # docs/pod.md's table of the paper recipes
+  python -m vit_jax.compile --table --table_row="ViT-g/14, ImageNet-21k"   # one of its rows
 
 The step is the trainer's own (`prepare` and `jit_update_step` in vit_jax/training/train.py: task,
 model, optimizer, mesh and partitioning) over abstract inputs: no data is read and no array
@@ -52,6 +53,12 @@ flags.DEFINE_bool(
     "Compile every paper recipe on its slice (vit_jax/tpu_planning/pod_table.py) and print "
     "docs/pod.md's table and the rows' commands.",
 )
+flags.DEFINE_multi_string(
+    "table_row",
+    None,
+    "With --table: compile only this row (its recipe name in vit_jax/tpu_planning/pod_table.py "
+    "ROWS, e.g. 'ViT-g/14, ImageNet-21k'; repeatable) and print its line of the table.",
+)
 
 
 def plan(config, topology: str | None = None, num_slices: int = 1):
@@ -79,19 +86,28 @@ def plan(config, topology: str | None = None, num_slices: int = 1):
   return aot.compile_report(setup, train.jit_update_step(config, setup), config.batch_size)
 
 
-def print_table() -> None:
+def print_table(names: list[str] | None = None) -> None:
   """Compiles every row of docs/pod.md's table (minutes each), printing each report, then the
-  table and the rows' commands."""
+  table and the rows' commands; with `names`, only those rows, then their lines of the table."""
+  from vit_jax import errors  # pylint: disable=g-import-not-at-top
   from vit_jax.tpu_planning import pod_table  # pylint: disable=g-import-not-at-top
 
+  unknown = sorted(set(names or ()) - set(dict(pod_table.ROWS)))
+  if unknown:
+    raise errors.ConfigError(
+        f"--table_row={unknown[0]!r} is not a row of the table; choose from "
+        f"{', '.join(repr(name) for name, _ in pod_table.ROWS)}."
+    )
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   rows = []
   for name, args in pod_table.ROWS:
+    if names and name not in names:
+      continue
     config = pod_table.config_of(args, root)
     report = plan(config)
     print(report.text(), flush=True)
     rows.append(pod_table.markdown_row(name, config.target_topology, report))
-  print("\n" + pod_table.markdown(rows))
+  print("\n" + ("\n".join(rows) if names else pod_table.markdown(rows)))
 
 
 def main(argv):
@@ -102,7 +118,7 @@ def main(argv):
 
   try:
     if FLAGS.table:
-      print_table()
+      print_table(FLAGS.table_row)
       return
     if FLAGS.config is None:
       print("error: --config is required, e.g. --config=configs/vit.py", file=sys.stderr)

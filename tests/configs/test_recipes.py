@@ -162,6 +162,49 @@ def augreg_i21k(variant: str) -> dict:
   }
 
 
+# ---- ViT-g/14 and ViT-G/14 (Zhai et al. 2022) --------------------------------------------------
+SCALING = BV + "proj/scaling_laws/train_vit_g.py"
+BV_OPTAX = "big_vision/optax.py"
+
+
+def scaling(variant: str, variant_line: str) -> dict:
+  return {
+      "batch_size": (16_384, f"{SCALING}:44"),
+      "total_steps": (1_000_000, f"{SCALING}:81"),
+      "loss": ("sigmoid_xent", "big_vision/train.py:299 default"),
+      "image_size": (224, f"{SCALING}:49 inception_crop(224)"),
+      "augment.inception_crop": (True, f"{SCALING}:49"),
+      "augment.flip": (True, f"{SCALING}:49 flip_lr"),
+      "augment.randaugment_layers": (0, f"{SCALING}:49 (no randaug)"),
+      "augment.mixup_alpha": (0.0, f"{SCALING}:49 (no mixup)"),
+      "eval_view": ("crop", f"{SCALING}:50 resize_small(256)|central_crop(224)"),
+      "shuffle_buffer": (250_000, f"{SCALING}:51"),
+      "log_every": (50, f"{SCALING}:53"),
+      "eval_every": (1_000, f"{SCALING}:54"),
+      "checkpoint_every": (1_000, f"{SCALING}:57"),
+      "model.variant": (variant, f"{SCALING}:{variant_line}"),
+      "model.classifier": ("map", f"{SCALING}:67 pool_type='map'"),
+      "model.posemb": ("learn", "big_vision/models/vit.py:195 default"),
+      "model.representation_size": (None, "big_vision/models/vit.py:196 rep_size=False"),
+      "model.dropout_rate": (0.0, "big_vision/models/vit.py:197 default"),
+      "model.head_bias_init": (-10.0, f"{SCALING}:41"),
+      "built.activation": ("gelu_tanh", "big_vision/models/vit.py:75 nn.gelu (approximate=True)"),
+      "optimizer.name": ("adafactor", f"{SCALING}:70 big_vision.scale_by_adafactor"),
+      "optimizer.momentum": (0.9, f"{BV_OPTAX}:191"),
+      "optimizer.mu_dtype": ("bfloat16", f"{BV_OPTAX}:191 dtype_momentum"),
+      "optimizer.grad_clip_norm": (1.0, f"{SCALING}:71"),
+      "optimizer.lr": (8e-4, f"{SCALING}:72"),
+      "optimizer.weight_decay": (0.03 * 8e-4, f"{SCALING}:73"),
+      "optimizer.decoupled_weight_decay": (True, f"{BV_OPTAX}:132-148, decoupled only"),
+      "optimizer.head_weight_decay_mult": (100.0, f"{SCALING}:75"),
+      "optimizer.schedule": ("rsqrt", f"{SCALING}:79"),
+      "optimizer.rsqrt_timescale": (10_000, f"{SCALING}:79"),
+      "optimizer.warmup_steps": (10_000, f"{SCALING}:79"),
+      "optimizer.cooldown_steps": (50_000, f"{SCALING}:80"),
+      "optimizer.cooldown_shape": ("linear", "big_vision/utils.py:1138-1139"),
+  }
+
+
 # ---- Fine-tuning (ViT paper) -------------------------------------------------------------------
 COMMON = VT + "configs/common.py"
 FINETUNE_STEPS = {
@@ -327,6 +370,11 @@ RECIPES = {
         )
         for v in I21K_AUGMENT
     },
+    "vit_g14_i21k": ("configs/vit.py:dataset=imagenet21k,variant=g/14", scaling("g/14", "66")),
+    "vit_G14_i21k": (
+        "configs/vit.py:dataset=imagenet21k,variant=G/14",
+        scaling("G/14", "18-19 (g/14 with this one line changed)"),
+    ),
     **{
         f"finetune_{d}": (f"configs/vit.py:dataset={d},variant=B/16,finetune", finetune(d, "B/16"))
         for d in FINETUNE_STEPS
@@ -390,6 +438,31 @@ DIFFERENCES = {
         "released BiT checkpoints' form (BiT: 1e-10) with timm's eps, so converted checkpoints "
         "give timm's logits. For a kernel of std s the two differ by about 1e-5 / s relative "
         "(below 0.1% for s > 0.01)",
+    ),
+    ("vit_g14_i21k", "dataset"): (
+        "imagenet21k",
+        "jft_3b",
+        f"{SCALING}:37: JFT-3B is not public; the docstring (line 22) says one can test the "
+        "recipe with ImageNet-21k, which trains here with the AugReg ImageNet-21k recipe's splits",
+    ),
+    ("vit_g14_i21k", "num_classes"): (21_843, 29_593, f"{SCALING}:40 counts JFT-3B's classes"),
+    ("vit_g14_i21k", "evals.val.split"): (
+        "full[25600:51200]",
+        "few-shot linear probes",
+        f"{SCALING}:84-85 evaluates few-shot probes on other datasets every 10k steps; ours "
+        "evaluates prec@1 on ImageNet-21k's held-out images as the AugReg recipe does",
+    ),
+    ("vit_g14_i21k", "keep_checkpoints"): (
+        3,
+        "every 10,000th step kept",
+        f"{SCALING}:58 keep_ckpt_steps keeps every 10,000th checkpoint for good; ours keeps the "
+        "last 3",
+    ),
+    ("vit_g14_i21k", "model.dtype"): (
+        "bfloat16",
+        "float32",
+        "as every ImageNet recipe here (configs/vit.py _imagenet_common): bf16 matmuls with fp32 "
+        "parameters, where big_vision computes in fp32 (models/vit.py:61 dtype_mm)",
     ),
     ("bert_base_phase1", "text shuffle"): (
         "a seeded permutation of all rows per epoch",
@@ -462,7 +535,10 @@ def test_recipe_matches_its_reference(name):
   assert not mismatches, f"{path}:\n" + "\n".join(mismatches)
 
 
-@pytest.mark.parametrize("recipe, key", [k for k in DIFFERENCES if k[1].startswith("tokenizer.")])
+@pytest.mark.parametrize(
+    "recipe, key",
+    [k for k in DIFFERENCES if k[1].startswith("tokenizer.") or k[0] == "vit_g14_i21k"],
+)
 def test_listed_differences_hold(recipe, key):
   ours, reference, _ = DIFFERENCES[(recipe, key)]
   assert ours != reference
@@ -492,6 +568,26 @@ def test_bit_units_have_no_zero_init_option():
   """The listed BiT difference: our ResNet takes no such option (a new one must update it)."""
   config = resolve(RECIPES["bit_r50x1_i1k"][0])
   assert "zero_init_last_norm" not in config.model
+
+
+def test_scaling_recipe_decays_big_visions_kernels_and_the_head_100x():
+  """train_vit_g.py:74-77: wd_mults 100x on '.*head/kernel', 1x on every other '.*/kernel' (the
+  first pattern that matches, big_vision/utils.py:1195-1202), none on anything else."""
+  import re  # pylint: disable=g-import-not-at-top
+
+  from vit_jax.training import optimizer  # pylint: disable=g-import-not-at-top
+
+  config = resolve(RECIPES["vit_g14_i21k"][0])
+  model = registry.build_model(config.model, num_classes=10, depth=2)
+  shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), jnp.zeros((1, 224, 224, 3)))
+  params = shapes["params"]
+  mult = config.optimizer.head_weight_decay_mult
+  body = flax.traverse_util.flatten_dict(optimizer.decay_mask(params, in_head=False), sep="/")
+  head = flax.traverse_util.flatten_dict(optimizer.decay_mask(params, in_head=True), sep="/")
+  for path in body:
+    want = 100.0 if re.fullmatch(".*head/kernel", path) else float(path.endswith("/kernel"))
+    got = mult if head[path] else float(body[path])
+    assert got == want, path
 
 
 @pytest.mark.parametrize(
@@ -540,7 +636,9 @@ def test_paper_sweep_fits_one_recipe_and_its_metric(sweep, metric):
 @pytest.mark.parametrize(
     "arg, message",
     [
-        ("dataset=imagenet2012,recipe=deit", "must be one of plain, augreg"),
+        ("dataset=imagenet2012,recipe=deit", "must be one of plain, augreg for imagenet2012"),
+        ("dataset=imagenet2012,recipe=scaling", "must be one of plain, augreg"),
+        ("dataset=imagenet21k,recipe=plain", "must be one of augreg, scaling for imagenet21k"),
         ("dataset=cifar10,recipe=augreg", "leave it out for other datasets"),
         ("dataset=imagenet2012,recipe=plain,finetune", "and for fine-tuning"),
     ],

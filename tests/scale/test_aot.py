@@ -248,6 +248,16 @@ def test_compile_command_bad_input(args, message):
   assert "Compiling" not in out.stdout  # refused before any compile
 
 
+def test_an_unknown_table_row_is_refused_naming_the_rows():
+  out = compile_command("--table", "--table_row=ViT-g/14")
+  assert out.returncode == 2, out.stderr[-3000:]
+  lines = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+  assert len(lines) == 1 and "Traceback" not in out.stderr
+  assert "--table_row='ViT-g/14' is not a row of the table" in lines[0]
+  assert "'ViT-g/14, ImageNet-21k'" in lines[0]
+  assert "Compiling" not in out.stdout
+
+
 def test_pod_table_rows_are_the_recipes_as_their_configs_define_them():
   """docs/pod.md's table has one row per recipe that `vit_jax.compile --table` compiles, with
   the config's own slice and batch, and lists the rows' commands as `--table` prints them.

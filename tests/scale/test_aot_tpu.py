@@ -33,9 +33,9 @@ pytestmark = [
     ),
 ]
 
-# The rows of docs/pod.md's table whose commands CI reruns (all of them take about 20 minutes on
-# 2 cores: `python -m vit_jax.compile --table`): the ViT-B/16 ImageNet-1k recipe, and a text
-# recipe at its longest sequences.
+# The rows of docs/pod.md's table whose commands CI reruns (the whole table, `python -m
+# vit_jax.compile --table`, takes over an hour on 2 cores, most of it the ViT-g/14 and G/14 rows):
+# the ViT-B/16 ImageNet-1k recipe, and a text recipe at its longest sequences.
 ROWS_IN_CI = ("ViT-B/16, ImageNet-1k", "BERT-base, 512 tokens")
 
 

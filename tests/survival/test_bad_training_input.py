@@ -12,6 +12,30 @@ def test_unknown_config_key_exits_2(tmp_path):
   assert not (tmp_path / "w").exists()
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "--config.optimizer.head_weight_decay_mult=-1.0",
+            "--config.optimizer.head_weight_decay_mult=-1.0 must be >= 0",
+        ),
+        (
+            "--config.optimizer.name=adafactr",
+            "--config.optimizer.name='adafactr' must be one of adamw, sgd, adafactor",
+        ),
+    ],
+)
+def test_a_bad_optimizer_value_is_one_line_and_exit_2(tmp_path, override, message):
+  result = helpers.run(
+      helpers.main_command(tmp_path / "w", "dataset=imagenet21k,variant=g/14", override)
+  )
+  assert result.returncode == 2
+  errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+  assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+  assert not (tmp_path / "w").exists()
+
+
 def test_unknown_config_argument_exits_2(tmp_path):
   result = helpers.run(helpers.main_command(tmp_path / "w", "datset=cifar10"))
   assert result.returncode == 2

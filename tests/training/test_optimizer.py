@@ -1,11 +1,13 @@
-"""The learning-rate schedule (linear warmup from 0, then the decay, at known steps) and Adam's
-updates with and without bias correction."""
+"""The learning-rate schedule (linear warmup from 0, then the decay, at known steps), Adam's
+updates with and without bias correction, and Adafactor's against big_vision's formulas."""
 
 import math
 
+import jax
 import numpy as np
 import pytest
 
+from vit_jax import errors
 from vit_jax.config import defaults
 from vit_jax.training import optimizer
 
@@ -136,3 +138,143 @@ def test_adam_updates_with_and_without_bias_correction(bias_correction):
     else:
       want = m / (np.sqrt(v) + 1e-6)
     np.testing.assert_allclose(update["w"], -0.1 * want, rtol=1e-4, err_msg=f"step {t}")
+
+
+# ---- Adafactor (big_vision optax.py:187-214) ----------------------------------------------------
+def adafactor_config(**overrides):
+  settings = dict(
+      name="adafactor",
+      momentum=0.9,
+      mu_dtype="bfloat16",
+      weight_decay=0.0,
+      grad_clip_norm=0.0,
+      lr=0.1,
+  )
+  return opt_config("constant", warmup=0, **{**settings, **overrides})
+
+
+def big_vision_decay_rate(t: int) -> float:
+  """train_vit_g.py's Adafactor second-moment decay at step t (from 0): optax.py:195-198."""
+  return min(0.999, 1.0 - (t + 1) ** -0.8)
+
+
+def adafactor_reference(grads, start_step=0):
+  """The updates big_vision's scale_by_adafactor makes for one parameter's gradients, from
+  Shazeer & Stern 2018 (Algorithm 4) with big_vision's decay and eps 1e-30, momentum 0.9 as an
+  EMA without debiasing: a matrix whose two dimensions are both >= 32 keeps the means of g^2 over
+  its rows and over its columns, and its second moment is their outer product over their mean;
+  anything else keeps g^2 itself."""
+  shape = grads[0].shape
+  factored = len(shape) == 2 and min(shape) >= 32
+  row = col = v = None
+  m = np.zeros(shape)
+  updates = []
+  for i, g in enumerate(grads):
+    beta2 = big_vision_decay_rate(start_step + i)
+    g2 = np.asarray(g, np.float64) ** 2 + 1e-30
+    if factored:
+      new_row, new_col = g2.mean(axis=1), g2.mean(axis=0)
+      row = new_row if row is None else beta2 * row + (1 - beta2) * new_row
+      col = new_col if col is None else beta2 * col + (1 - beta2) * new_col
+      v_hat = np.outer(row, col) / row.mean()
+    else:
+      v = g2 if v is None else beta2 * v + (1 - beta2) * g2
+      v_hat = v
+    m = 0.9 * m + 0.1 * g / np.sqrt(v_hat)
+    updates.append(m)
+  return updates
+
+
+def adafactor_grads(shape, steps=3):
+  rng = np.random.default_rng(0)
+  return [rng.normal(size=shape).astype(np.float32) * (1 + i) for i in range(steps)]
+
+
+@pytest.mark.parametrize(
+    "shape, factored",
+    [((64, 48), True), ((48, 64), True), ((64, 16), False), ((40,), False), ((8, 8), False)],
+)
+def test_adafactor_matches_big_visions_formulas(shape, factored):
+  tx, _ = optimizer.build_optimizer(adafactor_config(), total_steps=10)
+  params = {"w": np.zeros(shape, np.float32)}
+  state = tx.init(params)
+  rms_state = state[0][0]
+  # A factored second moment keeps one value per row and per column, not one per entry.
+  assert np.size(rms_state.v["w"]) == (1 if factored else np.prod(shape))
+  assert np.size(rms_state.v_row["w"]) + np.size(rms_state.v_col["w"]) == (
+      sum(shape) if factored else 2
+  )
+  grads = adafactor_grads(shape)
+  # The first step's decay rate is 0 (v = g^2), then 1 - 2^-0.8, 1 - 3^-0.8.
+  for t, (g, want) in enumerate(zip(grads, adafactor_reference(grads))):
+    update, state = tx.update({"w": g}, state, params)
+    # rtol: the momentum is stored in bfloat16 (8 bits of mantissa).
+    np.testing.assert_allclose(update["w"], -0.1 * want, rtol=1e-2, atol=1e-3, err_msg=t)
+  assert state[0][1].ema["w"].dtype == np.dtype("bfloat16")
+
+
+def test_adafactor_decay_rate_is_capped_at_0_999():
+  """From step 5,623 on, 1 - (t + 1)^-0.8 passes 0.999: the second moment then decays at 0.999."""
+  assert big_vision_decay_rate(20_000) == 0.999
+  tx, _ = optimizer.build_optimizer(adafactor_config(momentum=0.0), total_steps=30_000)
+  params = {"w": np.zeros((64, 48), np.float32)}
+  state = tx.init(params)
+  grads = adafactor_grads((64, 48), steps=2)
+  state = ((state[0][0]._replace(count=np.int32(19_999)),), *state[1:])
+  _, state = tx.update({"w": grads[0]}, state, params)  # step 19,999 from zero moments
+  update, _ = tx.update({"w": grads[1]}, state, params)  # step 20,000
+  row, col = (grads[0] ** 2).mean(1) * 0.001, (grads[0] ** 2).mean(0) * 0.001
+  row = 0.999 * row + 0.001 * (grads[1] ** 2).mean(1)
+  col = 0.999 * col + 0.001 * (grads[1] ** 2).mean(0)
+  want = grads[1] / np.sqrt(np.outer(row, col) / row.mean())
+  np.testing.assert_allclose(update["w"], -0.1 * want, rtol=1e-4)
+
+
+def state_bytes(tx, params) -> int:
+  return sum(leaf.nbytes for leaf in jax.tree.leaves(tx.init(params)))
+
+
+def test_adafactor_state_is_smaller_than_adams_for_a_matrix():
+  """A 1024 x 4096 kernel: Adam keeps a bf16 first moment and an fp32 second moment (6 bytes an
+  entry); Adafactor its bf16 momentum and 1024 + 4096 second-moment values."""
+  params = {"w": np.zeros((1024, 4096), np.float32)}
+  n = 1024 * 4096
+  adam, _ = optimizer.build_optimizer(adafactor_config(name="adamw"), total_steps=10)
+  adafactor, _ = optimizer.build_optimizer(adafactor_config(), total_steps=10)
+  assert state_bytes(adam, params) >= 6 * n
+  assert state_bytes(adafactor, params) <= 2 * n + 4 * (1024 + 4096) + 64
+
+
+def test_big_visions_weight_decay_follows_the_schedule_and_decays_the_head_100x():
+  """big_vision optax.py make: lr x the optimizer's update (line 115) plus wd x mult x param
+  (lines 132-138), both times the schedule's factor (lines 88-90), negated: the decay is not
+  scaled by lr. train_vit_g.py:73-77: wd 0.03 x 8e-4, 100x on head/kernel."""
+  lr, wd, warmup = 8e-4, 0.03 * 8e-4, 4
+  config = adafactor_config(
+      lr=lr,
+      weight_decay=wd,
+      decoupled_weight_decay=True,
+      head_weight_decay_mult=100.0,
+      momentum=0.0,
+  )
+  config.update(schedule="rsqrt", warmup_steps=warmup, rsqrt_timescale=10)
+  tx, schedule = optimizer.build_optimizer(config, total_steps=100)
+  params = {
+      "head": {"kernel": np.full((4, 3), 2.0, np.float32), "bias": np.ones(3, np.float32)},
+      "Dense_0": {"kernel": np.full((4, 4), 3.0, np.float32)},
+  }
+  zeros = jax.tree.map(np.zeros_like, params)
+  state = tx.init(params)
+  for step in range(6):
+    update, state = tx.update(zeros, state, params)  # zero gradients: only the decay moves
+    factor = float(schedule(step)) / lr  # the schedule's multiplier, big_vision's
+    np.testing.assert_allclose(update["head"]["kernel"], -factor * wd * 100 * 2.0, rtol=1e-5)
+    np.testing.assert_allclose(update["Dense_0"]["kernel"], -factor * wd * 3.0, rtol=1e-5)
+    np.testing.assert_allclose(update["head"]["bias"], 0.0)
+
+
+def test_a_head_decay_multiplier_needs_a_head():
+  config = adafactor_config(weight_decay=1e-4, head_weight_decay_mult=10.0)
+  tx, _ = optimizer.build_optimizer(config, total_steps=10)
+  with pytest.raises(errors.ConfigError, match="head_weight_decay_mult"):
+    tx.init({"Dense_0": {"kernel": np.zeros((4, 4), np.float32)}})

@@ -60,6 +60,7 @@ AT_LEAST = {
     "optimizer.lr": (0, False),
     "optimizer.warmup_steps": (0, False),
     "optimizer.weight_decay": (0, False),
+    "optimizer.head_weight_decay_mult": (0, False),
     "optimizer.grad_clip_norm": (0, False),
     "optimizer.end_lr_ratio": (0, False),
     "optimizer.eps": (0, False),
@@ -88,8 +89,10 @@ def training_defaults() -> ml_collections.ConfigDict:
           b2=0.999,
           eps=1e-8,  # Adam's epsilon (optax's default)
           bias_correction=True,  # Adam's 1 / (1 - b^t) (False: BERT's AdamWeightDecayOptimizer)
-          momentum=0.9,  # sgd only
+          momentum=0.9,  # sgd and adafactor (adafactor: an EMA of its updates; 0: none)
           weight_decay=1e-4,
+          # The classifier head's weights decay at weight_decay x this (big_vision's wd_mults).
+          head_weight_decay_mult=1.0,
           # True: decay scaled by the schedule only, not by the peak lr (big_vision's "decoupled").
           decoupled_weight_decay=False,
           grad_clip_norm=1.0,  # 0 disables clipping
@@ -101,9 +104,8 @@ def training_defaults() -> ml_collections.ConfigDict:
           # cooldown_shape (training/optimizer.py COOLDOWN_SHAPES)
           cooldown_steps=0,
           cooldown_shape="linear",
-          mu_dtype=placeholder(
-              str
-          ),  # optimizer-state dtype of the first moment; None: params' dtype
+          # dtype of the first moment (adamw) or momentum (sgd, adafactor); None: the params'
+          mu_dtype=placeholder(str),
       )
   )
   # An exponential moving average of the params, trained, saved, evaluated (NAME_ema/metric) and

@@ -1,7 +1,7 @@
 """docs/pod.md's table of the paper recipes compiled on their slices: the rows and their commands,
 and a row's markdown from its compile report. `python -m vit_jax.compile --table` compiles every
-row and prints the table and the commands; tests/scale/test_aot_tpu.py reruns rows' commands and
-checks that they reproduce their rows.
+row and prints the table and the commands (with `--table_row=NAME`, only that row and its line);
+tests/scale/test_aot_tpu.py reruns rows' commands and checks that they reproduce their rows.
 """
 
 from absl import flags
@@ -21,6 +21,8 @@ ROWS = (
     ("ViT-S/16, ImageNet-21k", ("--config=configs/vit.py:dataset=imagenet21k,variant=S/16",)),
     ("ViT-B/16, ImageNet-21k", ("--config=configs/vit.py:dataset=imagenet21k,variant=B/16",)),
     ("ViT-L/16, ImageNet-21k", ("--config=configs/vit.py:dataset=imagenet21k,variant=L/16",)),
+    ("ViT-g/14, ImageNet-21k", ("--config=configs/vit.py:dataset=imagenet21k,variant=g/14",)),
+    ("ViT-G/14, ImageNet-21k", ("--config=configs/vit.py:dataset=imagenet21k,variant=G/14",)),
     (
         "GPT-2 124M",
         (

@@ -1,4 +1,5 @@
-"""optax optimizers from a config: AdamW or SGD, warmup + decay schedule, clipping, decay mask."""
+"""optax optimizers from a config: AdamW, SGD or Adafactor, warmup + decay schedule, clipping,
+decay mask."""
 
 import flax.traverse_util
 import jax
@@ -7,7 +8,7 @@ import optax
 
 from vit_jax import errors
 
-OPTIMIZERS = ("adamw", "sgd")
+OPTIMIZERS = ("adamw", "sgd", "adafactor")
 SCHEDULES = ("cosine", "linear", "constant", "rsqrt", "wsd")  # after the linear warmup
 COOLDOWN_SHAPES = ("linear", "cosine", "1-sqrt")
 # The schedules whose rate before the cooldown does not depend on total_steps: a run of one can
@@ -15,6 +16,17 @@ COOLDOWN_SHAPES = ("linear", "cosine", "1-sqrt")
 BRANCHABLE_SCHEDULES = ("constant", "rsqrt", "wsd")
 # Parameters that weight decay leaves alone: biases, norm scales, position embeddings, tokens.
 NO_DECAY_NAMES = ("bias", "scale", "pos_embedding", "cls", "probe", "output_bias")
+# The classifier's module in the image models (ViT, ResNet, Mixer): optimizer.head_weight_decay_mult
+# scales its decay.
+HEAD = "head"
+
+# big_vision optax.py:187-192, scale_by_adafactor's defaults (train_vit_g.py:70 keeps them): the
+# second moment of every matrix whose two largest dimensions are both >= 32 is factored into row
+# and column means; its decay rate at step t (from 0) is min(0.999, 1 - (t + 1)^-0.8).
+ADAFACTOR_MIN_DIM_TO_FACTOR = 32
+ADAFACTOR_DECAY_EXPONENT = 0.8
+ADAFACTOR_BETA2_CAP = 0.999
+ADAFACTOR_EPS = 1e-30  # added to the squared gradients
 
 
 def _decay(opt_cfg, decay_steps: int):
@@ -92,11 +104,45 @@ def schedule_problems(opt_cfg, total_steps: int) -> list[str]:
   return problems
 
 
-def decay_mask(params):
-  """True for the weights that get weight decay (kernels and embeddings)."""
+def decay_mask(params, in_head: bool | None = None):
+  """True for the weights that get weight decay (kernels and embeddings); `in_head` True or False:
+  only those inside, or outside, the classifier head (module HEAD)."""
   flat = flax.traverse_util.flatten_dict(params)
-  mask = {path: path[-1] not in NO_DECAY_NAMES for path in flat}
+  if in_head is not None and not any(path[0] == HEAD for path in flat):
+    raise errors.ConfigError(
+        f"--config.optimizer.head_weight_decay_mult scales the decay of the {HEAD!r} module's "
+        f"weights, and this model has none; leave it at 1."
+    )
+  mask = {
+      path: path[-1] not in NO_DECAY_NAMES and (in_head is None or (path[0] == HEAD) == in_head)
+      for path in flat
+  }
   return flax.traverse_util.unflatten_dict(mask)
+
+
+def scale_by_adafactor(momentum: float, momentum_dtype=None):
+  """big_vision's Adafactor (optax.py:187-214, scale_by_adafactor) without its block-RMS clipping
+  (off by default there): the gradient over the root of a factored second moment
+  (ADAFACTOR_* above), then momentum as an EMA without debiasing (m = momentum m + (1 - momentum)
+  u) kept in `momentum_dtype` (big_vision: bfloat16); momentum 0: none."""
+
+  def decay_rate(step, exponent):
+    t_plus_1 = jnp.asarray(step, jnp.float32) + 1.0
+    return jnp.minimum(ADAFACTOR_BETA2_CAP, 1.0 - t_plus_1 ** (-exponent))
+
+  parts = [
+      optax.scale_by_factored_rms(
+          factored=True,
+          decay_rate=ADAFACTOR_DECAY_EXPONENT,
+          step_offset=0,
+          min_dim_size_to_factor=ADAFACTOR_MIN_DIM_TO_FACTOR,
+          epsilon=ADAFACTOR_EPS,
+          decay_rate_fn=decay_rate,
+      )
+  ]
+  if momentum:
+    parts.append(optax.ema(momentum, debias=False, accumulator_dtype=momentum_dtype))
+  return optax.chain(*parts)
 
 
 def scale_by_adam_without_bias_correction(b1: float, b2: float, eps: float, mu_dtype=None):
@@ -131,6 +177,8 @@ def build_optimizer(opt_cfg, total_steps: int):
   elif opt_cfg.name == "sgd":
     if opt_cfg.momentum:
       parts.append(optax.trace(decay=opt_cfg.momentum, accumulator_dtype=opt_cfg.mu_dtype))
+  elif opt_cfg.name == "adafactor":
+    parts.append(scale_by_adafactor(opt_cfg.momentum, opt_cfg.mu_dtype))
   else:
     raise errors.ConfigError(
         f"Unknown optimizer {opt_cfg.name!r}; choose one of {', '.join(OPTIMIZERS)}."
@@ -142,6 +190,13 @@ def build_optimizer(opt_cfg, total_steps: int):
         if opt_cfg.decoupled_weight_decay
         else opt_cfg.weight_decay
     )
-    parts.append(optax.add_decayed_weights(rate, mask=decay_mask))
+    head_mult = opt_cfg.head_weight_decay_mult
+    if head_mult == 1:
+      parts.append(optax.add_decayed_weights(rate, mask=decay_mask))
+    else:  # as big_vision's wd_mults (optax.py:132-138): the head's kernel decays at rate x mult
+      parts.append(optax.add_decayed_weights(rate, mask=lambda p: decay_mask(p, in_head=False)))
+      parts.append(
+          optax.add_decayed_weights(rate * head_mult, mask=lambda p: decay_mask(p, in_head=True))
+      )
   parts.append(optax.scale_by_learning_rate(schedule))
   return optax.chain(*parts), schedule
