@@ -122,7 +122,7 @@ def _with_budgets(combo: dict, fraction: float, path: str) -> list[dict]:
   """An entry's runs for its "budgets": the long run first (the largest budget), then a cooldown
   branch per smaller budget, which names the long run by its index in the returned list."""
   budgets = [b if isinstance(b, dict) else {"total_steps": b} for b in combo.pop("budgets")]
-  steps = [b.get("total_steps") for b in budgets]
+  steps = [b["total_steps"] if "total_steps" in b else None for b in budgets]
   if not steps or any(type(t) is not int or t < 1 for t in steps) or len(set(steps)) < len(steps):
     raise errors.ConfigError(
         f"{path}: budgets={steps} must be distinct total_steps >= 1, one per budget."

@@ -39,7 +39,6 @@ from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import attention
 from vit_jax.models import build_model
-from vit_jax.training import branch
 from vit_jax.training import ema
 from vit_jax.training import flops
 from vit_jax.training import host_input
@@ -422,6 +421,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       )
       state[checkpoint.EMA_PARAMS] = _start_ema(state["params"], state_shardings)
   elif config.branch_from:  # the parent's state at the branch point; the parent is only read
+    from vit_jax.training import branch  # pylint: disable=g-import-not-at-top  (only a branch)
+
     state = branch.restore(config, setup.sharded_abstract_state(), ckpt.record)
     print(f"Branched from {branch.step_dir(config.branch_from)}.", flush=True)
   else:
