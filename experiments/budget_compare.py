@@ -22,6 +22,7 @@ matplotlib.use("Agg")  # files only, no display
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import matplotlib.pyplot as plt
 
+from vit_jax import errors
 from vit_jax.sweep import collect
 
 LABELS = {
@@ -40,8 +41,8 @@ def compare(per_budget: list[dict], branches: list[dict], metric: str) -> dict:
   ours = {r["run"]: r for r in branches}
   missing = sorted({r["run"] for r in per_budget} ^ set(ours))
   if missing:
-    raise SystemExit(
-        f"error: the sweeps' runs differ ({', '.join(missing[:4])}); compare the same runs"
+    raise errors.DataError(
+        f"the sweeps' runs differ ({', '.join(missing[:4])}); compare two sweeps of the same runs."
     )
   key = f"final_{metric}"
   runs = {
@@ -79,10 +80,10 @@ def plot(result: dict, path: str) -> None:
     axes.plot(
         flops, [p[2] for p in points], "s--", color=colour, label=f"{model}: cooldown branches"
     )
-  ratio = result["cost_ratio"]
+  ratio, per_budget = result["cost_ratio"], result["cost_flops"]["per_budget"]
   axes.set_title(
       f"Each budget trained alone (solid) or branched from one run per model (dashed)\n"
-      f"branches cost {ratio:.0%} of the per-budget runs' {result['cost_flops']['per_budget']:.3g} FLOPs",
+      f"branches cost {ratio:.0%} of the per-budget runs' {per_budget:.3g} FLOPs",
       fontsize=10,
   )
   axes.set_xscale("log")
@@ -103,11 +104,12 @@ def main():
   parser.add_argument("--metric", default="error", choices=tuple(collect.METRIC_KEYS))
   parser.add_argument("--out", required=True)
   options = parser.parse_args()
-  result = compare(
-      collect.read_csv(os.path.join(options.per_budget, collect.RUNS_CSV)),
-      collect.read_csv(os.path.join(options.branches, collect.RUNS_CSV)),
-      options.metric,
-  )
+  with errors.exit_on_user_error():
+    result = compare(
+        collect.read_csv(os.path.join(options.per_budget, collect.RUNS_CSV)),
+        collect.read_csv(os.path.join(options.branches, collect.RUNS_CSV)),
+        options.metric,
+    )
   os.makedirs(options.out, exist_ok=True)
   plot(result, os.path.join(options.out, "budget_compare.png"))
   with open(os.path.join(options.out, "budget_compare.json"), "w", encoding="utf-8") as f:

@@ -4,6 +4,7 @@ sweeps must hold the same runs."""
 import pytest
 
 from experiments import budget_compare
+from vit_jax import errors
 
 
 def row(run, flops, final, own=None, branched_at=0):
@@ -33,5 +34,5 @@ def test_the_cost_counts_each_branch_from_its_branch_point():
 
 
 def test_sweeps_of_other_runs_are_refused():
-  with pytest.raises(SystemExit, match="the sweeps' runs differ"):
+  with pytest.raises(errors.DataError, match="the sweeps' runs differ"):
     budget_compare.compare([row("a", 1, 0.5)], [row("b", 1, 0.5)], "error")
