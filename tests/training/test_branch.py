@@ -104,3 +104,25 @@ def test_the_command_line_names_the_problem_in_one_line(tmp_path):
   assert done.returncode == 2
   errors_seen = [line for line in done.stderr.splitlines() if line.startswith("error")]
   assert len(errors_seen) == 1 and "has no finished checkpoint at step 100" in errors_seen[0]
+
+
+@pytest.mark.slow  # 2 more tiny runs and a bucket
+def test_a_branch_reads_its_parent_from_a_bucket(digits_dir, parent, gcs, tmp_path):
+  """The parent in gs:// (as a pod job's workdir), the branch local: the same state as the branch
+  of the local parent."""
+  bucket_parent = gcs.new_dir("parent")
+  train.train_and_evaluate(
+      config(digits_dir, PARENT_STEPS, 4, keep_checkpoint_steps=(BRANCH_POINT,)), bucket_parent
+  )
+  local, from_bucket = str(tmp_path / "local"), str(tmp_path / "from_bucket")
+  for branch_from, workdir in ((parent, local), (bucket_parent, from_bucket)):
+    train.train_and_evaluate(
+        config(
+            digits_dir, BRANCH_STEPS, BRANCH_COOLDOWN, branch_from=f"{branch_from}:{BRANCH_POINT}"
+        ),
+        workdir,
+    )
+  want = tiny_configs.read_state(local, BRANCH_STEPS)
+  got = tiny_configs.read_state(from_bucket, BRANCH_STEPS)
+  for key in want:
+    np.testing.assert_array_equal(got[key], want[key], err_msg=key)
