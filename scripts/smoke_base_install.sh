@@ -62,6 +62,14 @@ check gpt "$python" -m vit_jax.main --config=configs/gpt.py:runlocal --workdir="
 check generate "$python" -m vit_jax.generate --workdir="$tmp/gpt" --prompt="The module" \
   --max_new_tokens=10
 expect_line generate "The module"
+# A cooldown branched off a longer run's kept checkpoint (README: branch_from).
+schedule=(--config.optimizer.schedule=rsqrt --config.optimizer.cooldown_steps=2)
+check long_run "$python" -m vit_jax.main --config=configs/gpt.py:runlocal "${schedule[@]}" \
+  --config.total_steps=8 --config.keep_checkpoint_steps="(4,)" --workdir="$tmp/long"
+check branch "$python" -m vit_jax.main --config=configs/gpt.py:runlocal "${schedule[@]}" \
+  --config.total_steps=6 --config.branch_from="$tmp/long:4" --workdir="$tmp/branch"
+expect_line branch "Branched from"
+expect "$tmp/long/checkpoints/4" "$tmp/branch/checkpoints/6"
 check bert "$python" -m vit_jax.main --config=configs/bert.py:runlocal --workdir="$tmp/bert"
 check seq2seq "$python" -m vit_jax.main --config=configs/seq2seq.py:runlocal --workdir="$tmp/s2s"
 check generate_beam "$python" -m vit_jax.generate --workdir="$tmp/s2s" --prompt=helloworld \
