@@ -32,14 +32,5 @@ def get_sweep():
       for width, depth in cosine.shapes.MODELS
   ]
   return ml_collections.ConfigDict(
-      dict(
-          config="configs/vit.py:dataset=synthetic_shapes",
-          fixed=FIXED,
-          runs=runs,
-          name="vit-w{model.width}d{model.depth}-s{total_steps}",
-          metric="error",
-          fits=("compute",),
-          cooldown_fraction=0.2,
-      ),
-      allow_dotted_keys=True,
+      dict(cosine.SHARED, fixed=FIXED, runs=runs, cooldown_fraction=0.2), allow_dotted_keys=True
   )

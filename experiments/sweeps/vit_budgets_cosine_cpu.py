@@ -28,20 +28,19 @@ def budget_settings(steps: int) -> dict:
   return {"total_steps": steps, "eval_every": steps // 2, "log_every": steps // 2}
 
 
+# What the two sweeps of the comparison share beside their runs and schedule.
+SHARED = dict(
+    config="configs/vit.py:dataset=synthetic_shapes",
+    name="vit-w{model.width}d{model.depth}-s{total_steps}",
+    metric="error",
+    fits=("compute",),
+)
+
+
 def get_sweep():
   runs = [
       {**shapes.vit(width, depth), **budget_settings(steps)}
       for width, depth in shapes.MODELS
       for steps in BUDGET_STEPS
   ]
-  return ml_collections.ConfigDict(
-      dict(
-          config="configs/vit.py:dataset=synthetic_shapes",
-          fixed=FIXED,
-          runs=runs,
-          name="vit-w{model.width}d{model.depth}-s{total_steps}",
-          metric="error",
-          fits=("compute",),
-      ),
-      allow_dotted_keys=True,
-  )
+  return ml_collections.ConfigDict(dict(SHARED, fixed=FIXED, runs=runs), allow_dotted_keys=True)
