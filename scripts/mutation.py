@@ -167,6 +167,10 @@ TARGETS = {
     "vit_jax/data/text/batches.py": (["tests/data/text/test_batches.py"], None),
     "vit_jax/tasks/classification.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_common.py": (TASK_TESTS, LOSS_SCOPE),
+    "vit_jax/tasks/token_cross_entropy.py": (
+        ["tests/tasks/test_token_cross_entropy.py", *TASK_TESTS],
+        None,
+    ),
     "vit_jax/tasks/causal_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),

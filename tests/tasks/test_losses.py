@@ -12,7 +12,7 @@ from tests.tasks import test_eval_sums as cases
 from vit_jax.tasks import classification
 from vit_jax.tasks import seq2seq
 from vit_jax.tasks import text_classification
-from vit_jax.tasks import text_common
+from vit_jax.tasks import token_cross_entropy
 
 RNG = np.random.default_rng(0)
 
@@ -160,7 +160,7 @@ def test_token_loss_is_per_weighted_token(task):
 def test_weighted_cross_entropy_sums_weighted_tokens():
   logits, batch = token_batch()
   weights = batch["weights"] * 0.5
-  nll, correct = text_common.weighted_cross_entropy(logits, batch["targets"], weights)
+  nll, correct = token_cross_entropy.weighted_cross_entropy(logits, batch["targets"], weights)
   np.testing.assert_allclose(float(nll), (nll_of(logits, batch["targets"]) * weights).sum(), 1e-5)
   hits = (logits.argmax(-1) == batch["targets"]) * weights
   np.testing.assert_allclose(float(correct), hits.sum())

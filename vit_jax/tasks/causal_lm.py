@@ -9,6 +9,7 @@ from vit_jax.data.text import batches
 from vit_jax.data.text import corpus
 from vit_jax.data.text import stream
 from vit_jax.tasks import text_common
+from vit_jax.tasks import token_cross_entropy
 
 
 class CausalLM(text_common.TokenLossTask):
@@ -72,7 +73,7 @@ class CausalLM(text_common.TokenLossTask):
     return batch["inputs"], batch["positions"], batch["segment_ids"]
 
   def eval_sums(self, logits_BxLxV, batch):
-    nll, correct = text_common.weighted_cross_entropy(
+    nll, correct = token_cross_entropy.weighted_cross_entropy(
         logits_BxLxV, batch["targets"], batch["weights"]
     )
     chars = jnp.sum(self.token_chars_V[batch["targets"]] * batch["weights"])

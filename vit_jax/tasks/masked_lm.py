@@ -15,6 +15,7 @@ from vit_jax.data.text import batches
 from vit_jax.data.text import datasets
 from vit_jax.data.text import masking
 from vit_jax.tasks import text_common
+from vit_jax.tasks import token_cross_entropy
 
 
 class MaskedLM(text_common.TextTask):
@@ -92,7 +93,7 @@ class MaskedLM(text_common.TextTask):
     }
 
   def loss(self, outputs, batch, totals):
-    nll, correct = text_common.weighted_cross_entropy(
+    nll, correct = token_cross_entropy.weighted_cross_entropy(
         outputs["mlm_logits"], batch["masked_targets"], batch["masked_weights"]
     )
     loss = nll / totals["masked"]
@@ -113,7 +114,7 @@ class MaskedLM(text_common.TextTask):
 
   def eval_sums(self, outputs, batch):
     weights = batch["masked_weights"]
-    nll, correct = text_common.weighted_cross_entropy(
+    nll, correct = token_cross_entropy.weighted_cross_entropy(
         outputs["mlm_logits"], batch["masked_targets"], weights
     )
     majority = jnp.sum((batch["masked_targets"] == self.most_frequent_id) * weights)

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 
 from vit_jax.data.text import seq2seq_batches
 from vit_jax.tasks import text_common
+from vit_jax.tasks import token_cross_entropy
 
 
 class Seq2Seq(text_common.TokenLossTask):
@@ -38,7 +39,9 @@ class Seq2Seq(text_common.TokenLossTask):
   @staticmethod
   def eval_sums(logits_BxTxV, batch):
     weights_BxT = batch["weights"]
-    nll, correct = text_common.weighted_cross_entropy(logits_BxTxV, batch["targets"], weights_BxT)
+    nll, correct = token_cross_entropy.weighted_cross_entropy(
+        logits_BxTxV, batch["targets"], weights_BxT
+    )
     wrong_BxT = (jnp.argmax(logits_BxTxV, -1) != batch["targets"]) & (weights_BxT > 0)
     real_B = jnp.any(weights_BxT > 0, axis=-1)
     exact_B = real_B & ~jnp.any(wrong_BxT, axis=-1)

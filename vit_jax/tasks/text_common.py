@@ -5,7 +5,6 @@ import abc
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from vit_jax import storage
 from vit_jax import workdir as workdir_lib
@@ -14,6 +13,7 @@ from vit_jax.data.text import datasets
 from vit_jax.data.text import stream
 from vit_jax.data.tokenizers import base
 from vit_jax.tasks import base as task_base
+from vit_jax.tasks import token_cross_entropy
 
 
 def tokenizer_for(config, workdir: str):
@@ -141,7 +141,9 @@ class TokenLossTask(TextTask):
     return {"tokens": jnp.maximum(jnp.sum(batch["weights"]), 1.0)}
 
   def loss(self, logits_BxLxV, batch, totals):
-    nll, correct = weighted_cross_entropy(logits_BxLxV, batch["targets"], batch["weights"])
+    nll, correct = token_cross_entropy.weighted_cross_entropy(
+        logits_BxLxV, batch["targets"], batch["weights"]
+    )
     return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
 
 
@@ -158,12 +160,3 @@ def token_char_counts(tokenizer) -> np.ndarray:
       [0 if i in special else len(tokenizer.decode([i])) for i in range(tokenizer.vocab_size)],
       np.float32,
   )
-
-
-def weighted_cross_entropy(logits_BxLxV, targets_BxL, weights_BxL):
-  """(sum of weighted token losses, sum of weighted correct predictions)."""
-  nll_BxL = optax.softmax_cross_entropy_with_integer_labels(
-      logits_BxLxV.astype(jnp.float32), targets_BxL
-  )
-  correct_BxL = (jnp.argmax(logits_BxLxV, -1) == targets_BxL).astype(jnp.float32)
-  return jnp.sum(nll_BxL * weights_BxL), jnp.sum(correct_BxL * weights_BxL)
