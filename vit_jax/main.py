@@ -56,6 +56,9 @@ def main(argv):
   mesh.initialize(
       FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id, FLAGS.heartbeat_timeout
   )
+  note = startup.slow_gpu_scatter_note()  # after the backend may start (multi-process: above)
+  if note and jax.process_index() == 0:
+    print(note, file=sys.stderr)
   try:
     with errors.exit_on_user_error(where=FLAGS.workdir):
       result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)

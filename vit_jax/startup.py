@@ -11,7 +11,8 @@ them all again, set VIT_JAX_VERBOSE=1 or pass absl's --verbosity (main, generate
 data package calls it on import, before any TF op can run.
 
 `use_compilation_cache(path)` points JAX's persistent compilation cache at `path` (the trainer:
-WORKDIR/compilation_cache unless `--config.compilation_cache_dir` says otherwise), so a restarted
+`compilation_cache_path`, WORKDIR/compilation_cache unless `--config.compilation_cache_dir` or
+JAX_COMPILATION_CACHE_DIR says otherwise), so a restarted
 or resumed run loads its compiled programs instead of compiling them again. Programs that took
 less than `CACHE_MIN_COMPILE_SECS` to compile are not written: reading them back would save
 little. Only process 0 of a multi-process job writes entries (JAX's rule); every process reads.
@@ -116,7 +117,41 @@ def set_cpu_xla_defaults() -> None:
     os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
 
 
+# jaxlib releases whose NVIDIA GPU build adds an fp32 scatter's updates with a compare-and-swap
+# loop (openxla/xla issue 46225, jax-ml/jax issue 38806), from the first to the fixed one.
+SLOW_GPU_SCATTER_JAXLIB = ((0, 10, 2), (0, 11, 1))
+
+
+def slow_gpu_scatter_note() -> str | None:
+  """A one-line note when this process runs on a GPU with one of those jaxlibs, else None."""
+  # pylint: disable-next=g-import-not-at-top  (jax starts only when a command asks for it)
+  import jax
+  import jaxlib
+
+  if jax.default_backend() != "gpu":
+    return None
+  version = tuple(int(part) for part in jaxlib.__version__.split(".")[:3] if part.isdigit())
+  first, fixed = SLOW_GPU_SCATTER_JAXLIB
+  if not first <= version < fixed:
+    return None
+  return (
+      f"note: jaxlib {jaxlib.__version__} adds scatters on a GPU with a slow compare-and-swap loop "
+      f"(fixed in {'.'.join(map(str, fixed))}): steps whose gradients scatter (token embeddings) "
+      "run slower; upgrade with pip install -e '.[cuda]'"
+  )
+
+
 CACHE_MIN_COMPILE_SECS = 0.5
+
+
+def compilation_cache_path(configured: str | None, workdir_cache: str) -> str | None:
+  """The persistent compilation cache a run uses: `configured` (`--config.compilation_cache_dir`)
+  when given, "" meaning none; else JAX's own JAX_COMPILATION_CACHE_DIR when set, one cache that
+  every run on a machine shares (a sweep's runs, a CI job's); else `workdir_cache`, the
+  workdir's own."""
+  if configured is not None:
+    return configured or None
+  return os.environ.get("JAX_COMPILATION_CACHE_DIR") or workdir_cache
 
 
 def use_compilation_cache(path: str | None) -> None:

@@ -101,7 +101,7 @@ def test_under_a_mesh_splash_runs_per_device_and_matches_the_reference():
         ("gpu", jnp.float16, 128, 1024, "cudnn"),
         ("gpu", jnp.float32, 64, 1024, "xla"),  # cuDNN's fused attention takes no float32
         ("gpu", jnp.bfloat16, 12, 1024, "xla"),  # head width not a multiple of 8
-        ("gpu", jnp.bfloat16, 64, 197, "xla"),  # ViT-B/16: cuDNN's training kernel refuses it
+        ("gpu", jnp.bfloat16, 64, 197, "cudnn"),  # ViT-B/16: padded to an even length
         ("cpu", jnp.bfloat16, 64, 1024, "xla"),
     ],
 )
@@ -109,6 +109,16 @@ def test_auto_picks_the_kernel_of_the_platform(platform, dtype, head_dim, tokens
   spec = masks.MaskSpec(causal=True)
   chosen = attention.choose_implementation(
       "auto", platform, dtype, head_dim, tokens, tokens, spec, False
+  )
+  assert chosen == expected
+
+
+@pytest.mark.parametrize("tokens, expected", [(197, "xla"), (198, "cudnn")])
+def test_auto_on_gpu_leaves_odd_lengths_with_a_mask_beyond_causality_to_xla(tokens, expected):
+  """Padding hides keys by the kernel's key lengths, which packed segments cannot use."""
+  spec = masks.MaskSpec(causal=True).with_segments(jnp.ones((2, tokens), jnp.int32))
+  chosen = attention.choose_implementation(
+      "auto", "gpu", jnp.bfloat16, 64, tokens, tokens, spec, False
   )
   assert chosen == expected
 

@@ -31,7 +31,8 @@ IMPLEMENTATIONS = ("auto", "xla", "cudnn", "splash", "einsum", "chunked")
 CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)  # cuDNN's fused attention takes no float32
 CUDNN_MAX_HEAD_DIM = 128  # 256 on Hopper and later; 128 holds on every GPU cuDNN supports
 # JAX's cuDNN training kernels refuse odd sequence lengths (with a mask; on an H200 with jax
-# 0.11.2 also without one: ViT-B/16's 197 tokens raised NotImplementedError).
+# 0.11.2 also without one: ViT-B/16's 197 tokens raised NotImplementedError). An attention that
+# only causality masks is padded to the next multiple (`cudnn_attention`); masked ones go to XLA.
 CUDNN_LENGTH_MULTIPLE = 2
 
 
@@ -80,8 +81,10 @@ def choose_implementation(
         requested = "xla"
     elif platform == "gpu" and jnp.dtype(dtype) in CUDNN_DTYPES:
       takes = head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM
-      takes = takes and q_len % CUDNN_LENGTH_MULTIPLE == 0 and kv_len % CUDNN_LENGTH_MULTIPLE == 0
-      requested = "cudnn" if takes else "xla"
+      lengths_fit = q_len % CUDNN_LENGTH_MULTIPLE == 0 and kv_len % CUDNN_LENGTH_MULTIPLE == 0
+      parts = (spec.q_segment_ids_BxT, spec.kv_segment_ids_BxS, spec.q_valid_BxT, spec.kv_valid_BxS)
+      only_causal = not dense_mask and all(part is None for part in parts)
+      requested = "cudnn" if takes and (lengths_fit or only_causal) else "xla"
     else:
       requested = "xla"
   if requested == "splash":
@@ -161,6 +164,37 @@ def xla_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None):
   return jnp.einsum("bhts,bshk->bthk", probs_BxHxTxS, v_BxSxHxK)
 
 
+def cudnn_attention(
+    q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, spec: masks_lib.MaskSpec, mask=None, kv_length=None
+):
+  """cuDNN's fused attention (jax.nn.dot_product_attention's), with the mask by its parts.
+
+  cuDNN skips the masked triangle given `is_causal` (its causal is s <= t, MaskSpec's when
+  T == S); segments and padding have no flag that fits any pattern, so they go in as a dense
+  mask, which cuDNN adds as a bias inside the fused kernel. `kv_length`: the keys from it on are
+  padding, hidden by the kernel's own key lengths (no bias); MultiHeadAttention pads lengths
+  cuDNN refuses so (see CUDNN_LENGTH_MULTIPLE), and then passes no other mask.
+  """
+  batch, q_len, kv_len = q_BxTxHxK.shape[0], q_BxTxHxK.shape[1], k_BxSxHxK.shape[1]
+  is_causal = spec.causal and q_len == kv_len
+  rest = spec.replace(causal=spec.causal and not is_causal)
+  mask = masks_lib.combine(mask, rest.dense(batch, q_len, kv_len))
+  lengths = None
+  if kv_length is not None:
+    if mask is not None:
+      raise ValueError("cudnn_attention: kv_length is for inputs masked by causality alone")
+    lengths = jnp.full((batch,), kv_length, jnp.int32)
+  return jax.nn.dot_product_attention(
+      q_BxTxHxK,
+      k_BxSxHxK,
+      v_BxSxHxK,
+      mask=mask,
+      is_causal=is_causal,
+      key_value_seq_lengths=lengths,
+      implementation="cudnn",
+  )
+
+
 class MultiHeadAttention(nn.Module):
   """Multi-head attention. Self-attention when `inputs_kv` is None, cross-attention otherwise.
 
@@ -233,11 +267,6 @@ class MultiHeadAttention(nn.Module):
           name=name,
       )
 
-    q_BxTxHxK = projection("query")(inputs_q_BxTxD)
-    k_BxSxHxK = projection("key")(inputs_kv_BxSxD)
-    v_BxSxHxK = projection("value")(inputs_kv_BxSxD)
-
-    batch, q_len = inputs_q_BxTxD.shape[:2]
     spec = masks_lib.MaskSpec()
     if isinstance(mask, masks_lib.MaskSpec):
       if self.decode:
@@ -246,6 +275,40 @@ class MultiHeadAttention(nn.Module):
             "(B, 1, T, max_len) mask or None, not a MaskSpec."
         )
       spec, mask = mask, None
+    use_dropout = self.dropout_rate > 0.0 and not deterministic
+    batch, q_len = inputs_q_BxTxD.shape[:2]
+    real_kv_len = inputs_kv_BxSxD.shape[1]
+    # cuDNN takes even lengths only: an attention it would run, masked by causality alone (ViT's
+    # 197 tokens), gets its inputs padded here, before the projections, where XLA fuses the pad
+    # into whatever made the inputs (and the slice of the output into what reads it); the
+    # padded keys are hidden by the kernel's key lengths, the padded queries sliced off.
+    pad_q = pad_kv = 0
+    if not (self.decode or return_weights or use_dropout):
+      early = choose_implementation(
+          self.implementation,
+          target_platform(),
+          self.dtype,
+          head_dim,
+          q_len,
+          real_kv_len,
+          spec,
+          dense_mask=mask is not None,
+      )
+      if early == "cudnn":
+        pad_q, pad_kv = (-q_len) % CUDNN_LENGTH_MULTIPLE, (-real_kv_len) % CUDNN_LENGTH_MULTIPLE
+    if pad_q or pad_kv:
+      pad = lambda x, extra: jnp.pad(x, ((0, 0), (0, extra)) + ((0, 0),) * (x.ndim - 2))
+      inputs_q_BxTxD = pad(inputs_q_BxTxD, pad_q)
+      inputs_kv_BxSxD = inputs_q_BxTxD if self_attention else pad(inputs_kv_BxSxD, pad_kv)
+      if positions_q_BxT is not None:
+        positions_q_BxT = pad(positions_q_BxT, pad_q)
+      if positions_kv_BxS is not None:
+        positions_kv_BxS = pad(positions_kv_BxS, pad_kv)
+
+    q_BxTxHxK = projection("query")(inputs_q_BxTxD)
+    k_BxSxHxK = projection("key")(inputs_kv_BxSxD)
+    v_BxSxHxK = projection("value")(inputs_kv_BxSxD)
+    q_len = inputs_q_BxTxD.shape[1]
     if self.decode:
       if not self_attention:
         raise ValueError("The KV cache is for self-attention; cross-attention keys do not grow.")
@@ -265,7 +328,6 @@ class MultiHeadAttention(nn.Module):
       if positions_kv_BxS is not None:
         k_BxSxHxK = position.apply_rope(k_BxSxHxK, positions_kv_BxS, self.rope_base)
 
-    use_dropout = self.dropout_rate > 0.0 and not deterministic
     kv_len = k_BxSxHxK.shape[1]
     masks_lib.check_mask_shape(spec, batch, self.num_heads, q_len, kv_len)
     if mask is not None:
@@ -311,14 +373,8 @@ class MultiHeadAttention(nn.Module):
           kv_valid_BxS=spec.kv_valid_BxS,
       )
     elif impl == "cudnn":
-      # cuDNN skips the masked triangle given `is_causal` (its causal is s <= t, MaskSpec's
-      # when T == S); segments and padding have no flag that fits any pattern, so they go in
-      # as a dense mask, which cuDNN adds as a bias inside the fused kernel.
-      is_causal = spec.causal and q_len == kv_len
-      rest = spec.replace(causal=spec.causal and not is_causal)
-      mask = masks_lib.combine(mask, rest.dense(batch, q_len, kv_len))
-      out_BxTxHxK = jax.nn.dot_product_attention(
-          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=mask, is_causal=is_causal, implementation="cudnn"
+      out_BxTxHxK = cudnn_attention(
+          q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, spec, mask, kv_length=real_kv_len if pad_kv else None
       )
     else:  # einsum or xla take one dense (B, 1, T, S) mask: build it here
       mask = masks_lib.combine(mask, spec.dense(batch, q_len, kv_len))
@@ -341,6 +397,8 @@ class MultiHeadAttention(nn.Module):
         kernel_init=self.out_kernel_init or self.kernel_init,
         name="out",
     )(out_BxTxHxK)
+    if pad_q:
+      out_BxTxD = out_BxTxD[:, : q_len - pad_q]
     if return_weights:
       return out_BxTxD, weights
     return out_BxTxD

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from vit_jax import errors
+from vit_jax.models import attention
 from vit_jax.models import masks
 from vit_jax.models import position
 from vit_jax.models import transformer
@@ -61,6 +62,26 @@ def _fp32_logits_backward(saved, grad_BxTxV):
 
 
 fp32_logits.defvjp(_fp32_logits_forward, _fp32_logits_backward)
+
+# Per platform, the multiple the LM head pads its vocabulary axis to. On a GPU, GPT-2's 50,257
+# leaves every row of the (V, D) table and of the (B, T, V) logits and their gradient misaligned
+# for the matrix units' wide loads, and the head's three products are a quarter of the step's
+# FLOPs; nanoGPT pads to 50,304 "for efficiency" (model.py, GPTConfig). The padded rows of the
+# table are zeros added at use, their logits sliced off before anything reads them: the
+# parameters, what is scored, sampled and exported keep the true vocabulary.
+VOCAB_PAD_MULTIPLE = {"gpu": 128}
+
+
+def lm_head_logits(h_BxTxD, embedding_VxD):
+  """fp32 logits (B, T, V) of the tied LM head, the vocabulary padded per VOCAB_PAD_MULTIPLE
+  for the products and sliced back."""
+  vocab = embedding_VxD.shape[0]
+  multiple = VOCAB_PAD_MULTIPLE.get(attention.target_platform(), 1)
+  padded = -(-vocab // multiple) * multiple
+  if padded == vocab:
+    return fp32_logits(h_BxTxD, embedding_VxD)
+  embedding_PxD = jnp.pad(embedding_VxD, ((0, padded - vocab), (0, 0)))
+  return fp32_logits(h_BxTxD, embedding_PxD)[..., :vocab]
 
 
 class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
@@ -118,15 +139,18 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     # In decode mode the init call's length is the cache size, which the table must cover too.
     transformer.sequence_length_check(length, self.max_len)
     param_dtype = jnp.dtype(self.param_dtype)
+    # Rows are looked up in the parameters' dtype, then cast: the lookup's backward pass adds
+    # the rows' gradients into the table in that dtype. Looked up in a bf16 copy of the table,
+    # that sum was a bf16 scatter-add, which GPUs run slowly (openxla/xla issue 26371).
     wte = nn.Embed(
         self.vocab_size,
         shape.width,
         embedding_init=TOKEN_INIT,
-        dtype=jnp.dtype(self.dtype),
+        dtype=param_dtype,
         param_dtype=param_dtype,
         name="wte",
     )
-    x_BxTxD = wte(tokens_BxT)
+    x_BxTxD = wte(tokens_BxT).astype(jnp.dtype(self.dtype))
 
     if self.decode:  # positions continue from where the cache stopped
       initialized = self.has_variable("cache", "position_index")
@@ -163,4 +187,4 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
       return jnp.dot(
           h_BxTxD, embedding_DxV.astype(h_BxTxD.dtype), preferred_element_type=jnp.float32
       )
-    return fp32_logits(h_BxTxD, wte.embedding.astype(h_BxTxD.dtype))
+    return lm_head_logits(h_BxTxD, wte.embedding.astype(h_BxTxD.dtype))

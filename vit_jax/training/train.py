@@ -193,7 +193,7 @@ def update_step(
   )
   if guard_nonfinite:
     if guard_by_select is None:
-      guard_by_select = attention.target_platform() == "tpu"
+      guard_by_select = attention.target_platform() in GUARD_BY_SELECT_PLATFORMS
     updated = _update_if_finite(finite, apply_update, grads, updated, guard_by_select)
   else:
     updated = apply_update(grads, *updated)
@@ -216,15 +216,20 @@ def update_step(
   return new_state, metrics
 
 
+# Where the non-finite guard is a select per leaf rather than a branch (`_update_if_finite`).
+GUARD_BY_SELECT_PLATFORMS = ("tpu", "gpu")
+
+
 def _update_if_finite(finite, apply_update, grads, state: tuple, by_select: bool):
   """`apply_update(grads, *state)` if `finite`, else `state` as it was: the non-finite guard.
 
-  By select (a `where` per leaf) on TPU: XLA fuses it into the optimizer's update, which reads
-  the old state anyway, so it costs no traffic there, where a branch made XLA copy the state
-  around it (+4.5% of the bytes a ViT-B/16 step moves, +5.5% of GPT-2's; benchmarks/README.md,
-  "Train-step memory and traffic on a TPU slice"). By a branch (`lax.cond`) elsewhere: on CPU
-  it costs nothing measurable, and the select up to 5.8% of a ViT-Ti/16 step (benchmarks/
-  README.md, "The non-finite guard").
+  By select (a `where` per leaf) on TPU and GPU: XLA fuses it into the optimizer's update, which
+  reads the old state anyway, where a branch made XLA copy the state around it (on a TPU +4.5%
+  of the bytes a ViT-B/16 step moves, +5.5% of GPT-2's; benchmarks/README.md, "Train-step memory
+  and traffic on a TPU slice"; on a GPU one copy kernel per leaf, 590 for GPT-2, 1.5 GB, "What
+  the compiled step moves on a GPU"). By a branch (`lax.cond`) on CPU: there it costs nothing
+  measurable, and the select up to 5.8% of a ViT-Ti/16 step (benchmarks/README.md, "The
+  non-finite guard").
   """
   if by_select:
     updated = apply_update(grads, *state)
@@ -375,22 +380,28 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
+  startup_clock = metrics_log.StartupClock(started)  # run_info.json's startup_s, by part
   checks.validate_training(config, workdir)  # before anything is written
   storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
     workdir_lib.lock(workdir)
-  cache_dir = config.compilation_cache_dir
   startup.use_compilation_cache(
-      workdir_lib.compilation_cache_dir(workdir) if cache_dir is None else cache_dir or None
+      startup.compilation_cache_path(
+          config.compilation_cache_dir, workdir_lib.compilation_cache_dir(workdir)
+      )
   )  # a rerun loads the compiled step instead of compiling it again
+  startup_clock.lap("checks")
 
   # ---- Task, model, mesh, optimizer, state shardings, and the jitted update step --------------
   task = tasks.build_task(config, workdir)
+  startup_clock.lap("task")
   setup = prepare(config, task)
   mesh, tx, state_shardings = setup.mesh, setup.tx, setup.state_shardings
   train_step = jit_update_step(config, setup)
+  startup_clock.lap("model")
   # Each checks its data now (splits, class counts, probe sizes): a problem stops the run here.
   evaluators = evaluator_registry.build(config, task, setup)
+  startup_clock.lap("evaluators")
   if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
     from vit_jax.tpu_planning import aot  # pylint: disable=g-import-not-at-top  (only this option)
 
@@ -442,6 +453,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       if setup.ema_decay is not None:
         state[checkpoint.EMA_PARAMS] = _start_ema(params, state_shardings)
   start_step = int(state["step"])
+  startup_clock.lap("state")
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
   # What a scaling sweep needs without rebuilding the model (vit_jax/sweep/collect.py), and the
   # run's goodput so far (training/metrics_log.py), rewritten at the start, with each checkpoint
@@ -452,6 +464,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       "train_examples": task.train_size(),
       "batch_size": config.batch_size,
       "total_steps": config.total_steps,
+      "startup_s": startup_clock.parts,
   }
 
   def save_run_info(step: int) -> None:
@@ -513,6 +526,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     from vit_jax.training import profiling  # pylint: disable=g-import-not-at-top  (only if set)
 
     trace = profiling.TraceWindow(config.profile_steps, workdir_lib.tensorboard_dir(workdir))
+  startup_clock.lap("logs and input")
   times = metrics_log.StepTimes(
       metrics_log.Goodput.resumed(log.earlier_records, start_step), time.time() - started
   )

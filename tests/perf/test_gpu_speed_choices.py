@@ -1,0 +1,162 @@
+"""The GPU speed choices, checked on the CPU: each computes what the plain form computes, and the
+program is the one chosen.
+
+- cuDNN's attention at an odd length (ViT's 197 tokens): inputs padded to an even length, the
+  padded keys hidden by the kernel's key lengths; run here through JAX's own XLA implementation
+  of the same call (jax.nn.dot_product_attention with key lengths), which cuDNN's must match.
+- The LM head's vocabulary padded to a multiple of 128: the same logits and gradients.
+- The token embedding looked up in the parameters' dtype: its gradient is an fp32 scatter-add.
+- The step as a whole (padded head, one-pass loss, fp32 lookup) against the plain formulation
+  (optax's loss, the head unpadded): the same loss and gradients to bf16 precision.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from vit_jax.models import attention
+from vit_jax.models import build_model
+from vit_jax.models import gpt
+from vit_jax.models import masks
+from vit_jax.tasks import token_cross_entropy
+
+GPT = {"name": "gpt", "variant": "pico", "width": 32, "depth": 2, "num_heads": 2, "max_len": 64}
+
+
+@pytest.fixture
+def cudnn_on_cpu(monkeypatch):
+  """attention runs as on a GPU; cuDNN's call goes to JAX's XLA implementation of the same call.
+  Returns the (query length, key lengths) of every such call."""
+  calls = []
+  plain = jax.nn.dot_product_attention
+
+  def as_xla(*args, implementation=None, **kwargs):
+    assert implementation == "cudnn"
+    calls.append((args[0].shape[1], kwargs.get("key_value_seq_lengths")))
+    return plain(*args, implementation="xla", **kwargs)
+
+  monkeypatch.setattr(attention, "target_platform", lambda: "gpu")
+  monkeypatch.setattr(jax.nn, "dot_product_attention", as_xla)
+  return calls
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_odd_lengths_padded_for_cudnn_attend_as_unpadded(cudnn_on_cpu, causal):
+  batch, length, width = 2, 197, 64
+  rng = np.random.default_rng(0)
+  x_BxTxD = jnp.asarray(rng.standard_normal((batch, length, width)), jnp.bfloat16)
+  mask = masks.MaskSpec(causal=causal)
+
+  def module(implementation):
+    return attention.MultiHeadAttention(
+        num_heads=2, implementation=implementation, dtype=jnp.bfloat16
+    )
+
+  params = module("xla").init(jax.random.PRNGKey(0), x_BxTxD, mask=mask)
+
+  def loss(params, x, implementation):
+    out = module(implementation).apply(params, x, mask=mask)
+    return jnp.sum(out.astype(jnp.float32) ** 2), out
+
+  (value, out), grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+      params, x_BxTxD, "auto"
+  )
+  (ref_value, ref_out), ref_grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+      params, x_BxTxD, "xla"
+  )
+  (padded_length, key_lengths), *_ = cudnn_on_cpu
+  assert padded_length == 198 and out.shape == (batch, length, width)
+  np.testing.assert_array_equal(key_lengths, [length] * batch)
+  np.testing.assert_allclose(out.astype(np.float32), ref_out.astype(np.float32), atol=0.05)
+  np.testing.assert_allclose(value, ref_value, rtol=0.02)
+  # Every gradient to bf16 precision, against the largest (the key bias's is rounding noise:
+  # softmax does not change when the same amount is added to a row's logits).
+  scale = max(float(np.linalg.norm(np.asarray(g, np.float32))) for g in jax.tree.leaves(ref_grads))
+  for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads)):
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    assert np.linalg.norm(got - want) <= 0.02 * scale
+
+
+def _gpt_loss(config, dtype="float32"):
+  model = build_model({**config, "dtype": dtype})
+  rng = np.random.default_rng(1)
+  tokens = jnp.asarray(rng.integers(0, config["vocab_size"], (2, 17)), jnp.int32)
+  targets = jnp.asarray(rng.integers(0, config["vocab_size"], (2, 17)), jnp.int32)
+  params = model.init(jax.random.PRNGKey(0), tokens)["params"]
+
+  def loss(params):
+    logits = model.apply({"params": params}, tokens)
+    return token_cross_entropy.weighted_cross_entropy(logits, targets, jnp.ones(targets.shape))[0]
+
+  return loss, params
+
+
+def test_padded_lm_head_gives_the_same_logits_and_gradients(monkeypatch):
+  config = {**GPT, "vocab_size": 100}
+  loss, params = _gpt_loss(config)
+  value, grads = jax.value_and_grad(loss)(params)
+  monkeypatch.setitem(gpt.VOCAB_PAD_MULTIPLE, "cpu", 128)
+  padded_value, padded_grads = jax.value_and_grad(loss)(params)
+  hlo = jax.jit(jax.grad(loss)).lower(params).as_text()
+  assert "2x17x128" in hlo  # the head's product runs over the padded vocabulary
+  np.testing.assert_allclose(padded_value, value, rtol=1e-6)
+  for got, want in zip(jax.tree.leaves(padded_grads), jax.tree.leaves(grads)):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  assert jax.tree.map(jnp.shape, padded_grads) == jax.tree.map(jnp.shape, params)
+
+
+def test_the_token_embedding_gradient_is_an_fp32_scatter_add():
+  config = {**GPT, "vocab_size": 101}
+  loss, params = _gpt_loss(config, dtype="bfloat16")
+  hlo = jax.jit(jax.grad(loss)).lower(params).as_text()
+  scatters = re.findall(
+      r'"stablehlo.scatter"[^\n]*\n(?:[^\n]*\n){0,12}?[^\n]*-> tensor<([^>]*)>', hlo
+  )
+  table = [s for s in scatters if s.startswith("101x32x")]
+  assert table and all(s.endswith("f32") for s in table), scatters
+
+
+def test_the_step_matches_the_plain_formulation_to_bf16_precision(monkeypatch):
+  """Padded head and one-pass loss against optax's loss on the unpadded head, in bf16."""
+  config = {**GPT, "vocab_size": 300}
+  loss, params = _gpt_loss(config, dtype="bfloat16")
+  monkeypatch.setitem(gpt.VOCAB_PAD_MULTIPLE, "cpu", 128)
+  value, grads = jax.value_and_grad(loss)(params)
+  monkeypatch.delitem(gpt.VOCAB_PAD_MULTIPLE, "cpu")
+
+  def plain(logits, targets, weights):
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), targets)
+    return jnp.sum(nll * weights), jnp.sum((jnp.argmax(logits, -1) == targets) * weights)
+
+  monkeypatch.setattr(token_cross_entropy, "weighted_cross_entropy", plain)
+  ref_value, ref_grads = jax.value_and_grad(loss)(params)
+  np.testing.assert_allclose(value, ref_value, rtol=1e-3)
+  for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads)):
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    assert np.linalg.norm(got - want) <= 1e-2 * np.linalg.norm(want) + 1e-6
+
+
+@pytest.mark.parametrize(
+    "backend, version, noted",
+    [
+        ("gpu", "0.10.2", True),
+        ("gpu", "0.11.0", True),
+        ("gpu", "0.11.1", False),
+        ("cpu", "0.10.2", False),
+    ],
+)
+def test_a_gpu_run_on_a_jaxlib_with_the_slow_scatter_says_so(monkeypatch, backend, version, noted):
+  import jaxlib  # pylint: disable=g-import-not-at-top
+
+  from vit_jax import startup  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setattr(jax, "default_backend", lambda: backend)
+  monkeypatch.setattr(jaxlib, "__version__", version)
+  note = startup.slow_gpu_scatter_note()
+  assert (note is not None) == noted
+  if noted:
+    assert note.startswith(f"note: jaxlib {version} ") and "pip install -e '.[cuda]'" in note
