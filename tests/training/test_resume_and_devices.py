@@ -116,14 +116,16 @@ def test_a_resumed_run_loads_its_compiled_step_from_the_workdir(tmp_path, digits
   workdir = tmp_path / "w"
   overrides = [f"--config.data_dir={digits_dir}", "--config.eval_every=4", "--config.log_every=2"]
   cmd = helpers.main_command(workdir, "runlocal", *overrides)  # 4 steps, saved at 2 and 4
-  first = helpers.run(cmd)
+  env = helpers.env()
+  env.pop("JAX_COMPILATION_CACHE_DIR", None)  # a machine-wide cache (CI's) would take its place
+  first = subprocess.run(cmd, env=env, cwd=helpers.ROOT, capture_output=True, text=True)
   assert first.returncode == 0, first.stderr[-3000:]
   cache = workdir / "compilation_cache"
   assert any(name.startswith("jit_update_step-") for name in os.listdir(cache))
 
   shutil.rmtree(workdir / "checkpoints" / "4")  # as if the run had stopped after step 2
   # JAX_LOG_COMPILES=1: JAX names each program it loads from the persistent cache.
-  env = dict(helpers.env(), JAX_LOG_COMPILES="1")
+  env = dict(env, JAX_LOG_COMPILES="1")
   again = subprocess.run(cmd, env=env, cwd=helpers.ROOT, capture_output=True, text=True)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "at step 2" in again.stdout
@@ -135,3 +137,14 @@ def test_a_resumed_run_loads_its_compiled_step_from_the_workdir(tmp_path, digits
   config.compilation_cache_dir = ""
   train.train_and_evaluate(config, str(off))
   assert not (off / "compilation_cache").exists()
+
+
+def test_the_compilation_cache_is_the_configs_then_jaxs_variable_then_the_workdirs(monkeypatch):
+  from vit_jax import startup  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+  assert startup.compilation_cache_path(None, "w/compilation_cache") == "w/compilation_cache"
+  monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", "/shared")
+  assert startup.compilation_cache_path(None, "w/compilation_cache") == "/shared"
+  assert startup.compilation_cache_path("/mine", "w/compilation_cache") == "/mine"
+  assert startup.compilation_cache_path("", "w/compilation_cache") is None

@@ -133,7 +133,7 @@ def training_defaults() -> ml_collections.ConfigDict:
   c.debug_nan_at_step = placeholder(int)  # fault injection: a NaN loss at this step
   c.prefetch_batches = 2  # batches prepared ahead on a background thread (0: none)
   # JAX's persistent compilation cache, so a restart loads the compiled step instead of compiling
-  # it again. None: WORKDIR/compilation_cache; "": no cache.
+  # it again. None: $JAX_COMPILATION_CACHE_DIR if set, else WORKDIR/compilation_cache; "": none.
   c.compilation_cache_dir = placeholder(str)
   c.mesh = "data:-1"  # axis sizes (dcn, data, fsdp, model); -1 takes the remaining devices
   # The share of each device's memory a compiled step must leave free to count as fitting

@@ -49,6 +49,27 @@ from vit_jax import workdir as workdir_lib
 DETAIL_PREFIX = "time/"  # logged to the file and TensorBoard only
 
 
+def summary_writer_class():
+  """tensorboardX's SummaryWriter, imported without PyTorch where PyTorch is not loaded yet.
+
+  tensorboardX imports torch at module level, only to accept torch tensors, which the trainer
+  never logs; with torch installed (as on most GPU machines) that import took 2 s of a run's
+  start here on a CPU, and a CUDA build loads more. `import torch` inside the import fails
+  (sys.modules' None entry), which tensorboardX handles as torch being absent.
+  """
+  # pylint: disable=g-import-not-at-top
+  if "torch" in sys.modules:
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter
+  sys.modules["torch"] = None
+  try:
+    from tensorboardX import SummaryWriter
+  finally:
+    del sys.modules["torch"]
+  return SummaryWriter
+
+
 class MetricsLog:
   """Writes one JSON object per logged step and the same scalars to TensorBoard."""
 
@@ -76,9 +97,7 @@ class MetricsLog:
         (float(r.get("elapsed_s", 0.0)) for r in self.earlier_records), default=0.0
     )
     self.jsonl = storage.appender(path)
-    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-
-    self.tb = SummaryWriter(workdir_lib.tensorboard_dir(workdir))
+    self.tb = summary_writer_class()(workdir_lib.tensorboard_dir(workdir))
     use_bar = progress == "bar" or (progress == "auto" and sys.stderr.isatty())
     self.bar = None
     if use_bar:
@@ -197,6 +216,20 @@ class Goodput:
         "recomputed_steps": self.recomputed_steps,
         "recomputed_s": round(self.recomputed_s, 3),
     }
+
+
+class StartupClock:
+  """Where an attempt's start-up went: `lap(part)` closes the part that ran since the last lap
+  (or since `started`); `parts` is what run_info.json records as `startup_s`."""
+
+  def __init__(self, started: float):
+    self._last = started
+    self.parts = {}
+
+  def lap(self, part: str) -> None:
+    now = time.time()
+    self.parts[part] = round(now - self._last, 3)
+    self._last = now
 
 
 class StepTimes:
