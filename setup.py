@@ -3,9 +3,14 @@
 import setuptools
 
 JAX_VERSION = "0.10.2"  # the oldest supported; libtpu must match the jax it compiles for
+# jaxlib 0.10.2 to 0.11.0 add an f32 scatter's updates with a compare-and-swap loop on NVIDIA GPUs
+# (openxla/xla issue 46225), up to orders of magnitude slower under contention (the token
+# embedding's gradient): a GPU install asks for a jax with the fix.
+JAX_GPU_VERSION = "0.11.1"
+JAX_NEXT = "0.12"  # below it: the versions this code has run on (0.11.2 on an H200)
 
 INSTALL_REQUIRES = [
-    f"jax>={JAX_VERSION},<0.11",
+    f"jax>={JAX_VERSION},<{JAX_NEXT}",
     "flax>=0.12.8,<0.13",
     "optax>=0.2.8",
     "orbax-checkpoint>=0.12.8,<0.13",
@@ -59,6 +64,9 @@ TEST_REQUIRES = [
     "gcp-storage-emulator==2026.7.19",
 ]
 
+# `pip install -e .[cuda]`: JAX's CUDA 13 build (NVIDIA driver 580 or newer) at a fixed version.
+CUDA_REQUIRES = [f"jax[cuda13]>={JAX_GPU_VERSION},<{JAX_NEXT}"]
+
 # `pip install -e .[tpu]`: libtpu, whose compiler builds train steps for TPU slices on any machine
 # (`python -m vit_jax.compile`, tests/scale/test_aot_tpu.py). Kept out of the test extras: with
 # libtpu installed, JAX looks for a TPU when it starts.
@@ -71,5 +79,10 @@ setuptools.setup(
     python_requires=">=3.11",
     packages=setuptools.find_packages(include=["vit_jax", "vit_jax.*"]),
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "tpu": TPU_REQUIRES, "gcs": GCS_REQUIRES},
+    extras_require={
+        "test": TEST_REQUIRES,
+        "tpu": TPU_REQUIRES,
+        "gcs": GCS_REQUIRES,
+        "cuda": CUDA_REQUIRES,
+    },
 )
