@@ -32,6 +32,7 @@ from vit_jax import startup
 startup.set_cpu_xla_defaults()  # ours runs as the trainer does
 import jax  # noqa: E402  # pylint: disable=wrong-import-position
 
+from benchmarks import checkouts as checkouts_lib  # noqa: E402
 from benchmarks import jax_peers  # noqa: E402  # pylint: disable=wrong-import-position
 from benchmarks import step_timing  # noqa: E402  # pylint: disable=wrong-import-position
 from vit_jax.tpu_planning import pod_table  # noqa: E402  # pylint: disable=wrong-import-position
@@ -132,7 +133,7 @@ def main():
   parser.add_argument("--rounds", type=int, default=None)
   parser.add_argument("--steps", type=int, default=3, help="steps per row per round")
   options = parser.parse_args()
-  checkouts = {peer: jax_peers.checkout_from_environment(peer) for peer in jax_peers.VARIABLES}
+  checkouts = {peer: checkouts_lib.checkout_from_environment(peer) for peer in jax_peers.PEERS}
   rounds = options.rounds or (1 if options.quick else 5)
   for name, (unit, items, flags, peer, build_peer) in workloads(options.quick).items():
     if options.only and name not in options.only:

@@ -32,10 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# Per peer: the environment variable that gives its checkout, and a file the checkout's root
-# holds (the check that the folder given is one).
-VARIABLES = {"big_vision": "BIG_VISION", "nanodo": "NANODO"}
-MARKERS = {"big_vision": "big_vision/models/vit.py", "nanodo": "nanodo/model.py"}
+PEERS = ("big_vision", "nanodo")  # their checkouts: benchmarks/checkouts.py
 
 
 @dataclasses.dataclass
@@ -45,21 +42,6 @@ class PeerStep:
   abstract_inputs: tuple  # the other arguments' ShapeDtypeStructs
   init: Callable  # () -> the state, initialized
   example_inputs: Callable  # () -> the other arguments, random, of the real shapes and kinds
-
-
-def checkout_from_environment(peer: str) -> str | None:
-  """The peer's checkout its variable names, None if unset; a folder that is not one is a
-  one-line error, exit code 2, before anything compiles."""
-  variable = VARIABLES[peer]
-  checkout = os.environ.get(variable)
-  if checkout and not os.path.isfile(os.path.join(checkout, MARKERS[peer])):
-    print(
-        f"error: {variable}={checkout} has no {MARKERS[peer]}; give the root folder of a "
-        f"{peer} checkout",
-        file=sys.stderr,
-    )
-    sys.exit(2)
-  return checkout
 
 
 class _StandIn(types.ModuleType):

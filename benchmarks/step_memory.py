@@ -40,6 +40,7 @@ import jax
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks import checkouts as checkouts_lib  # noqa: E402
 from benchmarks import jax_peers  # noqa: E402
 from vit_jax.tpu_planning import aot  # noqa: E402
 from vit_jax.tpu_planning import peak_buffers  # noqa: E402
@@ -132,7 +133,7 @@ def nanodo(checkout: str, topology: str, batch_size: int, keep_dir=None) -> dict
   return _figures(*_compile(lowered, keep_dir))
 
 
-# Per step: (title, the peer (jax_peers.VARIABLES), its row, its step's builder).
+# Per step: (title, the peer (jax_peers.PEERS), its row, its step's builder).
 PEERS = {
     "vit_b16": (
         "ViT-B/16 ImageNet-1k train step",
@@ -155,7 +156,7 @@ def main():
   parser.add_argument("--dump_dir", help="keep XLA's memory files here, a folder per row")
   options = parser.parse_args()
   title, peer_name, peer_row, peer = PEERS[options.step]
-  checkout = jax_peers.checkout_from_environment(peer_name)
+  checkout = checkouts_lib.checkout_from_environment(peer_name)
   try:
     chips = len(aot.parse_topology(options.topology).devices())
   except ValueError as e:  # errors.ConfigError: one line naming the topology and the choices

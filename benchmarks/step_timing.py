@@ -17,17 +17,40 @@ from vit_jax.tpu_planning import pod_table
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def random_batch(spec: dict) -> dict:
-  """Random arrays of the batch's shapes: floats uniform in [0, 1) (pixels, soft labels, loss
-  weights), integers 1 (a valid token, label, position and segment id for every task here)."""
-  rng = np.random.default_rng(0)
-  return {
-      k: jnp.asarray(
-          rng.random(v.shape) if jnp.issubdtype(v.dtype, jnp.floating) else np.ones(v.shape),
-          v.dtype,
-      )
-      for k, v in spec.items()
-  }
+MEAN_DOCUMENT_TOKENS = 500  # about C4's mean document length in GPT-2 tokens
+
+
+def data_like_batch(spec: dict, model_config: dict, seed: int = 0) -> dict:
+  """A batch of `spec`'s shapes whose values look like data, so the step timed is the one
+  training runs: token ids drawn over the vocabulary, rows packed with documents of random
+  lengths (segment ids 1, 2, ... and positions counted from 0 in each), random images, labels
+  over the classes. A constant batch can time another program (every token's embedding
+  gradient added into one row is a contended scatter on a GPU). A key this does not know is an
+  error, so a new task's benchmark says what its data looks like."""
+  rng = np.random.default_rng(seed)
+  batch = {}
+  for key, value in spec.items():
+    shape = value.shape
+    if key in ("inputs", "targets", "tokens"):
+      array = rng.integers(0, model_config["vocab_size"], shape)
+    elif key in ("segment_ids", "positions"):  # the same documents for both keys
+      starts = np.random.default_rng(seed + 2).random(shape) < 1.0 / MEAN_DOCUMENT_TOKENS
+      starts[:, 0] = True
+      segment_ids = np.cumsum(starts, axis=1)
+      column = np.broadcast_to(np.arange(shape[1]), shape)
+      first = np.maximum.accumulate(np.where(starts, column, 0), axis=1)
+      array = segment_ids if key == "segment_ids" else column - first
+    elif key == "weights":
+      array = np.ones(shape)
+    elif key == "image":
+      array = rng.standard_normal(shape)
+    elif key in ("label", "labels"):
+      label = np.random.default_rng(seed + 1).integers(0, model_config["num_classes"], shape[0])
+      array = label if key == "label" else np.eye(model_config["num_classes"])[label]
+    else:
+      raise ValueError(f"data_like_batch: no rule for batch key {key!r}; add one")
+    batch[key] = jnp.asarray(array, value.dtype)
+  return batch
 
 
 def looped(step, state, inputs, fresh_inputs=False):
@@ -53,8 +76,10 @@ def wait(metrics):
 
 def our_runners(flags, steps_of) -> dict:
   """Our runners for the recipe `flags` give, on one device: `steps_of(config, setup)` returns
-  name -> jitted step (state donated); each runs on its own initialized state and one random
-  batch, placed as the trainer places them, so the first call's compile is the only one."""
+  name -> jitted step (state donated); each runs on its own initialized state and one data-like
+  batch (`data_like_batch`), placed as the trainer places them, so the first call's compile is
+  the only one.
+  """
   # pylint: disable=g-import-not-at-top
   from vit_jax import tasks
   from vit_jax.training import mesh as mesh_lib
@@ -63,7 +88,7 @@ def our_runners(flags, steps_of) -> dict:
   config = pod_table.config_of(flags, ROOT)
   setup = train.prepare(config, tasks.build_task_without_data(config), jax.devices()[:1])
   batch = jax.device_put(
-      random_batch(setup.task.batch_spec(config.batch_size)),
+      data_like_batch(setup.task.batch_spec(config.batch_size), setup.model_config),
       mesh_lib.batch_sharding(setup.mesh),
   )
   return {
