@@ -254,3 +254,29 @@ def test_a_store_in_a_bucket(text_files, tmp_path, gcs):
   storage_client.blob(f"{prefix}/train/00001.text.offsets").upload_from_string(b"\0" * 8)
   with pytest.raises(errors.DataError, match="train/00001.text.offsets is 8 bytes, not"):
     token_store.open_store(remote, ["train"])
+
+
+class _Interrupted(Exception):
+  pass
+
+
+def test_a_bucket_store_interrupted_and_rerun_by_worker_processes_is_finished(text_files, gcs):
+  """The rerun's shards are written by worker processes, whose objects this process's cached
+  listing of the bucket does not hold: they count as done, store.json is written, and training
+  opens the store."""
+  config, remote = gpt_config(text_files), gcs.new_dir("store")
+
+  def stop_after_one_shard(line):
+    if "shard 1/" in line:
+      raise _Interrupted
+
+  with pytest.raises(_Interrupted):  # one shard of 7 done
+    store_writer.prepare(config, remote, examples_per_shard=10, report=stop_after_one_shard)
+  said = []
+  finished = store_writer.prepare(
+      config, remote, examples_per_shard=10, workers=2, report=said.append
+  )
+  assert finished, said[-1]
+  assert "6 of its 7 shards to tokenize, 2 at a time" in said[0], said
+  store = token_store.open_store(remote, ["train", "validation"])
+  assert [len(store.manifest["splits"][s]["shards"]) for s in store.splits] == [6, 1]
