@@ -189,6 +189,12 @@ def test_a_store_of_other_settings_is_refused_before_anything_runs(text_files, t
   other.tokenizer.vocab_size = 40
   with pytest.raises(errors.DataError, match="other settings.*vocab_size"):
     store_writer.prepare(other, out, examples_per_shard=30, workers=1, report=_quiet)
+  another_copy = gpt_config(text_files, data_dir="tfds_copy")  # relative: as the plan's, absolute
+  with pytest.raises(
+      errors.DataError,
+      match=f"other settings \\(data_dir: the store's None, now '{os.path.abspath('tfds_copy')}'",
+  ):
+    store_writer.prepare(another_copy, out, examples_per_shard=30, workers=1, report=_quiet)
   assert {p: os.stat(p).st_mtime_ns for p in _files(out)} == stamps  # nothing rewritten
   with data.opened_once():
     other.token_store = out
@@ -280,3 +286,4 @@ def test_a_bucket_store_interrupted_and_rerun_by_worker_processes_is_finished(te
   assert "6 of its 7 shards to tokenize, 2 at a time" in said[0], said
   store = token_store.open_store(remote, ["train", "validation"])
   assert [len(store.manifest["splits"][s]["shards"]) for s in store.splits] == [6, 1]
+

@@ -3,8 +3,9 @@
 `python -m vit_jax.prepare --config=... --output=DIR` writes one (data/text/store_writer.py);
 `--config.token_store=DIR` trains on it. DIR, on a local disk or in a bucket (gs://), holds:
 
-    DIR/plan.json                   what is being prepared: the dataset, its kind, the tokenizer's
-                                    settings and fingerprint, each split's shard count (first)
+    DIR/plan.json                   what is being prepared: the dataset and its data_dir, its
+                                    kind, the tokenizer's settings and fingerprint, each split's
+                                    shard count (first)
     DIR/tokenizer/                  the tokenizer the tokens are ids of (vit_jax/data/tokenizers)
     DIR/SPLIT/NNNNN.FIELD.tokens    shard NNNNN's examples' FIELD tokens, one after another:
                                     uint16 where the vocabulary fits, else uint32, little-endian
