@@ -287,3 +287,17 @@ def test_a_bucket_store_interrupted_and_rerun_by_worker_processes_is_finished(te
   store = token_store.open_store(remote, ["train", "validation"])
   assert [len(store.manifest["splits"][s]["shards"]) for s in store.splits] == [6, 1]
 
+
+def test_a_shard_of_empty_documents_reads_as_empty_documents(text_files, monkeypatch, tmp_path):
+  """Its token file is empty (0 bytes, which cannot be memory-mapped): its documents, and any
+  window of them, read as no tokens."""
+  documents = ["alpha beta"] * 10 + [""] * 10
+  monkeypatch.setattr(datasets, "memory_examples", lambda *args, **kwargs: documents)
+  out = str(tmp_path / "store")
+  store_writer.prepare(
+      gpt_config(text_files), out, split_names=["train"], examples_per_shard=10, report=_quiet
+  )
+  assert os.path.getsize(f"{out}/train/{token_store.tokens_file('00001', 'text')}") == 0
+  split = token_store.open_store(out, ["train"]).split("train")
+  assert [len(d) for d in split.examples("text", np.arange(20))] == [10] * 10 + [0] * 10
+  assert [len(w) for w in split.spans("text", [9, 15], [5, 0], [9, 4])] == [4, 0]

@@ -131,7 +131,9 @@ class Array:
     """The whole array (a memory map for a local file; downloaded once from a bucket)."""
     with self._lock:
       if self._data is None:
-        if storage.is_remote(self.path):
+        if not self.length:  # a shard of empty texts: a file of 0 bytes cannot be mapped
+          self._data = np.zeros(0, self.dtype)
+        elif storage.is_remote(self.path):
           self._data = np.frombuffer(storage.read_bytes(self.path), self.dtype)
         else:
           self._data = np.memmap(self.path, self.dtype, mode="r")
