@@ -1,8 +1,8 @@
 """A cooldown branched off a run's checkpoint (`--config.branch_from=W:STEP`) is the run that
 trains from scratch to the branch's length: the same parameters and optimizer state, because it
 restores the parent's state and data position; the parent is only read; a branch that cannot
-continue its parent (its config at STEP differs) is one clear error before anything is
-written."""
+continue its parent (its cooldown had begun, or its config at STEP differs) is one clear error
+before anything is written."""
 
 import json
 import os
@@ -94,6 +94,17 @@ def test_a_branch_equals_the_run_trained_from_scratch_to_its_length(digits_dir, 
             dict(ema_decay=0.9),
             "differs from the parent's at step 6 (ema_decay: parent None, here 0.9)",
         ),
+        (
+            dict(branch_from="{parent}:10", total_steps=13, ema_decay=0.9),
+            "was cooling down at step 10 (its cooldown of 4 steps to total_steps=12 starts at "
+            "step 8), so this branch would not be the run trained straight to its length; "
+            "branch at step 8 or before",
+        ),
+        (  # extending the finished parent
+            dict(branch_from="{parent}:12", total_steps=15, ema_decay=0.9),
+            "was cooling down at step 12 (its cooldown of 4 steps to total_steps=12 starts at "
+            "step 8)",
+        ),
     ],
 )
 def test_a_branch_that_cannot_continue_its_parent_is_refused_untouched(
@@ -115,15 +126,21 @@ def test_a_branch_that_cannot_continue_its_parent_is_refused_untouched(
   assert helpers.snapshot(parent) == untouched
 
 
-def test_the_command_line_names_the_problem_in_one_line(tmp_path):
+def test_the_command_line_names_the_problem_in_one_line(parent, tmp_path):
   done = helpers.run(
       helpers.main_command(
-          tmp_path / "branch", "", f"--config.branch_from={tmp_path / 'nowhere'}:100"
+          tmp_path / "branch",
+          "",
+          f"--config.branch_from={parent}:{IN_COOLDOWN}",
+          "--config.optimizer.schedule=rsqrt",
+          "--config.optimizer.cooldown_steps=3",
+          "--config.total_steps=13",
       )
   )
   assert done.returncode == 2
   errors_seen = [line for line in done.stderr.splitlines() if line.startswith("error")]
-  assert len(errors_seen) == 1 and "has no finished checkpoint at step 100" in errors_seen[0]
+  assert len(errors_seen) == 1 and "was cooling down at step 10" in errors_seen[0], done.stderr
+  assert not (tmp_path / "branch").exists()
 
 
 def _as_saved_before(parent, tmp_path, steps_record_config: bool):

@@ -3,13 +3,14 @@
 The branch starts from the parent's checkpoint at STEP (its parameters, optimizer state and step,
 and so its data position: the input resumes at a step) and trains on in a workdir of its own to
 total_steps, cooling down over the last optimizer.cooldown_steps. The parent is only read. Its
-schedule must not depend on total_steps before the cooldown (optimizer.BRANCHABLE_SCHEDULES), so
-up to the cooldown the branch's learning rate is the parent's: one long run gives a point of a
-scaling curve at every budget it is branched at (Zhai et al. 2022, "Scaling Vision
-Transformers"; Hägele et al. 2024). Everything else that shapes the steps (model, data, seed,
-batch, optimizer, EMA) must be the parent's, so the branch continues exactly the run it names:
-the config it is compared with is that of the parent's attempt that saved STEP (recorded with
-the step, checkpoint.RUN_CONFIG), each key added since as that run had it.
+schedule must not depend on total_steps before the cooldown (optimizer.BRANCHABLE_SCHEDULES), and
+STEP must come no later than the start of the parent's own cooldown, so up to STEP the branch's
+learning rate is the parent's: one long run gives a point of a scaling curve at every budget it
+is branched at (Zhai et al. 2022, "Scaling Vision Transformers"; Hägele et al. 2024). Everything
+else that shapes the steps (model, data, seed, batch, optimizer, EMA) must be the parent's, so
+the branch continues exactly the run it names: the config it is compared with is that of the
+parent's attempt that saved STEP (recorded with the step, checkpoint.RUN_CONFIG), each key added
+since as that run had it.
 
 Once the branch has saved a checkpoint of its own, a rerun resumes from that and no longer reads
 the parent.
@@ -74,8 +75,8 @@ def step_dir(branch_from: str) -> str:
 
 def check(config, workdir: str) -> None:
   """Raises a UserError naming the problem unless `config` can branch off its parent into
-  `workdir`: the parent's checkpoint at STEP exists, the schedule and the cooldown fit the
-  branch point, and every key outside MAY_DIFFER is the parent's."""
+  `workdir`: the parent's checkpoint at STEP exists, the schedule and the cooldowns (the branch's
+  and the parent's) fit the branch point, and every key outside MAY_DIFFER is the parent's."""
   parent, step = parse(config.branch_from)
   if storage.absolute(parent) == storage.absolute(workdir):
     raise errors.ConfigError(
@@ -106,6 +107,15 @@ def check(config, workdir: str) -> None:
         f"{max(opt.cooldown_steps, 1)}."
     )
   parents = parents_config(config.branch_from)
+  cooldown, total = parents["optimizer.cooldown_steps"], parents["total_steps"]
+  if cooldown and step > total - cooldown:
+    raise errors.ConfigError(
+        f"--config.branch_from: {parent} was cooling down at step {step} (its cooldown of "
+        f"{cooldown} steps to total_steps={total} starts at step {total - cooldown}), so this "
+        f"branch would not be the run trained straight to its length; branch at step "
+        f"{total - cooldown} or before (a parent keeps a step with "
+        "--config.keep_checkpoint_steps)."
+    )
   ours = workdir_lib.flatten(json.loads(config.to_json_best_effort()))
   differ = [
       key
