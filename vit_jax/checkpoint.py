@@ -2,7 +2,9 @@
 
 Each checkpoint holds the train state (params, optimizer state, step and, with
 `config.ema_decay`, the params' EMA) and a small JSON record of the model (its config and
-parameter shapes), so a workdir is never resumed with another model.
+parameter shapes), so a workdir is never resumed with another model. The trainer's record also
+holds the run config of the attempt that saved the step (a rerun may change it), which a branch
+off that step is compared with (training/branch.py).
 """
 
 import json
@@ -34,19 +36,27 @@ EMA_PARAMS = "ema_params"  # the train state's EMA of the params (training/ema.p
 # checkpoint without one restores without it (the trainer starts it); one with it restored by a
 # config without it is a CheckpointMismatchError (resuming would drop it).
 OPTIONAL_STATE = {EMA_PARAMS: "ema_decay"}
+RUN_CONFIG = "run_config"  # the record's key of the run config that saved the step, if any
 
 
-def model_record(model_config: dict, params, task_record: dict | None = None) -> dict:
-  """What identifies a model: its config, parameter shapes and task assets (e.g. tokenizer)."""
+def model_record(
+    model_config: dict, params, task_record: dict | None = None, run_config: dict | None = None
+) -> dict:
+  """What identifies a model: its config, parameter shapes and task assets (e.g. tokenizer);
+  with `run_config` (a config's JSON as a dict), also the run config that saves the steps, which
+  the model's identity leaves out."""
   shapes = {
       jax.tree_util.keystr(path): list(leaf.shape)
       for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
   }
-  return {
+  record = {
       "model": json.loads(json.dumps(model_config, default=str)),
       "param_shapes": shapes,
       "task": dict(task_record or {}),
   }
+  if run_config is not None:
+    record[RUN_CONFIG] = run_config
+  return record
 
 
 def describe_mismatch(saved: dict, current: dict) -> str:
@@ -67,6 +77,11 @@ def describe_mismatch(saved: dict, current: dict) -> str:
         lines.append("  ...")
         break
   return "\n".join(lines)
+
+
+def without_unsaved_state(abstract_state: dict, saved_keys) -> dict:
+  """`abstract_state` less the OPTIONAL_STATE keys a saved state (holding `saved_keys`) lacks."""
+  return {k: v for k, v in abstract_state.items() if k in saved_keys or k not in OPTIONAL_STATE}
 
 
 def saved_state_metadata(state_dir: str):
@@ -379,11 +394,11 @@ class Checkpointer:
             f"that saved it, or start a new --workdir from it (--config.init_from). Nothing in "
             "the workdir was changed."
         )
-    abstract_state = {
-        k: v for k, v in abstract_state.items() if k in saved_keys or k not in OPTIONAL_STATE
-    }
     restored = self.manager.restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(without_unsaved_state(abstract_state, saved_keys))
+        ),
     )
     return restored["state"]
 

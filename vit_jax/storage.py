@@ -19,6 +19,8 @@ Object storage has no directories, appends, renames or locks, so for a gs:// pat
 - `read_ranges` reads byte ranges of objects, all of one call's ranges fetched concurrently (a
   token store's windows, vit_jax/data/text/token_store.py); `file_sizes` lists a folder's sizes in
   one listing.
+- a listing (`listdir`, `file_sizes`) asks the bucket anew each time, so it holds what other
+  processes wrote since this one last listed the folder.
 """
 
 import builtins
@@ -148,8 +150,11 @@ def isdir(path) -> bool:
 
 
 def listdir(path) -> list[str]:
-  """The names in folder `path` (in no particular order)."""
+  """The names in folder `path` (in no particular order). In a bucket the listing is a fresh one:
+  gcsfs would answer from the one it cached, without what other processes (a pool's workers,
+  other hosts) wrote since."""
   if is_remote(path):
+    _forget_listings(path)
     return [child.name for child in _epath(path).iterdir()]
   return os.listdir(path)
 
@@ -258,9 +263,9 @@ def _filesystem(path):
 
 
 def _forget_listings(path) -> None:
-  """Drops gcsfs's cached listings of the folders above `path` (they hold each object's size)
-  after a write through Google's client, which gcsfs does not see: in its instance here and in
-  epath's, which passes finalize_on_close (etils/epath/backend.py)."""
+  """Drops gcsfs's cached listings of `path` and the folders above it (they hold each object's
+  size), which miss what was written since by other processes or through Google's client: in its
+  instance here and in epath's, which passes finalize_on_close (etils/epath/backend.py)."""
   import fsspec  # pylint: disable=g-import-not-at-top
 
   for options in ({}, {"finalize_on_close": True}):

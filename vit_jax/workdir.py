@@ -9,6 +9,7 @@ A workdir W holds (each name below is the one place it is spelled):
     W/tensorboard/plugins/profile/RUN/  jax.profiler traces of `profile_steps` (HOST.xplane.pb for
                           TensorBoard's profile plugin / xprof, perfetto_trace.json.gz for Perfetto)
     W/checkpoints/STEP/   orbax steps: a `state` item (params, optimizer) and a `model` record
+                          (the model, and the run config that saved the step)
     W/checkpoints/damaged/  steps that failed to restore, set aside (never deleted)
     W/tokenizer/          the tokenizer of a text run
     W/compilation_cache/  compiled steps (JAX's persistent cache): a rerun loads, not compiles
@@ -185,14 +186,15 @@ def flatten(config: dict, prefix: str = "") -> dict:
   return out
 
 
-def saved_config(workdir: str) -> dict | None:
-  """The flattened config.json of an earlier run in `workdir`, or None."""
+def saved_config(workdir: str, nested: bool = False) -> dict | None:
+  """The config.json of an earlier run in `workdir`, flattened unless `nested`, or None."""
   path = config_path(workdir)
   if not storage.isfile(path):
     return None
   try:
     with storage.open(path, encoding="utf-8") as f:
-      return flatten(json.load(f))
+      saved = json.load(f)
+      return saved if nested else flatten(saved)
   except (OSError, ValueError) as e:
     raise errors.WorkdirError(
         f"{path} is unreadable ({e}); restore it, or use a new " "--workdir."

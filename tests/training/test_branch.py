@@ -1,9 +1,12 @@
 """A cooldown branched off a run's checkpoint (`--config.branch_from=W:STEP`) is the run that
 trains from scratch to the branch's length: the same parameters and optimizer state, because it
 restores the parent's state and data position; the parent is only read; a branch that cannot
-continue its parent is one clear error before anything is written."""
+continue its parent (its cooldown had begun, or its config at STEP differs) is one clear error
+before anything is written."""
 
+import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -11,9 +14,11 @@ import pytest
 from tests import helpers
 from tests import tiny_configs
 from vit_jax import errors
+from vit_jax.training import branch
 from vit_jax.training import train
 
 BRANCH_POINT, PARENT_STEPS, BRANCH_STEPS, BRANCH_COOLDOWN = 6, 12, 9, 3
+IN_COOLDOWN = 10  # a step the parent keeps after its cooldown began (at step 8)
 
 
 def config(digits_dir, total_steps, cooldown_steps, **extra):
@@ -28,17 +33,28 @@ def config(digits_dir, total_steps, cooldown_steps, **extra):
 
 @pytest.fixture(scope="module")
 def parent(digits_dir, tmp_path_factory):
-  """A 12-step rsqrt run with its own cooldown, keeping its step-6 checkpoint."""
+  """A 12-step rsqrt run keeping its steps 6 and 10, trained in two attempts: 6 steps without a
+  cooldown or an EMA, then resumed to 12 with a cooldown of 4 and an EMA (as a long run is
+  extended, and its EMA turned on, along the way)."""
   workdir = str(tmp_path_factory.mktemp("branch") / "parent")
-  parent_config = config(
-      digits_dir, PARENT_STEPS, 4, keep_checkpoint_steps=(BRANCH_POINT,), keep_checkpoints=1
+  first = config(digits_dir, BRANCH_POINT, 0, keep_checkpoint_steps=(BRANCH_POINT,))
+  train.train_and_evaluate(first, workdir)
+  extended = config(
+      digits_dir,
+      PARENT_STEPS,
+      4,
+      keep_checkpoint_steps=(BRANCH_POINT, IN_COOLDOWN),
+      keep_checkpoints=1,
+      ema_decay=0.9,
   )
-  train.train_and_evaluate(parent_config, workdir)
+  train.train_and_evaluate(extended, workdir)
   return workdir
 
 
 def test_a_branch_equals_the_run_trained_from_scratch_to_its_length(digits_dir, parent, tmp_path):
-  assert sorted(os.listdir(os.path.join(parent, "checkpoints")), key=int) == ["6", "12"]
+  """Branched at a step saved before the parent's last attempt turned its EMA on: the config
+  the branch repeats is the one that saved the step, without one."""
+  assert sorted(os.listdir(os.path.join(parent, "checkpoints")), key=int) == ["6", "10", "12"]
   untouched = helpers.snapshot(parent)
   straight, branched = str(tmp_path / "straight"), str(tmp_path / "branch")
   train.train_and_evaluate(config(digits_dir, BRANCH_STEPS, BRANCH_COOLDOWN), straight)
@@ -63,8 +79,8 @@ def test_a_branch_equals_the_run_trained_from_scratch_to_its_length(digits_dir, 
     [
         (
             dict(branch_from="{parent}:5"),
-            "has no finished checkpoint at step 5 (its steps: 6, 12); branch at one of those, or "
-            "give the parent --config.keep_checkpoint_steps=(5,)",
+            "has no finished checkpoint at step 5 (its steps: 6, 10, 12); branch at one of "
+            "those, or give the parent --config.keep_checkpoint_steps=(5,)",
         ),
         (dict(branch_from="{parent}"), "must be WORKDIR:STEP, e.g. workdirs/long_run:8000"),
         (
@@ -72,8 +88,23 @@ def test_a_branch_equals_the_run_trained_from_scratch_to_its_length(digits_dir, 
             "with --config.optimizer.cooldown_steps=3 and --config.total_steps=8: the cooldown "
             "must start at or after the branch point, e.g. --config.total_steps=9",
         ),
-        (dict(seed=1), "differs from the parent's (seed: parent 0, here 1)"),
+        (dict(seed=1), "differs from the parent's at step 6 (seed: parent 0, here 1)"),
         (dict(schedule="cosine"), "the schedule 'cosine' depends on total_steps"),
+        (  # the parent's last attempt had an EMA; the attempt that saved step 6 had none
+            dict(ema_decay=0.9),
+            "differs from the parent's at step 6 (ema_decay: parent None, here 0.9)",
+        ),
+        (
+            dict(branch_from="{parent}:10", total_steps=13, ema_decay=0.9),
+            "was cooling down at step 10 (its cooldown of 4 steps to total_steps=12 starts at "
+            "step 8), so this branch would not be the run trained straight to its length; "
+            "branch at step 8 or before",
+        ),
+        (  # extending the finished parent
+            dict(branch_from="{parent}:12", total_steps=15, ema_decay=0.9),
+            "was cooling down at step 12 (its cooldown of 4 steps to total_steps=12 starts at "
+            "step 8)",
+        ),
     ],
 )
 def test_a_branch_that_cannot_continue_its_parent_is_refused_untouched(
@@ -95,15 +126,55 @@ def test_a_branch_that_cannot_continue_its_parent_is_refused_untouched(
   assert helpers.snapshot(parent) == untouched
 
 
-def test_the_command_line_names_the_problem_in_one_line(tmp_path):
+def test_the_command_line_names_the_problem_in_one_line(parent, tmp_path):
   done = helpers.run(
       helpers.main_command(
-          tmp_path / "branch", "", f"--config.branch_from={tmp_path / 'nowhere'}:100"
+          tmp_path / "branch",
+          "",
+          f"--config.branch_from={parent}:{IN_COOLDOWN}",
+          "--config.optimizer.schedule=rsqrt",
+          "--config.optimizer.cooldown_steps=3",
+          "--config.total_steps=13",
       )
   )
   assert done.returncode == 2
   errors_seen = [line for line in done.stderr.splitlines() if line.startswith("error")]
-  assert len(errors_seen) == 1 and "has no finished checkpoint at step 100" in errors_seen[0]
+  assert len(errors_seen) == 1 and "was cooling down at step 10" in errors_seen[0], done.stderr
+  assert not (tmp_path / "branch").exists()
+
+
+def _as_saved_before(parent, tmp_path, steps_record_config: bool):
+  """A copy of `parent` as older code left it: without optimizer.head_weight_decay_mult (a key
+  added since) in the configs it saved; and, unless `steps_record_config`, without the run config
+  in its steps (only config.json, its last attempt's, with the EMA turned on after step 6)."""
+  old = tmp_path / "old_parent"
+  shutil.copytree(parent, old)
+  records = [old / "checkpoints" / step / "model" / "metadata" for step in ("6", "10", "12")]
+  for path in [old / "config.json", *records]:
+    saved = json.loads(path.read_text())
+    if path.name == "config.json":
+      del saved["optimizer"]["head_weight_decay_mult"]
+    elif steps_record_config:
+      saved["run_config"]["optimizer"].pop("head_weight_decay_mult")
+    else:
+      saved.pop("run_config", None)  # (older code saved none)
+    path.write_text(json.dumps(saved))
+  return str(old)
+
+
+@pytest.mark.parametrize("steps_record_config", [True, False])
+def test_a_parent_saved_before_a_key_existed_is_read_with_the_keys_added_since(
+    digits_dir, parent, tmp_path, steps_record_config
+):
+  """Its saved configs are read as the evaluator reads them (defaults.from_saved): the key added
+  since is what that run trained with, not None; and a step without an EMA had none."""
+  old = _as_saved_before(parent, tmp_path, steps_record_config)
+  at_6 = lambda **extra: config(
+      digits_dir, BRANCH_STEPS, BRANCH_COOLDOWN, branch_from=f"{old}:{BRANCH_POINT}", **extra
+  )
+  branch.check(at_6(), str(tmp_path / "branch"))
+  with pytest.raises(errors.ConfigError, match=r"at step 6 \(ema_decay: parent None, here 0\.9\)"):
+    branch.check(at_6(ema_decay=0.9), str(tmp_path / "branch"))
 
 
 @pytest.mark.slow  # 2 more tiny runs and a bucket

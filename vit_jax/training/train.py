@@ -417,7 +417,12 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       workdir,
       config.checkpoint_every,
       config.keep_checkpoints,
-      checkpoint.model_record(setup.model_config, setup.abstract_state["params"], task.record()),
+      checkpoint.model_record(
+          setup.model_config,
+          setup.abstract_state["params"],
+          task.record(),
+          run_config=json.loads(config.to_json_best_effort()),
+      ),
       async_save=async_save,
       keep_steps=tuple(config.keep_checkpoint_steps),
   )

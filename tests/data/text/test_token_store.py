@@ -189,6 +189,12 @@ def test_a_store_of_other_settings_is_refused_before_anything_runs(text_files, t
   other.tokenizer.vocab_size = 40
   with pytest.raises(errors.DataError, match="other settings.*vocab_size"):
     store_writer.prepare(other, out, examples_per_shard=30, workers=1, report=_quiet)
+  another_copy = gpt_config(text_files, data_dir="tfds_copy")  # relative: as the plan's, absolute
+  with pytest.raises(
+      errors.DataError,
+      match=f"other settings \\(data_dir: the store's None, now '{os.path.abspath('tfds_copy')}'",
+  ):
+    store_writer.prepare(another_copy, out, examples_per_shard=30, workers=1, report=_quiet)
   assert {p: os.stat(p).st_mtime_ns for p in _files(out)} == stamps  # nothing rewritten
   with data.opened_once():
     other.token_store = out
@@ -254,3 +260,44 @@ def test_a_store_in_a_bucket(text_files, tmp_path, gcs):
   storage_client.blob(f"{prefix}/train/00001.text.offsets").upload_from_string(b"\0" * 8)
   with pytest.raises(errors.DataError, match="train/00001.text.offsets is 8 bytes, not"):
     token_store.open_store(remote, ["train"])
+
+
+class _Interrupted(Exception):
+  pass
+
+
+def test_a_bucket_store_interrupted_and_rerun_by_worker_processes_is_finished(text_files, gcs):
+  """The rerun's shards are written by worker processes, whose objects this process's cached
+  listing of the bucket does not hold: they count as done, store.json is written, and training
+  opens the store."""
+  config, remote = gpt_config(text_files), gcs.new_dir("store")
+
+  def stop_after_one_shard(line):
+    if "shard 1/" in line:
+      raise _Interrupted
+
+  with pytest.raises(_Interrupted):  # one shard of 7 done
+    store_writer.prepare(config, remote, examples_per_shard=10, report=stop_after_one_shard)
+  said = []
+  finished = store_writer.prepare(
+      config, remote, examples_per_shard=10, workers=2, report=said.append
+  )
+  assert finished, said[-1]
+  assert "6 of its 7 shards to tokenize, 2 at a time" in said[0], said
+  store = token_store.open_store(remote, ["train", "validation"])
+  assert [len(store.manifest["splits"][s]["shards"]) for s in store.splits] == [6, 1]
+
+
+def test_a_shard_of_empty_documents_reads_as_empty_documents(text_files, monkeypatch, tmp_path):
+  """Its token file is empty (0 bytes, which cannot be memory-mapped): its documents, and any
+  window of them, read as no tokens."""
+  documents = ["alpha beta"] * 10 + [""] * 10
+  monkeypatch.setattr(datasets, "memory_examples", lambda *args, **kwargs: documents)
+  out = str(tmp_path / "store")
+  store_writer.prepare(
+      gpt_config(text_files), out, split_names=["train"], examples_per_shard=10, report=_quiet
+  )
+  assert os.path.getsize(f"{out}/train/{token_store.tokens_file('00001', 'text')}") == 0
+  split = token_store.open_store(out, ["train"]).split("train")
+  assert [len(d) for d in split.examples("text", np.arange(20))] == [10] * 10 + [0] * 10
+  assert [len(w) for w in split.spans("text", [9, 15], [5, 0], [9, 4])] == [4, 0]

@@ -5,9 +5,10 @@ tokenized once, in shards, by several processes on several hosts, resumable.
 
 1. The plan. Task 0 makes the tokenizer the config describes (trained on the first
    `tokenizer.max_train_texts` texts of the training split, or loaded from `tokenizer.path`),
-   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset, its kind, the tokenizer's
-   settings and fingerprint, and each split's shards. The other tasks wait for the plan. A rerun
-   reads the plan and goes on when it asks for the same store, or stops naming what differs.
+   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset and its data_dir, its kind,
+   the tokenizer's settings and fingerprint, and each split's shards. The other tasks wait for
+   the plan. A rerun reads the plan and goes on when it asks for the same store, or stops naming
+   what differs.
 2. The shards. Task i tokenizes the shards k with k % n == i that are not done yet, `workers`
    at a time in worker processes. A shard's arrays are staged on local disk and put in place
    whole (a rename, or one upload each), then its NNNNN.json: a shard counts as done only once
@@ -61,6 +62,7 @@ def make_plan(config, split_names: Sequence[str], examples_per_shard: int, token
       "format": token_store.FORMAT,
       "version": token_store.VERSION,
       "dataset": config.dataset,
+      "data_dir": _data_dir(config),
       "kind": kind,
       "fields": list(token_store.fields_of(kind, datasets.texts_per_example(config.dataset))),
       "labels": kind == "labeled",
@@ -69,6 +71,12 @@ def make_plan(config, split_names: Sequence[str], examples_per_shard: int, token
       "dtype": token_store.token_dtype(tokenizer.vocab_size).str,
       "shards": shards,
   }
+
+
+def _data_dir(config) -> str | None:
+  """Where the dataset is read from (TFDS's data_dir; None: TFDS's default), as an absolute path:
+  another copy or TFDS version of the data must not add shards to the same store."""
+  return None if config.data_dir is None else storage.absolute(config.data_dir)
 
 
 def _kind(config) -> str:
@@ -148,6 +156,8 @@ def _plan(config, output, split_names, examples_per_shard, task_index, report) -
       "tokenizer": token_store.tokenizer_settings(config),
       "splits": list(split_names),
   }
+  if "data_dir" in plan:  # (a plan written before plans recorded it: unknown)
+    have["data_dir"], want["data_dir"] = plan["data_dir"], _data_dir(config)
   differ = [key for key in have if have[key] != want[key]]
   if differ:
     listing = "; ".join(f"{k}: the store's {have[k]!r}, now {want[k]!r}" for k in differ)

@@ -3,8 +3,9 @@
 `python -m vit_jax.prepare --config=... --output=DIR` writes one (data/text/store_writer.py);
 `--config.token_store=DIR` trains on it. DIR, on a local disk or in a bucket (gs://), holds:
 
-    DIR/plan.json                   what is being prepared: the dataset, its kind, the tokenizer's
-                                    settings and fingerprint, each split's shard count (first)
+    DIR/plan.json                   what is being prepared: the dataset and its data_dir, its
+                                    kind, the tokenizer's settings and fingerprint, each split's
+                                    shard count (first)
     DIR/tokenizer/                  the tokenizer the tokens are ids of (vit_jax/data/tokenizers)
     DIR/SPLIT/NNNNN.FIELD.tokens    shard NNNNN's examples' FIELD tokens, one after another:
                                     uint16 where the vocabulary fits, else uint32, little-endian
@@ -130,7 +131,9 @@ class Array:
     """The whole array (a memory map for a local file; downloaded once from a bucket)."""
     with self._lock:
       if self._data is None:
-        if storage.is_remote(self.path):
+        if not self.length:  # a shard of empty texts: a file of 0 bytes cannot be mapped
+          self._data = np.zeros(0, self.dtype)
+        elif storage.is_remote(self.path):
           self._data = np.frombuffer(storage.read_bytes(self.path), self.dtype)
         else:
           self._data = np.memmap(self.path, self.dtype, mode="r")
