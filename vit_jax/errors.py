@@ -1,8 +1,10 @@
 """The errors a user can cause and fix (bad config, missing data, wrong checkpoint or workdir).
 
 Every command-line entry point prints a `UserError` as one line (`error: ...`) and exits with
-code 2, with nothing written. Only these classes are dressed that way: a bare `ValueError` or
-`KeyError` from inside our code is a bug and keeps its traceback.
+code 2, with nothing written; a storage that did not answer (`StorageUnavailableError`) exits with
+EXIT_STORAGE_UNAVAILABLE instead, so that a job's wrapper can tell "rerun later" from "fix it".
+Only these classes are dressed that way: a bare `ValueError` or `KeyError` from inside our code is
+a bug and keeps its traceback.
 
 The classes also derive from the builtin they replace (`ValueError`, `FileNotFoundError`), so
 library callers that catch those keep working. This module imports nothing of ours, so every
@@ -61,11 +63,15 @@ class StorageError(UserError, OSError):
 
 
 class StorageUnavailableError(UserError, OSError):
-  """Storage did not answer a read (a timeout, a dropped connection, HTTP 429 or 5xx) after
-  retries; nothing was changed, and the same command can be rerun once it answers."""
+  """Storage did not answer (a timeout, a refused or dropped connection, HTTP 408, 429 or 5xx)
+  for longer than the outage budget (vit_jax/storage.py ride_out); nothing saved was lost, and
+  the same command can be rerun once it answers."""
 
 
 USER_ERRORS = (UserError,)
+# The exit code of a StorageUnavailableError: sysexits.h's EX_TEMPFAIL, "a temporary failure; the
+# user is invited to retry".
+EXIT_STORAGE_UNAVAILABLE = 75
 
 # What each refusal says about the file system holding the file; anything else is not the user's.
 _STORAGE_CAUSES = {
@@ -104,8 +110,9 @@ def storage_cause(exc: BaseException) -> tuple[int, str | None] | None:
   return found[0][0], next((path for _, path in found if path), None)
 
 
-# Errors of a storage that may answer if asked again: a network failure, or a bucket's HTTP 429
-# (rate limit) and 5xx. A file that is missing or malformed is not one of them.
+# Errors of a storage that may answer if asked again: a network failure, or a bucket's HTTP 408
+# (request timeout), 429 (rate limit) and 5xx. A file that is missing or malformed is not one of
+# them, nor a refusal (403), a missing object or bucket (404) or a failed precondition (412).
 _TRANSIENT_ERRNOS = {
     errno.ETIMEDOUT,
     errno.ECONNRESET,
@@ -122,12 +129,12 @@ _HTTP_STATUS = re.compile(r"HTTP (?:response code|status)[: ]+(\d{3})")
 
 
 def _retryable_status(code) -> bool:
-  return isinstance(code, int) and (code == 429 or 500 <= code <= 599)
+  return isinstance(code, int) and (code in (408, 429) or 500 <= code <= 599)
 
 
 def transient_cause(exc: BaseException) -> str | None:
   """A short description when `exc` or an exception it was raised from or during is a storage
-  that did not answer (ConnectionError, TimeoutError, a network errno, HTTP 429 or 5xx from
+  that did not answer (ConnectionError, TimeoutError, a network errno, HTTP 408, 429 or 5xx from
   google.api_core or gcsfs, TensorStore's UNAVAILABLE / DEADLINE_EXCEEDED); else None."""
   seen = set()
   while exc is not None and id(exc) not in seen:
@@ -174,8 +181,9 @@ def user_problem(exc: BaseException, where: str | None = None) -> BaseException 
 
 @contextlib.contextmanager
 def exit_on_user_error(code: int = 2, where: str | None = None):
-  """Inside a command: a `user_problem` ends the process with one `error:` line and exit `code`;
-  any other exception keeps its traceback."""
+  """Inside a command: a `user_problem` ends the process with one `error:` line and exit `code`
+  (EXIT_STORAGE_UNAVAILABLE for a storage that did not answer); any other exception keeps its
+  traceback."""
   try:
     yield
   except Exception as e:  # pylint: disable=broad-except
@@ -183,6 +191,8 @@ def exit_on_user_error(code: int = 2, where: str | None = None):
     if problem is None:
       raise
     print(f"error: {str(problem).strip()}", file=sys.stderr, flush=True)
+    if isinstance(problem, StorageUnavailableError):
+      code = EXIT_STORAGE_UNAVAILABLE
     sys.exit(code)
 
 
