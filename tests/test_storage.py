@@ -331,6 +331,25 @@ def test_an_outage_past_the_budget_is_one_line_and_then_fails_at_once(clock, mon
   assert storage.ride_out(failing(0), "gs://other/x", "reading gs://other/x") == "done"
 
 
+def test_the_clients_retry_a_request_for_a_quarter_of_the_budget():
+  # pylint: disable=g-import-not-at-top  (orbax)
+  from orbax.checkpoint._src.serialization import tensorstore_utils
+
+  from vit_jax import checkpoint
+
+  for budget, client_s, tensorstore_tries in [(300, 30, 5), (8, 2, 2)]:
+    storage.set_outage_budget(budget)
+    try:
+      assert storage.client_deadline_s() == client_s
+      assert storage._client_retry()._timeout == client_s  # pylint: disable=protected-access
+      checkpoint.tensorstore_retries()  # 1 + 2 + 4 + ... s of waits cover the deadline
+      spec = tensorstore_utils.get_ts_context().spec.to_json()
+      assert spec["gcs_request_retries"]["max_retries"] == tensorstore_tries, spec
+    finally:
+      storage.set_outage_budget(storage.OUTAGE_S)
+      checkpoint.tensorstore_retries()
+
+
 def test_a_flush_whose_answer_was_lost_is_appended_once(gcs, monkeypatch):
   from google.cloud import storage as gcs_client  # pylint: disable=g-import-not-at-top
 

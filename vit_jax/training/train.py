@@ -14,6 +14,7 @@ log, save and eval points: between them the host dispatches steps ahead, with in
 already on the devices.
 """
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -350,7 +351,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
   With `total_steps=0` a new workdir gets the initialized model saved as step 0 (to export it).
   A write the file system refuses (full, over quota, read-only) is a `StorageError` naming the
   last good checkpoint, with the unfinished step it interrupted deleted, so that rerunning the
-  same command once the cause is fixed resumes exactly.
+  same command once the cause is fixed resumes exactly. A bucket workdir's outages are ridden out
+  for `config.storage_outage_s` (storage.py, checkpoint.py, metrics_log.py); a longer one is a
+  `StorageUnavailableError`, with nothing saved lost.
   """
   try:
     with data.opened_once():  # the checks, the input and the evaluators share each dataset
@@ -375,6 +378,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
+  checks.validate_config(config)
+  storage.set_outage_budget(config.storage_outage_s)  # before the first request to a bucket
   checks.validate_training(config, workdir)  # before anything is written
   storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
@@ -457,7 +462,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   def save_run_info(step: int) -> None:
     if jax.process_index() == 0:  # whole or not at all (it is rewritten while the run goes)
       run_info["goodput"] = {"step": step, **times.goodput.summary(log.elapsed())}
-      storage.replace_text(workdir_lib.run_info_path(workdir), json.dumps(run_info, indent=2))
+      log.replace(workdir_lib.run_info_path(workdir), json.dumps(run_info, indent=2))
 
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     storage.write_text(workdir_lib.config_path(workdir), config.to_json_best_effort(indent=2))
@@ -585,7 +590,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         with times.timing("eval"):
           evaluate(done, state, everything=is_last)
         last_time = time.time()  # eval time is not training throughput
-      log.advance(done)
+      log.advance(done)  # raises if a bucket stayed away past storage_outage_s
+      workdir_lib.check_lock(workdir)  # stops while no other run may take the workdir over
       if preempted:
         print(
             f"SIGTERM: saved a checkpoint at step {done}; rerun the same command to resume.",
@@ -600,13 +606,23 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         )
       evaluate(start_step, state, everything=True)
     save_run_info(max(start_step, last_step))
-  finally:
-    if trace:
-      trace.close()  # a window that the run ended inside
-    watcher.close()
-    ckpt.close()
-    log.close()
+  except BaseException:
+    _close(trace, watcher, ckpt, log, quietly=True)
+    raise
+  _close(trace, watcher, ckpt, log, quietly=False)
   return {**latest_evals, "final_params": state["params"]}
+
+
+def _close(trace, watcher, ckpt, log, quietly: bool) -> None:
+  """Ends the profile window the run ended inside, the preemption watcher, the checkpoints in
+  flight and the logs. `quietly`: the run ends on an error, which is what gets reported, and a
+  failure while closing (the same outage, say) is not raised over it."""
+  for close in ([trace.close] if trace else []) + [watcher.close, ckpt.close, log.close]:
+    if quietly:
+      with contextlib.suppress(Exception):
+        close()
+    else:
+      close()
 
 
 def _start_ema(params, state_shardings: dict):
