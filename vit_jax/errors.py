@@ -39,6 +39,12 @@ class DatasetNotPreparedError(UserError, FileNotFoundError):
   prepare it (the image and text pipelines both raise it)."""
 
 
+class DownloadFailedError(DatasetNotPreparedError):
+  """A dataset's download did not get through (no network, a proxy or server that does not
+  answer): it is not prepared, and an optional evaluator of it is left out; the message names
+  the URL and how to prepare the dataset elsewhere."""
+
+
 class WorkdirError(UserError):
   """The workdir (or a convert destination) cannot be used without losing or mixing up work."""
 
