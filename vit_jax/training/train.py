@@ -361,6 +361,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
   except errors.UserError:
     raise
   except Exception as e:  # pylint: disable=broad-except
+    from vit_jax.training import device_memory  # pylint: disable=g-import-not-at-top
+
+    if device_memory.out_of_memory(e):  # past check_fits: at run time (an eval, fragmentation)
+      raise device_memory.ran_out(config, e) from e
     if errors.storage_cause(e) is None:
       raise
     checkpoint.discard_partial_saves(workdir)
@@ -556,6 +560,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           batch = next(batches)
         # The target platform for attention_impl=auto (splash on TPU) is the mesh's.
         with times.timing("compile" if step == start_step else "dispatch"), jax.set_mesh(mesh):
+          if step == start_step and mesh.devices.flat[0].platform != "cpu":
+            # pylint: disable-next=g-import-not-at-top  (a CPU reports no memory to check)
+            from vit_jax.training import device_memory
+
+            device_memory.check_fits(train_step, state, batch, setup)  # or stops before step 1
           state, metrics = train_step(state, batch)
       pending.append(metrics)
       done = step + 1
