@@ -197,9 +197,13 @@ def exit_on_user_error(code: int = 2, where: str | None = None):
     if problem is None:
       raise
     print(f"error: {str(problem).strip()}", file=sys.stderr, flush=True)
-    if isinstance(problem, StorageUnavailableError):
-      code = EXIT_STORAGE_UNAVAILABLE
-    sys.exit(code)
+    sys.exit(exit_code(problem, code))
+
+
+def exit_code(problem: BaseException, code: int = 2) -> int:
+  """The exit code of a command ended by user problem `problem`: `code`, or
+  EXIT_STORAGE_UNAVAILABLE for a storage that did not answer."""
+  return EXIT_STORAGE_UNAVAILABLE if isinstance(problem, StorageUnavailableError) else code
 
 
 def without_traceback(message: str) -> str:
