@@ -256,6 +256,7 @@ def clock(monkeypatch):
   buckets alone."""
   fake = FakeClock()
   monkeypatch.setattr(storage, "time", fake)
+  monkeypatch.setattr(storage, "_pause", lambda where, seconds: fake.sleep(seconds))
   monkeypatch.setattr(storage, "_budget_s", 100.0)
   monkeypatch.setattr(storage, "_away", {})
   return fake

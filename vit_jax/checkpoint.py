@@ -436,11 +436,13 @@ class Checkpointer:
           self.directory,
           f"saving checkpoint {step} in {self.directory}",
       )
-    try:
+    try:  # one cheap request first: a save into an outage would hold the loop for its retries
       if _everywhere(storage.answers(self.directory)):
         return self._save(step, state)
       away = storage.outage(self.directory)
-      cause = f"{away[1]}, for {away[0]:.0f} s" if away else "on another process of the job"
+      cause = "on another process of the job"
+      if away:
+        cause = f"{away[1]}, for {away[0]:.0f} s" if away[0] >= 1 else away[1]
     except Exception as e:  # pylint: disable=broad-except
       cause = errors.transient_cause(e)
       if cause is None:

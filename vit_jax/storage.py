@@ -104,9 +104,11 @@ OUTAGE_S = 300.0
 FIRST_WAIT_S = 1.0  # the first wait before trying again, doubled at each try
 LONGEST_WAIT_S = 32.0  # and never longer (nor longer than an eighth of the budget)
 CLIENT_DEADLINE_S = 30.0  # a client's own retries of one request (at most a quarter of the budget)
+PROBE_S = 10.0  # how long `answers` waits for a listing of one object (at most the client's)
 _budget_s = OUTAGE_S
 _away = {}  # gs://BUCKET -> [time.time() of the first request it did not answer, the last error]
 _away_lock = threading.Lock()
+_answered_again = threading.Condition(_away_lock)  # wakes the waits of `ride_out`
 
 
 def set_outage_budget(seconds: float) -> None:
@@ -173,7 +175,7 @@ def _probe(path) -> None:
       prefix=parts.path.lstrip("/"),
       max_results=1,
       retry=None,
-      timeout=client_deadline_s(),
+      timeout=min(PROBE_S, client_deadline_s()),
   )
   list(listing)
 
@@ -181,6 +183,7 @@ def _probe(path) -> None:
 def _answered(where: str) -> None:
   with _away_lock:
     away = _away.pop(where, None)
+    _answered_again.notify_all()
   if away is not None and time.time() - away[0] > client_deadline_s():
     print(f"note: {where} answers again, after {time.time() - away[0]:.0f} s.", flush=True)
 
@@ -226,11 +229,17 @@ def ride_out(operation, path, what: str):
             flush=True,
         )
         warned = True
-      time.sleep(min(wait + random.uniform(0, FIRST_WAIT_S), left))
+      _pause(where, min(wait + random.uniform(0, FIRST_WAIT_S), left))
       wait = min(2 * wait, _longest_wait_s())
       continue
     _answered(where)
     return value
+
+
+def _pause(where: str, seconds: float) -> None:
+  """Waits `seconds`, or less if another request finds `where` answering again."""
+  with _answered_again:
+    _answered_again.wait_for(lambda: where not in _away, timeout=seconds)
 
 
 def _client_retry():
@@ -785,8 +794,19 @@ def _refused():
 
 def _patiently(operation, path, what: str, wait: bool):
   """`operation()`, ridden out (`ride_out`) if `wait`, else tried once (with the client's own
-  retries)."""
-  return ride_out(operation, path, what) if wait else operation()
+  retries), its answer or its outage noted all the same."""
+  if wait:
+    return ride_out(operation, path, what)
+  started = time.time()
+  try:
+    value = operation()
+  except Exception as e:  # pylint: disable=broad-except
+    cause = errors.transient_cause(e)
+    if cause is not None:
+      _unanswered(bucket(path), started, cause)
+    raise
+  _answered(bucket(path))
+  return value
 
 
 def create_object(path, text: str) -> int | None:

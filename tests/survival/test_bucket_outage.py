@@ -3,8 +3,8 @@ gs:// workdir whose bucket (tests/gcs_emulator.py Outage) goes away after a chec
 checkpoint's write, for longer than the outage budget, and during start-up's reads.
 
 Budgets of seconds stand in for minutes: the policy scales with --config.storage_outage_s (each
-client's own retries last a quarter of it, so an outage of 8 s outlasts them at a budget of 20 s,
-as a 150 s one outlasts Google's client's 120 s at the default budget).
+client's own retries last a quarter of it, so an outage of 5 s outlasts them at a budget of 10 s,
+as a 150 s one outlasts the 120 s after which Google's client alone gave up).
 """
 
 import dataclasses
