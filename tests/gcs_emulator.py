@@ -19,6 +19,7 @@ import http
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -265,6 +266,20 @@ class Outage(Emulator):
 
   def is_down(self) -> bool:
     return self.process.poll() is not None
+
+  def first_knock(self, timeout: float = 300) -> float:
+    """While down: waits for the first client to try the port, resets that connection (as a
+    host that lost its server does), and returns when it came; the port is free again after."""
+    with socket.socket() as door:
+      door.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+      door.bind(("localhost", self.port))
+      door.listen(1)
+      door.settimeout(timeout)
+      knock, _ = door.accept()
+      knocked = time.time()
+      knock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+      knock.close()
+    return knocked
 
 
 @contextlib.contextmanager

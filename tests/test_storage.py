@@ -298,6 +298,18 @@ def test_each_transient_status_is_ridden_out(clock, monkeypatch, status):
   assert storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
 
 
+def test_a_connection_that_drops_is_ridden_out(clock, monkeypatch):
+  import aiohttp  # pylint: disable=g-import-not-at-top  (gcsfs's client)
+  import requests  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setattr(storage, "_probe", lambda path: None)
+  for error in (
+      aiohttp.ServerDisconnectedError(),
+      requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead"),
+  ):
+    assert storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
+
+
 @pytest.mark.parametrize("status", [403, 404, 412])
 def test_a_refusal_is_raised_at_once(clock, status):
   from google.api_core import exceptions  # pylint: disable=g-import-not-at-top

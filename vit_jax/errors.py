@@ -129,6 +129,15 @@ _TRANSIENT_ERRNOS = {
     errno.ENETDOWN,
     errno.EPIPE,
 }
+# The clients' own words for a connection that dropped or broke mid-transfer, by class name (this
+# module imports no client): aiohttp's (gcsfs), requests' and urllib3's (Google's client).
+_TRANSIENT_CLASSES = {
+    "ClientConnectionError",
+    "ClientPayloadError",
+    "ChunkedEncodingError",
+    "ProtocolError",
+    "IncompleteRead",
+}
 # TensorStore's status codes for a storage that did not answer, and the HTTP code it quotes.
 _TENSORSTORE_TRANSIENT = re.compile(r"(UNAVAILABLE|DEADLINE_EXCEEDED): ")
 _HTTP_STATUS = re.compile(r"HTTP (?:response code|status)[: ]+(\d{3})")
@@ -140,8 +149,9 @@ def _retryable_status(code) -> bool:
 
 def transient_cause(exc: BaseException) -> str | None:
   """A short description when `exc` or an exception it was raised from or during is a storage
-  that did not answer (ConnectionError, TimeoutError, a network errno, HTTP 408, 429 or 5xx from
-  google.api_core or gcsfs, TensorStore's UNAVAILABLE / DEADLINE_EXCEEDED); else None."""
+  that did not answer (ConnectionError, TimeoutError, a network errno, a connection the clients
+  saw drop, HTTP 408, 429 or 5xx from google.api_core or gcsfs, TensorStore's UNAVAILABLE /
+  DEADLINE_EXCEEDED); else None."""
   seen = set()
   while exc is not None and id(exc) not in seen:
     seen.add(id(exc))
@@ -150,6 +160,8 @@ def transient_cause(exc: BaseException) -> str | None:
     if isinstance(exc, (ConnectionError, TimeoutError)) or (
         isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
     ):
+      return first
+    if _TRANSIENT_CLASSES & {cls.__name__ for cls in type(exc).__mro__}:
       return first
     if _retryable_status(getattr(exc, "code", None)):  # google.api_core, gcsfs.retry.HttpError
       return first

@@ -150,8 +150,9 @@ class PastTheBudget:
 @pytest.fixture(scope="module")
 def past_the_budget(bucket, compiled, digits_dir, tmp_path_factory):
   """A run whose bucket goes away after step 3 and stays away past its budget; then its rerun,
-  started while the bucket is still away (its start-up reads wait), which the bucket leaves again
-  at the first write of checkpoint 4, coming back 3 s later."""
+  started while the bucket is still away: its first request is reset and the bucket comes back
+  3 s later (its start-up reads wait), to leave again at the first write of checkpoint 4 and come
+  back 3 s after that."""
   workdir, cwd, times = bucket.new_dir("past"), tmp_path_factory.mktemp("cwd"), {}
   first = Watched(
       bucket,
@@ -166,6 +167,8 @@ def past_the_budget(bucket, compiled, digits_dir, tmp_path_factory):
   times = {}
 
   def up_until_checkpoint_4():
+    times["knocked"] = bucket.first_knock()
+    time.sleep(3)
     bucket.up(die_on=f"{workdir.split('/', 3)[3]}/checkpoints/4/")
     times["up"] = time.time()
     while not bucket.is_down():
@@ -173,7 +176,7 @@ def past_the_budget(bucket, compiled, digits_dir, tmp_path_factory):
     times["died"] = time.time()
     up_in(bucket, 3, times)
 
-  threading.Timer(3, up_until_checkpoint_4).start()
+  threading.Thread(target=up_until_checkpoint_4, daemon=True).start()
   rerun = Watched(bucket, workdir, digits_dir, cwd, compiled, "--config.storage_outage_s=20")
   return PastTheBudget(workdir, first, down_for, rerun, times)
 
@@ -195,7 +198,7 @@ def test_its_rerun_waits_for_the_bucket_at_start_and_at_a_checkpoint_and_resumes
   rerun, times, workdir = past_the_budget.rerun, past_the_budget.times, past_the_budget.workdir
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert "Traceback" not in rerun.stderr and "error:" not in rerun.stderr
-  assert rerun.started < times["up"]  # its start-up reads waited for the bucket
+  assert rerun.started < times["knocked"] < times["up"]  # its start-up reads waited for it
   assert "died" in times, "the bucket did not die during checkpoint 4's write"
   assert f"Resumed from {workdir}/checkpoints at step 2." in rerun.stdout
   assert "took over the lock of pid" in rerun.stderr  # the one the first attempt could not delete
