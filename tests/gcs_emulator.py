@@ -1,7 +1,12 @@
 """A Cloud Storage API on localhost for the tests: gcp-storage-emulator (from the package index),
 started once per test session, with every client pointed at it through the environment.
 
-    python -m tests.gcs_emulator PORT BUCKET   # what `running` starts
+    python -m tests.gcs_emulator PORT BUCKET [DATA_DIR [DIE_ON]]   # what `running` starts
+
+`Outage` runs one of its own that a test takes down and brings back (the bucket's bad minutes):
+its objects kept on disk in DATA_DIR, killed between two requests (as a real bucket answers a
+request whole or not at all), or at the first request naming DIE_ON (in the middle of a
+checkpoint's write, say).
 
 The emulator speaks GCS's JSON API but ignores generation preconditions, which the workdir lock
 and TensorStore's OCDBT manifests (orbax's arrays) rely on; `serve` adds them to its object
@@ -12,10 +17,14 @@ request body bytes it has received, for tests of how much a client sends.
 import contextlib
 import http
 import os
+import signal
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -94,11 +103,33 @@ def _counting_received(server):
   server.HANDLERS = ((r"^/received$", {"GET": answer}), *server.HANDLERS)
 
 
-def serve(port: int, bucket: str) -> None:
+def _dying(server, die_on: str | None):
+  """Makes `server` answer one request at a time, exit between two at SIGTERM, and exit at once
+  (before answering) at a request whose decoded path names `die_on`."""
+  one_at_a_time = threading.Lock()
+  handle = server.Router.handle
+
+  def handled(router, method):
+    if die_on and die_on in urllib.parse.unquote(router._request_handler.path):  # pylint: disable=protected-access
+      os._exit(1)
+    with one_at_a_time:
+      return handle(router, method)
+
+  def stop(signum, frame):
+    del signum, frame
+    one_at_a_time.acquire()  # pylint: disable=consider-using-with  (held until the exit)
+    os._exit(0)
+
+  server.Router.handle = handled
+  signal.signal(signal.SIGTERM, stop)
+
+
+def serve(port: int, bucket: str, data_dir: str | None = None, die_on: str | None = None) -> None:
   from gcp_storage_emulator import server  # pylint: disable=g-import-not-at-top
   from gcp_storage_emulator.handlers import objects  # pylint: disable=g-import-not-at-top
 
   _counting_received(server)
+  _dying(server, die_on)
   object_id = lambda request: request.params["object_id"]
   patched = {
       objects.insert: _with_preconditions(objects.insert, _upload_name),
@@ -111,7 +142,10 @@ def serve(port: int, bucket: str) -> None:
     for method, handler in methods.items():
       methods[method] = patched.get(handler, handler)
   objects.insert = patched[objects.insert]  # the router's fallback for uploads looks it up here
-  server.create_server("localhost", port, in_memory=True, default_bucket=bucket).run()
+  in_memory = data_dir is None
+  server.create_server(
+      "localhost", port, in_memory=in_memory, data_dir=data_dir, default_bucket=bucket
+  ).run()
 
 
 def _free_port() -> int:
@@ -136,9 +170,14 @@ class Emulator:
       return int(answer.read())
 
   def _client(self):
+    from google.auth import credentials  # pylint: disable=g-import-not-at-top
     from google.cloud import storage  # pylint: disable=g-import-not-at-top
 
-    return storage.Client()
+    return storage.Client(
+        project="test",
+        credentials=credentials.AnonymousCredentials(),
+        client_options={"api_endpoint": f"http://localhost:{self.port}"},
+    )
 
   def objects(self, folder: str) -> dict:
     """{path relative to `folder`: content} of every object under gs:// `folder`; one deleted
@@ -165,28 +204,33 @@ class Emulator:
         bucket.blob(f"{prefix}/{relative}").upload_from_filename(path)
 
 
+def _start(port: int, *args) -> subprocess.Popen:
+  """The emulator serving on `port` (args: DATA_DIR, DIE_ON), once it accepts connections."""
+  process = subprocess.Popen(
+      [sys.executable, "-m", "tests.gcs_emulator", str(port), BUCKET, *map(str, args)],
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL,
+  )
+  deadline = time.time() + 60
+  while True:
+    try:
+      socket.create_connection(("localhost", port), timeout=1).close()
+      return process
+    except OSError:
+      if process.poll() is not None or time.time() > deadline:
+        raise RuntimeError("gcp-storage-emulator did not start") from None
+      time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def running():
   """Starts the emulator on a free port and points this process's environment (which the
   commands the tests start inherit) at it; restores the environment after."""
   port = _free_port()
-  process = subprocess.Popen(
-      [sys.executable, "-m", "tests.gcs_emulator", str(port), BUCKET],
-      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL,
-  )
+  process = _start(port)
   saved = {k: os.environ.get(k) for k in environment(port)}
   try:
-    deadline = time.time() + 60
-    while True:
-      try:
-        socket.create_connection(("localhost", port), timeout=1).close()
-        break
-      except OSError:
-        if process.poll() is not None or time.time() > deadline:
-          raise RuntimeError("gcp-storage-emulator did not start") from None
-        time.sleep(0.1)
     os.environ.update(environment(port))
     yield Emulator(port, BUCKET)
   finally:
@@ -199,5 +243,55 @@ def running():
     process.wait(timeout=30)
 
 
+class Outage(Emulator):
+  """An emulator of its own that a test takes down (`down`: refused connections, as a bucket
+  whose front end is gone) and brings back (`up`) with its objects, on the same port. The
+  commands a test starts reach it through `env` (this process's clients stay on the session's
+  emulator); `objects` reads it while it is up."""
+
+  def __init__(self, data_dir):
+    super().__init__(_free_port(), BUCKET)
+    self.data_dir = str(data_dir)
+    self.process = None
+
+  def up(self, die_on: str | None = None) -> None:
+    """Starts serving (again); with `die_on`, it dies at the first request naming it."""
+    self.process = _start(self.port, self.data_dir, *([die_on] if die_on else []))
+
+  def down(self) -> None:
+    """Stops serving, between two requests; nothing answers on the port until `up`."""
+    if self.process.poll() is None:
+      self.process.terminate()
+    self.process.wait(timeout=30)
+
+  def is_down(self) -> bool:
+    return self.process.poll() is not None
+
+  def first_knock(self, timeout: float = 300) -> float:
+    """While down: waits for the first client to try the port, resets that connection (as a
+    host that lost its server does), and returns when it came; the port is free again after."""
+    with socket.socket() as door:
+      door.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+      door.bind(("localhost", self.port))
+      door.listen(1)
+      door.settimeout(timeout)
+      knock, _ = door.accept()
+      knocked = time.time()
+      knock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+      knock.close()
+    return knocked
+
+
+@contextlib.contextmanager
+def outage(data_dir):
+  """An `Outage` emulator, up, keeping its objects in `data_dir`; stopped at the end."""
+  emulator = Outage(data_dir)
+  emulator.up()
+  try:
+    yield emulator
+  finally:
+    emulator.down()
+
+
 if __name__ == "__main__":
-  serve(int(sys.argv[1]), sys.argv[2])
+  serve(int(sys.argv[1]), sys.argv[2], *sys.argv[3:5])

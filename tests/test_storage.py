@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests import gcs_emulator
 from tests import helpers
 from vit_jax import errors
 from vit_jax import storage
@@ -230,3 +231,199 @@ def test_a_workdir_in_a_missing_bucket_is_refused(gcs):
   del gcs  # the API that answers "no such bucket"
   with pytest.raises(errors.WorkdirError, match="bucket gs://no-such-bucket does not exist"):
     workdir_lib.check_workdir("gs://no-such-bucket/w")
+
+
+# ---- A bucket's bad minutes: one retry policy (the trainer's runs: survival/test_bucket_outage) --
+
+
+class FakeClock:
+  """time.time and time.sleep for `storage`: sleeping advances the clock at once."""
+
+  def __init__(self):
+    self.now, self.waits = 1000.0, []
+
+  def time(self):
+    return self.now
+
+  def sleep(self, seconds):
+    self.waits.append(seconds)
+    self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+  """A budget of 100 s (the clients' own retries: 25 s), on a fake clock; outages of this test's
+  buckets alone."""
+  fake = FakeClock()
+  monkeypatch.setattr(storage, "time", fake)
+  monkeypatch.setattr(storage, "_pause", lambda where, seconds: fake.sleep(seconds))
+  monkeypatch.setattr(storage, "_budget_s", 100.0)
+  monkeypatch.setattr(storage, "_away", {})
+  return fake
+
+
+def failing(times: int, error=ConnectionRefusedError(111, "Connection refused"), then="done"):
+  """An operation that raises `error` its first `times` calls, then returns `then`."""
+  calls = []
+
+  def operation():
+    calls.append(1)
+    if len(calls) <= times:
+      raise error
+    return then
+
+  operation.calls = calls
+  return operation
+
+
+def test_an_outage_is_tried_again_after_waits_that_double_with_jitter(clock, monkeypatch, capsys):
+  monkeypatch.setattr(storage, "_probe", lambda path: None)  # the bucket answers a listing
+  operation = failing(4)
+  assert storage.ride_out(operation, "gs://b/w/x", "writing gs://b/w/x") == "done"
+  assert len(operation.calls) == 5
+  for n, wait in enumerate(clock.waits):  # 1, 2, 4, 8 s, each plus up to 1 s of jitter
+    assert 2**n <= wait < 2**n + 1, clock.waits
+  assert storage.outage("gs://b/w") is None  # it answers again
+  err = capsys.readouterr().err
+  assert err.count("warning: gs://b does not answer (ConnectionRefusedError") == 1  # one line
+  assert "while writing gs://b/w/x; trying again for up to 100 s" in err
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 503])
+def test_each_transient_status_is_ridden_out(clock, monkeypatch, status):
+  from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setattr(storage, "_probe", lambda path: None)
+  error = exceptions.from_http_status(status, "try later")
+  assert storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
+
+
+def test_a_connection_that_drops_is_ridden_out(clock, monkeypatch):
+  import aiohttp  # pylint: disable=g-import-not-at-top  (gcsfs's client)
+  import requests  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setattr(storage, "_probe", lambda path: None)
+  for error in (
+      aiohttp.ServerDisconnectedError(),
+      requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead"),
+  ):
+    assert storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
+
+
+@pytest.mark.parametrize("status", [403, 404, 412])
+def test_a_refusal_is_raised_at_once(clock, status):
+  from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
+
+  error = exceptions.from_http_status(status, "no")
+  with pytest.raises(type(error)):
+    storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x")
+  assert clock.waits == [] and storage.outage("gs://b/x") is None
+
+
+def test_an_outage_past_the_budget_is_one_line_and_then_fails_at_once(clock, monkeypatch):
+  stays_away = failing(10**6)
+  monkeypatch.setattr(storage, "_probe", lambda path: stays_away())  # the bucket stays away
+  with pytest.raises(errors.StorageUnavailableError) as raised:
+    storage.ride_out(failing(10**6), "gs://b/w/metrics.jsonl", "writing gs://b/w/metrics.jsonl")
+  message = str(raised.value)
+  assert message.startswith(
+      "gs://b did not answer for 100 s (ConnectionRefusedError: [Errno 111] Connection refused) "
+      "while writing gs://b/w/metrics.jsonl: the outage outlasted --config.storage_outage_s=100."
+  )
+  assert "\n" not in message and "Nothing saved was lost" in message
+  assert sum(clock.waits) == pytest.approx(100)
+  seconds, cause = storage.outage("gs://b/w")
+  assert seconds == pytest.approx(100) and cause.startswith("ConnectionRefusedError")
+  # Every operation on that bucket now fails after one cheap request, without waiting...
+  clock.waits.clear()
+  never = failing(0)
+  with pytest.raises(errors.StorageUnavailableError, match="did not answer for 100 s"):
+    storage.ride_out(never, "gs://b/w/lock", "deleting gs://b/w/lock")
+  assert clock.waits == [] and never.calls == []
+  # ...but another bucket's do not.
+  assert storage.ride_out(failing(0), "gs://other/x", "reading gs://other/x") == "done"
+
+
+def test_the_clients_retry_a_request_for_a_quarter_of_the_budget():
+  # pylint: disable=g-import-not-at-top  (orbax)
+  from orbax.checkpoint._src.serialization import tensorstore_utils
+
+  from vit_jax import checkpoint
+
+  for budget, client_s, tensorstore_tries in [(300, 30, 5), (8, 2, 2)]:
+    storage.set_outage_budget(budget)
+    try:
+      assert storage.client_deadline_s() == client_s
+      assert storage._client_retry()._timeout == client_s  # pylint: disable=protected-access
+      checkpoint.tensorstore_retries()  # 1 + 2 + 4 + ... s of waits cover the deadline
+      spec = tensorstore_utils.get_ts_context().spec.to_json()
+      assert spec["gcs_request_retries"]["max_retries"] == tensorstore_tries, spec
+    finally:
+      storage.set_outage_budget(storage.OUTAGE_S)
+      checkpoint.tensorstore_retries()
+
+
+def test_a_flush_whose_answer_was_lost_is_appended_once(gcs, monkeypatch):
+  from google.cloud import storage as gcs_client  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
+  path = storage.join(gcs.new_dir("append"), "log")
+  _append_flushes(gcs, path, ["1\n"])
+  compose, lost = gcs_client.Blob.compose, []
+
+  def landed_but_unanswered(self, *args, **kwargs):
+    compose(self, *args, **kwargs)
+    if not lost:
+      lost.append(1)
+      raise ConnectionResetError(104, "Connection reset by peer")
+
+  monkeypatch.setattr(gcs_client.Blob, "compose", landed_but_unanswered)
+  _append_flushes(gcs, path, ["2\n", "3\n"])
+  assert lost and storage.read_text(path) == "1\n2\n3\n"
+
+
+def test_a_held_lock_taken_over_stops_its_holder_and_is_left_to_the_new_one(gcs, monkeypatch):
+  workdir = gcs.new_dir("lock")
+  monkeypatch.setattr(workdir_lib, "LOCK_RENEW_S", 0.1)
+  workdir_lib.lock(workdir)
+  other = json.dumps({"pid": 1, "host": "another-host", "started": "2026-01-01T00:00:00+00:00"})
+  storage.write_text(workdir_lib.lock_path(workdir), other)  # as a takeover writes it
+  deadline = datetime.datetime.now() + datetime.timedelta(seconds=30)
+  with pytest.raises(errors.WorkdirError) as raised:
+    while datetime.datetime.now() < deadline:  # its next renewal finds it
+      workdir_lib.check_lock(workdir)
+  assert "was taken over by pid 1 on host another-host" in str(raised.value)
+  workdir_lib.unlock(workdir)
+  assert gcs.objects(workdir)["lock"] == other.encode()  # not deleted: it is not ours
+
+
+_HOLD_UNTIL_LOST = """
+import sys, time
+from vit_jax import errors, storage, workdir
+workdir.LOCK_RENEW_S, workdir.LOCK_STALE_S, workdir.LOCK_SAFE_S = 0.2, 1.5, 1.0
+storage.set_outage_budget(2)  # a renewal's request is retried for 0.5 s
+with errors.exit_on_user_error():
+  workdir.lock(sys.argv[1])
+  print("locked", flush=True)
+  while True:
+    workdir.check_lock(sys.argv[1])
+    time.sleep(0.05)
+"""
+
+
+def test_a_lock_that_cannot_be_renewed_in_time_stops_its_holder_in_one_line(tmp_path):
+  with gcs_emulator.outage(tmp_path / "bucket") as bucket:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_UNTIL_LOST, bucket.new_dir("lock")],
+        env={**helpers.env(), **bucket.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline() == "locked\n", holder.stderr.read()
+    bucket.down()
+    _, stderr = holder.communicate(timeout=60)
+  assert holder.returncode == errors.EXIT_STORAGE_UNAVAILABLE, stderr
+  assert "Traceback" not in stderr and stderr.count("error:") == 1
+  assert "could not be renewed for 1 s (ConnectionRefusedError" in stderr
+  assert "another run may take" in stderr

@@ -12,7 +12,6 @@ import logging
 import os
 import re
 import sys
-import time
 import traceback
 import warnings
 
@@ -238,35 +237,40 @@ def quiet_refused_writes() -> None:
     absl_log.addFilter(_RefusedWriteLogFilter())
 
 
-# Seconds to wait before each new try of a read whose storage did not answer (a timeout, a dropped
-# connection, HTTP 429 or 5xx); after the last, the read fails with nothing set aside.
-READ_RETRY_DELAYS = (2.0, 8.0, 30.0)
-
-
 def _read_retrying(read, step_dir: str):
-  """read(step_dir), tried again after each of READ_RETRY_DELAYS while the storage does not
-  answer: a step that cannot be fetched is not known to be damaged."""
-  for delay in (*READ_RETRY_DELAYS, None):
-    try:
-      return read(step_dir)
-    except errors.UserError:
-      raise
-    except Exception as e:  # pylint: disable=broad-except
-      cause = errors.transient_cause(e)
-      if cause is None:
-        raise
-      if delay is None:
-        raise errors.StorageUnavailableError(
-            f"cannot read checkpoint {step_dir}: the storage did not answer in "
-            f"{len(READ_RETRY_DELAYS) + 1} tries ({cause}); nothing was changed, rerun the same "
-            "command once it answers."
-        ) from e
-      print(
-          f"warning: reading checkpoint {step_dir} failed ({cause}); trying again in {delay:g} s.",
-          file=sys.stderr,
-          flush=True,
-      )
-      time.sleep(delay)
+  """read(step_dir), ridden out while the storage does not answer (storage.ride_out): a step
+  that cannot be fetched is not known to be damaged."""
+  return storage.ride_out(lambda: read(step_dir), step_dir, f"reading checkpoint {step_dir}")
+
+
+def _everywhere(answer: bool) -> bool:
+  """Whether `answer` is True on every process of the job (a save is collective: all save, or
+  none)."""
+  if jax.process_count() == 1:
+    return answer
+  return bool(np.all(multihost_utils.process_allgather(np.int32(answer))))
+
+
+def tensorstore_retries() -> None:
+  """TensorStore, which reads and writes orbax's arrays, retries a bucket's requests as
+  vit_jax/storage.py's policy does for `client_deadline_s` (its default: 32 tries, about 15
+  minutes, during which a save would hold the loop). Orbax builds its TensorStore context from
+  these module defaults and offers no setting for it."""
+  # pylint: disable-next=g-import-not-at-top
+  from orbax.checkpoint._src.serialization import tensorstore_utils
+
+  tries, waited = 0, 0.0
+  while waited < storage.client_deadline_s():
+    waited += min(storage.FIRST_WAIT_S * 2**tries, storage.LONGEST_WAIT_S)
+    tries += 1
+  retries = {
+      "max_retries": max(tries, 1),
+      "initial_delay": f"{storage.FIRST_WAIT_S:g}s",
+      "max_delay": f"{storage.LONGEST_WAIT_S:g}s",
+  }
+  # pylint: disable=protected-access
+  for context in (tensorstore_utils._BASE_TS_CONTEXT, tensorstore_utils._DEFAULT_OCDBT_TS_CONTEXT):
+    context["gcs_request_retries"] = retries
 
 
 def first_intact(candidates: list[str], read, move_damaged: bool = False):
@@ -277,9 +281,10 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
   is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer: by process 0
   alone, see `Checkpointer.restore_latest_intact`) or left in place (readers: generate, convert,
   init_from). User errors (another model) are not damage, nor is a storage that does not answer:
-  its read is retried (`READ_RETRY_DELAYS`), then a StorageUnavailableError, nothing moved.
+  its read is ridden out (storage.ride_out), then a StorageUnavailableError, nothing moved.
   """
   quiet_abandoned_reads()  # before reading: a failed read's siblings report after it
+  tensorstore_retries()
   failed = []
   for step_dir in candidates:
     try:
@@ -308,7 +313,15 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
 
 
 class Checkpointer:
-  """Thin wrapper over `ocp.CheckpointManager` with a model-identity check on restore."""
+  """Thin wrapper over `ocp.CheckpointManager` with a model-identity check on restore.
+
+  In a bucket, saves ride out the bucket's bad minutes (vit_jax/storage.py): a save due while it
+  does not answer is left to the next interval, and training goes on; a forced one (the last
+  step, a preemption) is tried again until it answers or the outage budget runs out. A save that
+  fails leaves its step unfinished (no commit marker: never read), with its files deleted before
+  the next save; orbax deletes an older step only after a newer one is finished, so a failed save
+  costs nothing saved.
+  """
 
   def __init__(
       self,
@@ -323,6 +336,7 @@ class Checkpointer:
     one of `keep_steps`."""
     self.directory = workdir_lib.checkpoints_dir(workdir)
     quiet_refused_writes()
+    tensorstore_retries()
     self.record = record
     self.save_every = save_every
     self.keep_steps = frozenset(keep_steps)
@@ -334,15 +348,31 @@ class Checkpointer:
               [policies.LatestN(keep), policies.CustomSteps(sorted(self.keep_steps))]
           )
       )
-    options = ocp.CheckpointManagerOptions(
+    self._options = ocp.CheckpointManagerOptions(
         save_interval_steps=save_every,
         create=True,
         enable_async_checkpointing=async_save,
         **keeping,
     )
-    self.manager = ocp.CheckpointManager(
-        self.directory, options=options, item_names=(workdir_lib.STATE_ITEM, workdir_lib.MODEL_ITEM)
-    )
+    self._manager = None
+    self._unfinished = False  # a save failed: its step's files are deleted before the next one
+    self.manager  # pylint: disable=pointless-statement  (lists the steps now, as a check)
+
+  @property
+  def manager(self) -> ocp.CheckpointManager:
+    """Orbax's manager; a new one after a failed save (orbax raises a failed asynchronous save's
+    error again at every later save)."""
+    if self._manager is None:
+      self._manager = storage.ride_out(
+          lambda: ocp.CheckpointManager(
+              self.directory,
+              options=self._options,
+              item_names=(workdir_lib.STATE_ITEM, workdir_lib.MODEL_ITEM),
+          ),
+          self.directory,
+          f"listing {self.directory}",
+      )
+    return self._manager
 
   def latest_step(self):
     return self.manager.latest_step()
@@ -408,16 +438,62 @@ class Checkpointer:
     return step % self.save_every == 0 or step in self.keep_steps
 
   def save(self, step: int, state, force: bool = False) -> bool:
+    """Saves `state` as `step` if it is due (or `force`); whether it did. In a bucket that does
+    not answer, a due save is left to the next interval (False, with a warning line); a forced one
+    rides out the outage and is finished before this returns."""
     if not (force or self.should_save(step)):
       return False
-    return self.manager.save(
-        step,
-        args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), model=ocp.args.JsonSave(self.record)
-        ),
-        force=True,
+    if not storage.is_remote(self.directory):
+      return self._save(step, state)
+    if force:
+      return storage.ride_out(
+          lambda: self._save(step, state, finish=True),
+          self.directory,
+          f"saving checkpoint {step} in {self.directory}",
+      )
+    try:  # one cheap request first: a save into an outage would hold the loop for its retries
+      if _everywhere(storage.answers(self.directory)):
+        return self._save(step, state)
+      away = storage.outage(self.directory)
+      cause = "on another process of the job"
+      if away:
+        cause = f"{away[1]}, for {away[0]:.0f} s" if away[0] >= 1 else away[1]
+    except Exception as e:  # pylint: disable=broad-except
+      cause = errors.transient_cause(e)
+      if cause is None:
+        raise
+    print(
+        f"warning: checkpoint {step} not saved: {storage.bucket(self.directory)} does not answer "
+        f"({cause}); training goes on, and the next checkpoint is saved at step "
+        f"{step + self.save_every - step % self.save_every} if it answers by then.",
+        file=sys.stderr,
+        flush=True,
     )
+    return False
+
+  def _save(self, step: int, state, finish: bool = False) -> bool:
+    """One try of a save; `finish`: wait for an asynchronous one to be finished."""
+    if not _everywhere(not self._unfinished):  # nothing is in flight now: the failed one ended
+      if jax.process_index() == 0:
+        discard_partial_saves(storage.parent(self.directory))
+      multihost_utils.sync_global_processes("vit_jax_discarded_unfinished_steps")
+      self._unfinished = False
+    try:
+      saved = self.manager.save(
+          step,
+          args=ocp.args.Composite(
+              state=ocp.args.StandardSave(state), model=ocp.args.JsonSave(self.record)
+          ),
+          force=True,
+      )
+      if finish:
+        self.manager.wait_until_finished()
+      return saved
+    except Exception:
+      self._manager, self._unfinished = None, True
+      raise
 
   def close(self):
-    self.manager.wait_until_finished()
-    self.manager.close()
+    if self._manager is not None:
+      self._manager.wait_until_finished()
+      self._manager.close()

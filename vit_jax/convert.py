@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     if problem is None:
       raise
     print(f"error: {problem}", file=sys.stderr)
-    return 2
+    return errors.exit_code(problem)
   print(f"model: {json.dumps(ckpt.model, sort_keys=True)}")
   for note in ckpt.notes:
     print(f"note: {note}")

@@ -1,8 +1,10 @@
 """The errors a user can cause and fix (bad config, missing data, wrong checkpoint or workdir).
 
 Every command-line entry point prints a `UserError` as one line (`error: ...`) and exits with
-code 2, with nothing written. Only these classes are dressed that way: a bare `ValueError` or
-`KeyError` from inside our code is a bug and keeps its traceback.
+code 2, with nothing written; a storage that did not answer (`StorageUnavailableError`) exits with
+EXIT_STORAGE_UNAVAILABLE instead, so that a job's wrapper can tell "rerun later" from "fix it".
+Only these classes are dressed that way: a bare `ValueError` or `KeyError` from inside our code is
+a bug and keeps its traceback.
 
 The classes also derive from the builtin they replace (`ValueError`, `FileNotFoundError`), so
 library callers that catch those keep working. This module imports nothing of ours, so every
@@ -37,6 +39,12 @@ class DatasetNotPreparedError(UserError, FileNotFoundError):
   prepare it (the image and text pipelines both raise it)."""
 
 
+class DownloadFailedError(DatasetNotPreparedError):
+  """A dataset's download did not get through (no network, a proxy or server that does not
+  answer): it is not prepared, and an optional evaluator of it is left out; the message names
+  the URL and how to prepare the dataset elsewhere."""
+
+
 class WorkdirError(UserError):
   """The workdir (or a convert destination) cannot be used without losing or mixing up work."""
 
@@ -61,11 +69,15 @@ class StorageError(UserError, OSError):
 
 
 class StorageUnavailableError(UserError, OSError):
-  """Storage did not answer a read (a timeout, a dropped connection, HTTP 429 or 5xx) after
-  retries; nothing was changed, and the same command can be rerun once it answers."""
+  """Storage did not answer (a timeout, a refused or dropped connection, HTTP 408, 429 or 5xx)
+  for longer than the outage budget (vit_jax/storage.py ride_out); nothing saved was lost, and
+  the same command can be rerun once it answers."""
 
 
 USER_ERRORS = (UserError,)
+# The exit code of a StorageUnavailableError: sysexits.h's EX_TEMPFAIL, "a temporary failure; the
+# user is invited to retry".
+EXIT_STORAGE_UNAVAILABLE = 75
 
 # What each refusal says about the file system holding the file; anything else is not the user's.
 _STORAGE_CAUSES = {
@@ -104,8 +116,9 @@ def storage_cause(exc: BaseException) -> tuple[int, str | None] | None:
   return found[0][0], next((path for _, path in found if path), None)
 
 
-# Errors of a storage that may answer if asked again: a network failure, or a bucket's HTTP 429
-# (rate limit) and 5xx. A file that is missing or malformed is not one of them.
+# Errors of a storage that may answer if asked again: a network failure, or a bucket's HTTP 408
+# (request timeout), 429 (rate limit) and 5xx. A file that is missing or malformed is not one of
+# them, nor a refusal (403), a missing object or bucket (404) or a failed precondition (412).
 _TRANSIENT_ERRNOS = {
     errno.ETIMEDOUT,
     errno.ECONNRESET,
@@ -116,19 +129,29 @@ _TRANSIENT_ERRNOS = {
     errno.ENETDOWN,
     errno.EPIPE,
 }
+# The clients' own words for a connection that dropped or broke mid-transfer, by class name (this
+# module imports no client): aiohttp's (gcsfs), requests' and urllib3's (Google's client).
+_TRANSIENT_CLASSES = {
+    "ClientConnectionError",
+    "ClientPayloadError",
+    "ChunkedEncodingError",
+    "ProtocolError",
+    "IncompleteRead",
+}
 # TensorStore's status codes for a storage that did not answer, and the HTTP code it quotes.
 _TENSORSTORE_TRANSIENT = re.compile(r"(UNAVAILABLE|DEADLINE_EXCEEDED): ")
 _HTTP_STATUS = re.compile(r"HTTP (?:response code|status)[: ]+(\d{3})")
 
 
 def _retryable_status(code) -> bool:
-  return isinstance(code, int) and (code == 429 or 500 <= code <= 599)
+  return isinstance(code, int) and (code in (408, 429) or 500 <= code <= 599)
 
 
 def transient_cause(exc: BaseException) -> str | None:
   """A short description when `exc` or an exception it was raised from or during is a storage
-  that did not answer (ConnectionError, TimeoutError, a network errno, HTTP 429 or 5xx from
-  google.api_core or gcsfs, TensorStore's UNAVAILABLE / DEADLINE_EXCEEDED); else None."""
+  that did not answer (ConnectionError, TimeoutError, a network errno, a connection the clients
+  saw drop, HTTP 408, 429 or 5xx from google.api_core or gcsfs, TensorStore's UNAVAILABLE /
+  DEADLINE_EXCEEDED); else None."""
   seen = set()
   while exc is not None and id(exc) not in seen:
     seen.add(id(exc))
@@ -137,6 +160,8 @@ def transient_cause(exc: BaseException) -> str | None:
     if isinstance(exc, (ConnectionError, TimeoutError)) or (
         isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
     ):
+      return first
+    if _TRANSIENT_CLASSES & {cls.__name__ for cls in type(exc).__mro__}:
       return first
     if _retryable_status(getattr(exc, "code", None)):  # google.api_core, gcsfs.retry.HttpError
       return first
@@ -174,8 +199,9 @@ def user_problem(exc: BaseException, where: str | None = None) -> BaseException 
 
 @contextlib.contextmanager
 def exit_on_user_error(code: int = 2, where: str | None = None):
-  """Inside a command: a `user_problem` ends the process with one `error:` line and exit `code`;
-  any other exception keeps its traceback."""
+  """Inside a command: a `user_problem` ends the process with one `error:` line and exit `code`
+  (EXIT_STORAGE_UNAVAILABLE for a storage that did not answer); any other exception keeps its
+  traceback."""
   try:
     yield
   except Exception as e:  # pylint: disable=broad-except
@@ -183,7 +209,13 @@ def exit_on_user_error(code: int = 2, where: str | None = None):
     if problem is None:
       raise
     print(f"error: {str(problem).strip()}", file=sys.stderr, flush=True)
-    sys.exit(code)
+    sys.exit(exit_code(problem, code))
+
+
+def exit_code(problem: BaseException, code: int = 2) -> int:
+  """The exit code of a command ended by user problem `problem`: `code`, or
+  EXIT_STORAGE_UNAVAILABLE for a storage that did not answer."""
+  return EXIT_STORAGE_UNAVAILABLE if isinstance(problem, StorageUnavailableError) else code
 
 
 def without_traceback(message: str) -> str:

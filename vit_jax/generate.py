@@ -150,7 +150,7 @@ def main(argv):
       )
   except errors.USER_ERRORS as e:
     print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(errors.exit_code(e))
 
 
 if __name__ == "__main__":

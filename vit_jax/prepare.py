@@ -11,8 +11,9 @@ ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar.
   python -m vit_jax.main --config=configs/vit.py:variant=S/16,dataset=imagenet2012 \
       --config.data_dir=/data/tfds --workdir=W
 
-An evaluator's dataset that cannot be prepared here (no manual download, or no network: TFDS
-retries for minutes first) is skipped with one line, as the run then skips that evaluator;
+An evaluator's dataset that cannot be prepared here (no manual download, or no network: each
+file is tried tfds_builders.DOWNLOAD_RETRIES + 1 times, a few seconds) is skipped with one line,
+as the run then skips that evaluator;
 --datasets=imagenet2012 prepares only the ones named.
 
 Text: the dataset's TFDS data (when it has some and is not prepared), then, with --output, the

@@ -31,8 +31,9 @@ import logging
 import os
 
 VERBOSE_ENV = "VIT_JAX_VERBOSE"
-# Python loggers of libraries that report benign events at WARNING (orbax logs through absl).
-_QUIETED_LOGGERS = ("absl", "tensorflow")
+# Python loggers of libraries that report benign events at WARNING (orbax logs through absl;
+# urllib3 each retry of a download, which its failure sums up in one line: data/tfds_builders.py).
+_QUIETED_LOGGERS = ("absl", "tensorflow", "urllib3.connectionpool")
 
 
 class _ErrorsOnly(logging.Filter):

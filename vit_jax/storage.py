@@ -21,15 +21,26 @@ Object storage has no directories, appends, renames or locks, so for a gs:// pat
   one listing.
 - a listing (`listdir`, `file_sizes`) asks the bucket anew each time, so it holds what other
   processes wrote since this one last listed the folder.
+
+A bucket has bad minutes (503s, timeouts, a region's hiccup): every call here on a gs:// path rides
+them out under one policy (`ride_out`, below), up to an outage budget, and then raises a
+StorageUnavailableError: one line naming the bucket, the error and how long it was away. `open`
+alone gives a stream whose later reads are the caller's; read a whole file with `read_text` or
+`read_bytes`.
 """
 
 import builtins
 import contextlib
 import functools
 import importlib
+import logging
 import os
+import random
 import shutil
+import sys
 import tempfile
+import threading
+import time
 import urllib.parse
 
 from vit_jax import errors
@@ -65,6 +76,7 @@ def _epath(path):
             f"{path} is in Cloud Storage, which needs the gcs extra ({module} is not installed): "
             f"{INSTALL_GCS}"
         ) from e
+    _quiet_client_retries()
     _checked_clients = True
   from etils import epath  # pylint: disable=g-import-not-at-top  (orbax imports it anyway)
 
@@ -75,6 +87,190 @@ def check(path) -> None:
   """Raises the UserError a gs:// path gives without the `gcs` extra (nothing for local paths)."""
   if is_remote(path):
     _epath(path)
+
+
+# ---- A bucket's bad minutes: one retry policy for every request ---------------------------------
+# Cloud Storage's retry strategy (cloud.google.com/storage/docs/retry-strategy): a transient error
+# (HTTP 408, 429 or 5xx, a refused, reset or timed-out connection: errors.transient_cause) is tried
+# again after a wait that doubles, with jitter; a permanent one (403, 404, a failed precondition)
+# is not. Two levels:
+# - each client tries a request again by itself for up to `client_deadline_s()`: Google's client
+#   (`_client_retry`) and TensorStore (checkpoint.py) are given it; gcsfs, which epath uses, keeps
+#   its own six tries over about 30 s;
+# - past that, `ride_out` tries the whole operation again until the bucket has been away for the
+#   outage budget (the trainer's config.storage_outage_s), then raises StorageUnavailableError.
+# The default budget is 5 minutes: under the 10 after which another run may take over the lock of
+# a bucket workdir whose holder stopped renewing it (vit_jax/workdir.py LOCK_STALE_S), less the
+# renewals, so a run that rides out an outage still holds its workdir.
+OUTAGE_S = 300.0
+FIRST_WAIT_S = 1.0  # the first wait before trying again, doubled at each try
+LONGEST_WAIT_S = 32.0  # and never longer (nor longer than an eighth of the budget)
+CLIENT_DEADLINE_S = 30.0  # a client's own retries of one request (at most a quarter of the budget)
+PROBE_S = 10.0  # how long `answers` waits for a listing of one object (at most the client's)
+_budget_s = OUTAGE_S
+_away = {}  # gs://BUCKET -> [time.time() of the first request it did not answer, the last error]
+_away_lock = threading.Lock()
+_answered_again = threading.Condition(_away_lock)  # wakes the waits of `ride_out`
+
+
+def set_outage_budget(seconds: float) -> None:
+  """From now on, a bucket that does not answer is waited for `seconds` (the trainer: its
+  config.storage_outage_s) before an operation on it fails."""
+  global _budget_s
+  _budget_s = float(seconds)
+
+
+def outage_budget() -> float:
+  return _budget_s
+
+
+def client_deadline_s() -> float:
+  """How long a client retries one request by itself before `ride_out` takes over."""
+  return min(CLIENT_DEADLINE_S, _budget_s / 4)
+
+
+def _longest_wait_s() -> float:
+  return max(FIRST_WAIT_S, min(LONGEST_WAIT_S, _budget_s / 8))
+
+
+def outage(path) -> tuple[float, str] | None:
+  """(seconds, the last error) of the outage of the bucket of `path`, counted from the first
+  request it did not answer; None while it answers (as far as this process has seen)."""
+  with _away_lock:
+    away = _away.get(bucket(path)) if is_remote(path) else None
+    return None if away is None else (time.time() - away[0], away[1])
+
+
+def _unanswered(where: str, started: float, cause: str) -> float:
+  """Records a request to `where` that got no answer; seconds since its outage began."""
+  with _away_lock:
+    away = _away.setdefault(where, [started, cause])
+    away[1] = cause
+    return time.time() - away[0]
+
+
+def answers(path) -> bool:
+  """Whether the bucket of `path` answers one request now (a listing of at most one object under
+  `path`: no retries, the client's deadline; a local path: True). A refusal that is not an
+  outage (403, 404) is raised."""
+  if not is_remote(path):
+    return True
+  _epath(path)  # the client check
+  started, where = time.time(), bucket(path)
+  try:
+    _probe(path)
+  except Exception as e:  # pylint: disable=broad-except
+    cause = errors.transient_cause(e)
+    if cause is None:
+      raise
+    _unanswered(where, started, cause)
+    return False
+  _answered(where)
+  return True
+
+
+def _probe(path) -> None:
+  """One cheap request to the bucket of `path` (any account that reads objects may list them)."""
+  parts = urllib.parse.urlsplit(os.fspath(path))
+  listing = _client().list_blobs(
+      parts.netloc,
+      prefix=parts.path.lstrip("/"),
+      max_results=1,
+      retry=None,
+      timeout=min(PROBE_S, client_deadline_s()),
+  )
+  list(listing)
+
+
+def _answered(where: str) -> None:
+  with _away_lock:
+    away = _away.pop(where, None)
+    _answered_again.notify_all()
+  if away is not None and time.time() - away[0] > client_deadline_s():
+    print(f"note: {where} answers again, after {time.time() - away[0]:.0f} s.", flush=True)
+
+
+def ride_out(operation, path, what: str):
+  """`operation()`, tried again while the storage holding `path` does not answer: after waits
+  that double from FIRST_WAIT_S to `_longest_wait_s()`, with jitter, until that bucket has been
+  away for the outage budget (counted from its first unanswered request, whichever operation made
+  it); then a StorageUnavailableError naming the bucket, the error, how long it was away and
+  `what` was being done ("writing gs://.../metrics.jsonl"). Other errors are raised as they are.
+
+  `operation` must be safe to repeat: a retried write whose first try landed must find that out
+  (the preconditions of `create_object` and the appender do). A local path is tried the same
+  way: its file system may be a network one.
+  """
+  where = bucket(path) if is_remote(path) else f"the file system holding {path}"
+  wait, warned = FIRST_WAIT_S, False
+  while True:
+    started = time.time()
+    try:
+      if outage(path) is not None:  # a cheap request first, not a client's own long retries
+        _probe(path)
+      value = operation()
+    except errors.UserError:
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      cause = errors.transient_cause(e)
+      if cause is None:
+        raise
+      away = _unanswered(where, started, cause)
+      left = _budget_s - away
+      if left <= 0:
+        raise errors.StorageUnavailableError(
+            f"{where} did not answer for {away:.0f} s ({cause}) while {what}: the outage outlasted "
+            f"--config.storage_outage_s={_budget_s:g}. Nothing saved was lost; rerun the same "
+            "command once it answers."
+        ) from e
+      if not warned:
+        print(
+            f"warning: {where} does not answer ({cause}) while {what}; trying again for up to "
+            f"{left:.0f} s.",
+            file=sys.stderr,
+            flush=True,
+        )
+        warned = True
+      _pause(where, min(wait + random.uniform(0, FIRST_WAIT_S), left))
+      wait = min(2 * wait, _longest_wait_s())
+      continue
+    _answered(where)
+    return value
+
+
+def _pause(where: str, seconds: float) -> None:
+  """Waits `seconds`, or less if another request finds `where` answering again."""
+  with _answered_again:
+    _answered_again.wait_for(lambda: where not in _away, timeout=seconds)
+
+
+def _client_retry():
+  """The Google client's own retries of one request: the policy above for `client_deadline_s`,
+  on every request (it retries only conditional ones unless told)."""
+  from google.api_core import retry  # pylint: disable=g-import-not-at-top
+
+  return retry.Retry(
+      predicate=lambda e: errors.transient_cause(e) is not None,
+      initial=FIRST_WAIT_S,
+      maximum=LONGEST_WAIT_S,
+      multiplier=2.0,
+      timeout=client_deadline_s(),
+  )
+
+
+class _ClientRetryLogFilter(logging.Filter):
+  """Drops gcsfs's log of a request out of retries (with its traceback) when the error is an
+  outage: `ride_out` reports it in one line."""
+
+  def filter(self, record):
+    error = record.exc_info[1] if record.exc_info else None
+    return error is None or errors.transient_cause(error) is None
+
+
+def _quiet_client_retries() -> None:
+  gcsfs_log = logging.getLogger("gcsfs")
+  if not any(isinstance(f, _ClientRetryLogFilter) for f in gcsfs_log.filters):
+    gcsfs_log.addFilter(_ClientRetryLogFilter())
 
 
 # ---- Names --------------------------------------------------------------------------------------
@@ -138,15 +334,21 @@ def name(path) -> str:
 
 
 def exists(path) -> bool:
-  return _epath(path).exists() if is_remote(path) else os.path.exists(path)
+  if is_remote(path):
+    return ride_out(_epath(path).exists, path, f"looking for {path}")
+  return os.path.exists(path)
 
 
 def isfile(path) -> bool:
-  return _epath(path).is_file() if is_remote(path) else os.path.isfile(path)
+  if is_remote(path):
+    return ride_out(_epath(path).is_file, path, f"looking for {path}")
+  return os.path.isfile(path)
 
 
 def isdir(path) -> bool:
-  return _epath(path).is_dir() if is_remote(path) else os.path.isdir(path)
+  if is_remote(path):
+    return ride_out(_epath(path).is_dir, path, f"looking for {path}")
+  return os.path.isdir(path)
 
 
 def listdir(path) -> list[str]:
@@ -155,7 +357,8 @@ def listdir(path) -> list[str]:
   other hosts) wrote since."""
   if is_remote(path):
     _forget_listings(path)
-    return [child.name for child in _epath(path).iterdir()]
+    folder = _epath(path)
+    return ride_out(lambda: [c.name for c in folder.iterdir()], path, f"listing {path}")
   return os.listdir(path)
 
 
@@ -174,14 +377,16 @@ def file_sizes(folder) -> dict[str, int]:
   """{name: size in bytes} of the files directly in `folder` (one listing, also in a bucket)."""
   if not is_remote(folder):
     return {e.name: e.stat().st_size for e in os.scandir(folder) if e.is_file()}
-  entries = _filesystem(folder).ls(os.fspath(folder), detail=True, refresh=True)
+  filesystem = _filesystem(folder)
+  listing = lambda: filesystem.ls(os.fspath(folder), detail=True, refresh=True)
+  entries = ride_out(listing, folder, f"listing {folder}")
   return {name(e["name"]): int(e["size"] or 0) for e in entries if e.get("type") == "file"}
 
 
 def size_and_mtime(path) -> tuple[int, int]:
   """(size in bytes, modification time in ns) of a file: what changes when it is rewritten."""
   if is_remote(path):
-    st = _epath(path).stat()
+    st = ride_out(_epath(path).stat, path, f"reading {path}")
     return st.length, int(st.mtime * 1e9)
   st = os.stat(path)
   return st.st_size, st.st_mtime_ns
@@ -204,13 +409,11 @@ def open(path, mode: str = "r", encoding: str | None = None):  # pylint: disable
 
 
 def read_text(path) -> str:
-  with open(path, encoding="utf-8") as f:
-    return f.read()
+  return read_bytes(path).decode("utf-8")
 
 
 def write_text(path, text: str) -> None:
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text)
+  write_bytes(path, text.encode("utf-8"))
 
 
 def replace_text(path, text: str) -> None:
@@ -224,7 +427,17 @@ def replace_text(path, text: str) -> None:
 
 
 def read_bytes(path) -> bytes:
-  with open(path, "rb") as f:
+  if is_remote(path):  # Google's client: its retries are ours to set (gcsfs keeps its own)
+    blob = _blob(path)
+
+    def read():
+      try:
+        return blob.download_as_bytes(retry=_client_retry())
+      except _refused()[1] as e:
+        raise FileNotFoundError(f"{path} does not exist") from e
+
+    return ride_out(read, path, f"reading {path}")
+  with builtins.open(path, "rb") as f:
     return f.read()
 
 
@@ -240,8 +453,12 @@ def read_ranges(requests) -> list[bytes]:
         out[i] = os.pread(f.fileno(), stop - start, start)
   if remote:
     paths = [os.fspath(requests[i][0]) for i in remote]
-    fetched = _filesystem(paths[0]).cat_ranges(
-        paths, [requests[i][1] for i in remote], [requests[i][2] for i in remote], on_error="raise"
+    filesystem = _filesystem(paths[0])
+    starts, stops = [requests[i][1] for i in remote], [requests[i][2] for i in remote]
+    fetched = ride_out(
+        lambda: filesystem.cat_ranges(paths, starts, stops, on_error="raise"),
+        paths[0],
+        f"reading {paths[0]}" + (f" and {len(paths) - 1} more ranges" if len(paths) > 1 else ""),
     )
     for i, data in zip(remote, fetched):
       out[i] = data
@@ -273,7 +490,12 @@ def _forget_listings(path) -> None:
 
 
 def write_bytes(path, data: bytes) -> None:
-  with open(path, "wb") as f:
+  if is_remote(path):  # one upload, repeated whole; Google's client, as `read_bytes`
+    blob = _blob(path)
+    ride_out(lambda: blob.upload_from_string(data, retry=_client_retry()), path, f"writing {path}")
+    _forget_listings(os.fspath(path))
+    return
+  with builtins.open(path, "wb") as f:
     f.write(data)
 
 
@@ -283,71 +505,100 @@ COMPONENT_LIMIT = 1000
 
 
 class _ObjectAppender:
-  """A text file in a bucket opened for appending. Objects cannot grow, but Cloud Storage can
-  compose objects into a new one: a flush uploads only its new text, as the sibling object
-  `NAME.part`, composes [object, part] into the object, and deletes the part. A flush sends the
-  new bytes; one in COMPONENT_LIMIT rewrites the object whole to reset its component count.
+  """A file in a bucket opened for appending (text, or bytes with `binary`). Objects cannot grow,
+  but Cloud Storage can compose objects into a new one: a flush uploads only its new data, as the
+  sibling object `NAME.part`, composes [object, part] into the object, and deletes the part. A
+  flush sends the new bytes; one in COMPONENT_LIMIT rewrites the object whole to reset its
+  component count.
 
-  A process killed between the upload and the compose leaves the object without that text (as
-  any unflushed text is lost) and a stale part, which the next flush to the path overwrites and
+  A process killed between the upload and the compose leaves the object without that data (as
+  any unflushed data is lost) and a stale part, which the next flush to the path overwrites and
   deletes. A compose names the generation of the part its flush uploaded and of the object this
   appender last wrote, so no part is added twice and no other writer's change is composed over;
   each compose or upload replaces the object at once, so readers see only whole flushes.
+
+  A flush rides out an outage (`ride_out`): the data waits in memory, in order, and is sent once
+  the bucket answers; a retried flush whose first try landed finds it there (`_landed`) and does
+  not add it again. `write` may be called while another thread flushes.
   """
 
-  def __init__(self, path):
+  def __init__(self, path, binary: bool = False):
     self._path = os.fspath(path)
+    self._binary = binary
     self._object = _blob(path)
-    try:
-      self._object.reload()
-    except _refused():  # not there yet: generation and size are None
-      pass
-    self._components = self._object.component_count or 1
-    self._text = ""
 
-  def write(self, text: str) -> int:
-    self._text += text
-    return len(text)
+    def reload():
+      try:
+        self._object.reload(retry=_client_retry())
+      except _refused():  # not there yet: generation and size are None
+        pass
+
+    ride_out(reload, self._path, f"reading {self._path}")
+    self._components = self._object.component_count or 1
+    self._pending = b""  # written, not yet sent
+    self._pending_lock = threading.Lock()
+    self._flush_lock = threading.Lock()
+
+  def write(self, data) -> int:
+    encoded = data if self._binary else data.encode("utf-8")
+    with self._pending_lock:
+      self._pending += encoded
+    return len(data)
 
   def flush(self) -> None:
-    if not self._text:
-      return
-    data, size = self._text.encode("utf-8"), self._object.size or 0
+    with self._flush_lock:
+      with self._pending_lock:
+        data = self._pending
+      if not data:
+        return
+      ride_out(lambda: self._send(data), self._path, f"writing {self._path}")
+      with self._pending_lock:
+        self._pending = self._pending[len(data) :]
+      _forget_listings(self._path)
+
+  def _send(self, data: bytes) -> None:
+    size = self._object.size or 0
+    content_type = "application/octet-stream" if self._binary else "text/plain"
     # A new Blob: compose sends the destination's properties, and the old object's checksums
     # would not be the composite's.
     target = _blob(self._path)
-    target.content_type = "text/plain"
+    target.content_type = content_type
+    retry = _client_retry()
     try:
       if self._object.generation is None:
         components = 1
-        target.upload_from_string(data, "text/plain", if_generation_match=0)
+        target.upload_from_string(data, content_type, if_generation_match=0, retry=retry)
       elif self._components >= COMPONENT_LIMIT:
         components = 1
-        whole = self._object.download_as_bytes(if_generation_match=self._object.generation)
+        whole = self._object.download_as_bytes(
+            if_generation_match=self._object.generation, retry=retry
+        )
         target.upload_from_string(
-            whole + data, "text/plain", if_generation_match=self._object.generation
+            whole + data, content_type, if_generation_match=self._object.generation, retry=retry
         )
       else:
         components = self._components + 1
         part = _blob(f"{self._path}.part")
-        part.upload_from_string(data, "text/plain", retry=_retry())  # repeatable
-        target.compose([self._object, part], if_generation_match=self._object.generation)
+        part.upload_from_string(data, content_type, retry=retry)  # repeatable
+        target.compose(
+            [self._object, part], if_generation_match=self._object.generation, retry=retry
+        )
         with contextlib.suppress(*_refused()):
-          part.delete(if_generation_match=part.generation)
+          part.delete(if_generation_match=part.generation, retry=retry)
     except _refused()[0]:  # a retried request whose first try landed, or another writer
       target = self._landed(size, data)
     self._object, self._components = target, target.component_count or components
-    self._text = ""
-    _forget_listings(self._path)
 
   def _landed(self, size: int, data: bytes):
     """The object, if it is this appender's last one followed by `data`; else a StorageError."""
     now = _blob(self._path)
     with contextlib.suppress(*_refused()):
-      now.reload()
-      if (
-          now.size == size + len(data)
-          and now.download_as_bytes(start=size, if_generation_match=now.generation) == data
+      now.reload(retry=_client_retry())
+      if now.size == size + len(data) and (
+          now.download_as_bytes(
+              start=size, if_generation_match=now.generation, retry=_client_retry()
+          )
+          == data
       ):
         return now
     raise errors.StorageError(
@@ -364,12 +615,12 @@ class _ObjectAppender:
     self.close()
 
 
-def appender(path):
-  """A text file object that appends to `path` (created if missing); `flush` makes the text
-  visible to other processes."""
+def appender(path, binary: bool = False):
+  """A file object that appends to `path` (created if missing), text or, with `binary`, bytes;
+  `flush` makes the data visible to other processes (in a bucket, once it answers)."""
   if is_remote(path):
-    return _ObjectAppender(path)
-  return builtins.open(path, "a", encoding="utf-8")
+    return _ObjectAppender(path, binary)
+  return builtins.open(path, "ab" if binary else "a", encoding=None if binary else "utf-8")
 
 
 # ---- Folders ------------------------------------------------------------------------------------
@@ -385,9 +636,25 @@ def makedirs(path) -> None:
 
 def remove(path) -> None:
   if is_remote(path):
-    _epath(path).unlink()
+    ride_out(_removing(_epath(path).unlink), path, f"deleting {path}")
   else:
     os.remove(path)
+
+
+def _removing(delete):
+  """`delete`, repeatable: a retry that finds the object gone after a first try that landed is
+  done (the first try still raises FileNotFoundError)."""
+  tries = []
+
+  def once():
+    tries.append(1)
+    try:
+      delete()
+    except FileNotFoundError:
+      if len(tries) == 1:
+        raise
+
+  return once
 
 
 def rmtree(path, ignore_errors: bool = False) -> None:
@@ -395,7 +662,7 @@ def rmtree(path, ignore_errors: bool = False) -> None:
     shutil.rmtree(path, ignore_errors=ignore_errors)
     return
   try:
-    _epath(path).rmtree()
+    ride_out(_removing(_epath(path).rmtree), path, f"deleting {path}")
   except OSError:
     if not ignore_errors:
       raise
@@ -408,14 +675,14 @@ def move(src, dst) -> None:
     os.rename(src, dst)
     return
   source, target = _epath(src), _epath(dst)
-  if source.is_dir():
-    for child in source.iterdir():
-      move(os.fspath(child), os.fspath(target / child.name))
-    if source.exists():  # a folder placeholder object, where a client wrote one
-      source.rmtree()
+  if isdir(src):
+    for child in listdir(src):
+      move(join(src, child), os.fspath(target / child))
+    if exists(src):  # a folder placeholder object, where a client wrote one
+      rmtree(src)
     return
-  source.copy(target)
-  source.unlink()
+  ride_out(lambda: source.copy(target, overwrite=True), src, f"copying {src} to {dst}")
+  remove(src)
 
 
 def upload(local_path: str, dst) -> None:
@@ -523,14 +790,6 @@ def _blob(path):
   return _client().bucket(parts.netloc).blob(parts.path.lstrip("/"))
 
 
-def _retry():
-  """Retries of a request that may be repeated as it is (Google's client retries only requests
-  with a generation precondition unless told)."""
-  from google.cloud.storage import retry  # pylint: disable=g-import-not-at-top
-
-  return retry.DEFAULT_RETRY
-
-
 def _refused():
   """The errors of a write whose precondition failed, or of an object that is gone."""
   from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
@@ -538,50 +797,87 @@ def _refused():
   return exceptions.PreconditionFailed, exceptions.NotFound
 
 
+def _patiently(operation, path, what: str, wait: bool):
+  """`operation()`, ridden out (`ride_out`) if `wait`, else tried once (with the client's own
+  retries), its answer or its outage noted all the same."""
+  if wait:
+    return ride_out(operation, path, what)
+  started = time.time()
+  try:
+    value = operation()
+  except Exception as e:  # pylint: disable=broad-except
+    cause = errors.transient_cause(e)
+    if cause is not None:
+      _unanswered(bucket(path), started, cause)
+    raise
+  _answered(bucket(path))
+  return value
+
+
 def create_object(path, text: str) -> int | None:
-  """Writes object `path` only if it does not exist; its generation, or None if it exists. A
-  bucket this account may not write to is a StorageError."""
+  """Writes object `path` only if it does not exist; its generation, or None if it exists (also
+  when a retried request's first try had created it: compare the text). A bucket this account
+  may not write to is a StorageError."""
   from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
 
   blob = _blob(path)
+
+  def create():
+    try:
+      blob.upload_from_string(text, if_generation_match=0, retry=_client_retry())
+    except _refused():
+      return None
+    return blob.generation
+
   try:
-    blob.upload_from_string(text, if_generation_match=0)
-  except _refused():
-    return None
+    return ride_out(create, path, f"writing {path}")
   except exceptions.Forbidden as e:
     raise errors.StorageError(
         f"cannot write {path}: this account may not write to {bucket(path)} ({e.message}); "
         "grant it write access to the bucket (e.g. roles/storage.objectUser) or use another one."
     ) from e
-  return blob.generation
 
 
-def replace_object(path, text: str, generation: int) -> int | None:
+def replace_object(path, text: str, generation: int, wait: bool = True) -> int | None:
   """Rewrites object `path` only if it is still at `generation`; the new generation, or None
-  if it changed or is gone."""
+  if it changed or is gone (also when a retried request's first try had rewritten it). `wait`:
+  ride out an outage, else try once."""
   blob = _blob(path)
-  try:
-    blob.upload_from_string(text, if_generation_match=generation)
-  except _refused():
-    return None
-  return blob.generation
+
+  def replace():
+    try:
+      blob.upload_from_string(text, if_generation_match=generation, retry=_client_retry())
+    except _refused():
+      return None
+    return blob.generation
+
+  return _patiently(replace, path, f"writing {path}", wait)
 
 
 def delete_object(path, generation: int) -> bool:
   """Deletes object `path` only if it is still at `generation`; whether it did."""
-  try:
-    _blob(path).delete(if_generation_match=generation)
-  except _refused():
-    return False
-  return True
+
+  def delete():
+    try:
+      _blob(path).delete(if_generation_match=generation, retry=_client_retry())
+    except _refused():
+      return False
+    return True
+
+  return ride_out(delete, path, f"deleting {path}")
 
 
-def read_object(path):
+def read_object(path, wait: bool = True):
   """(text, generation, time of its last write as an aware datetime) of object `path`, or None
-  if there is none."""
+  if there is none. `wait`: ride out an outage, else try once."""
   blob = _blob(path)
-  try:
-    blob.reload()
-    return blob.download_as_text(if_generation_match=blob.generation), blob.generation, blob.updated
-  except _refused():  # absent, or deleted or rewritten between the two requests
-    return None
+
+  def read():
+    try:
+      blob.reload(retry=_client_retry())
+      text = blob.download_as_text(if_generation_match=blob.generation, retry=_client_retry())
+      return text, blob.generation, blob.updated
+    except _refused():  # absent, or deleted or rewritten between the two requests
+      return None
+
+  return _patiently(read, path, f"reading {path}", wait)

@@ -38,6 +38,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 from vit_jax import errors
 from vit_jax import storage
@@ -163,6 +164,8 @@ def _check_bucket_workdir(workdir: str) -> None:
   storage.check(workdir)  # the client packages
   try:
     readable, why = storage.isdir(storage.bucket(workdir)), ""
+  except errors.StorageUnavailableError:  # an outage longer than the budget, not a missing bucket
+    raise
   except Exception as e:  # pylint: disable=broad-except  (each client raises its own kind)
     readable, why = False, f" ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
   if not readable:
@@ -192,9 +195,10 @@ def saved_config(workdir: str, nested: bool = False) -> dict | None:
   if not storage.isfile(path):
     return None
   try:
-    with storage.open(path, encoding="utf-8") as f:
-      saved = json.load(f)
-      return saved if nested else flatten(saved)
+    saved = json.loads(storage.read_text(path))
+    return saved if nested else flatten(saved)
+  except errors.StorageUnavailableError:
+    raise
   except (OSError, ValueError) as e:
     raise errors.WorkdirError(
         f"{path} is unreadable ({e}); restore it, or use a new " "--workdir."
@@ -233,9 +237,15 @@ def check_convert_paths(src: str, dst: str) -> None:
 
 
 # A bucket has no flock: its lock is an object that its holder rewrites every LOCK_RENEW_S, and
-# that another process takes over once its holder is gone (see `_BucketLock`).
+# that another process takes over once it was not rewritten for LOCK_STALE_S (see `_BucketLock`).
+# A holder that could not renew it for LOCK_SAFE_S stops (`check_lock`): one renewal before a
+# takeover could happen, with a renewal's time to spare for the clocks of two hosts. A run rides
+# out a bucket's outage for at most MAX_OUTAGE_S (config.storage_outage_s): the lock's last
+# renewal may be up to LOCK_RENEW_S older than the outage, so the budget ends before LOCK_SAFE_S.
 LOCK_RENEW_S = 60
 LOCK_STALE_S = 600
+LOCK_SAFE_S = LOCK_STALE_S - 2 * LOCK_RENEW_S
+MAX_OUTAGE_S = LOCK_SAFE_S - LOCK_RENEW_S
 _held_locks = {}  # realpath (local) or gs:// path -> the open lock file or the _BucketLock
 
 
@@ -296,6 +306,17 @@ def lock(workdir: str, what: str = "--workdir") -> None:
   _held_locks[key] = handle
 
 
+def check_lock(workdir: str) -> None:
+  """Raises if this process may no longer be the only writer of `workdir` (a bucket's lock that
+  another process took over or deleted, a WorkdirError; or that could not be renewed for
+  LOCK_SAFE_S, a StorageUnavailableError); nothing for a lock this process does not hold, or a
+  local one (the kernel holds it). Cheap: the trainer asks after every step."""
+  if storage.is_remote(workdir):
+    held = _held_locks.get(storage.absolute(workdir))
+    if held is not None:
+      held.check()
+
+
 def unlock(workdir: str) -> None:
   """Releases `lock(workdir)` and deletes the lock file; nothing if this process holds none."""
   if storage.is_remote(workdir):
@@ -317,15 +338,20 @@ class _BucketLock:
   """The lock object of a workdir in a bucket: JSON naming its holder's host, pid and start time.
 
   It is created only if absent (a generation precondition: of two processes, one wins). Its
-  holder rewrites it every LOCK_RENEW_S seconds while it runs and deletes it on release. A lock
-  object is stale, and taken over (with a warning naming the old holder), when its holder is on
-  this host and no longer running, or when it was not rewritten for LOCK_STALE_S seconds (its
-  host died or lost the bucket); otherwise the workdir is refused. Deleting the object by hand
-  (`gcloud storage rm gs://.../lock`) breaks a lock at once.
+  holder rewrites it every LOCK_RENEW_S seconds while it runs (sooner again after a failed try)
+  and deletes it on release. A lock object is stale, and taken over (with a warning naming the
+  old holder), when its holder is on this host and no longer running, or when it was not
+  rewritten for LOCK_STALE_S seconds (its host died or lost the bucket); otherwise the workdir is
+  refused. Deleting the object by hand (`gcloud storage rm gs://.../lock`) breaks a lock at once.
+  Its holder stops (`check`) once it finds the lock taken over or deleted, or could not renew it
+  for LOCK_SAFE_S. A write whose answer was lost is recognized by the text: its holder's own.
   """
 
-  def __init__(self, path: str, text: str, generation: int):
-    self.path, self.text, self.generation = path, text, generation
+  def __init__(self, path: str, workdir: str, text: str, generation: int):
+    self.path, self.workdir, self.text, self.generation = path, workdir, text, generation
+    self.renewed = time.monotonic()  # the last write that landed
+    self.failure = None  # why the last renewal failed, while the bucket does not answer
+    self.lost = None  # what became of the lock, once another process took it or deleted it
     self._stop = threading.Event()
     self._renewer = threading.Thread(target=self._renew, name="workdir-lock", daemon=True)
     self._renewer.start()
@@ -337,11 +363,13 @@ class _BucketLock:
     for _ in range(5):  # another process may create, renew or delete it between our requests
       generation = storage.create_object(path, text)
       if generation is not None:
-        return cls(path, text, generation)
+        return cls(path, workdir, text, generation)
       found = storage.read_object(path)
       if found is None:
         continue
       held, held_generation, written = found
+      if held == text:  # our create landed, its answer did not
+        return cls(path, workdir, text, held_generation)
       holder = json.loads(held)
       why_stale = _why_stale(holder, written)
       if why_stale is None:
@@ -357,26 +385,64 @@ class _BucketLock:
             file=sys.stderr,
             flush=True,
         )
-        return cls(path, text, generation)
+        return cls(path, workdir, text, generation)
     raise _in_use(what, workdir, "another process (its lock changes as we read it)")
 
   def _renew(self) -> None:
-    while not self._stop.wait(LOCK_RENEW_S):
-      generation = storage.replace_object(self.path, self.text, self.generation)
-      if generation is None:
-        print(
-            f"warning: the lock {self.path} was deleted or taken over by another process; this "
-            "run no longer holds it.",
-            file=sys.stderr,
-            flush=True,
-        )
-        return
-      self.generation = generation
+    wait = LOCK_RENEW_S
+    while not self._stop.wait(wait):
+      try:
+        generation = storage.replace_object(self.path, self.text, self.generation, wait=False)
+        if generation is None:  # rewritten, deleted, or our own write whose answer was lost
+          found = storage.read_object(self.path, wait=False)
+          if found is None or found[0] != self.text:
+            self.lost = "deleted" if found is None else f"taken over by {_describe_text(found[0])}"
+            return
+          generation = found[1]
+      except Exception as e:  # pylint: disable=broad-except  (told to the trainer by `check`)
+        self.failure = errors.transient_cause(e) or f"{type(e).__name__}: {e}"
+        wait = min(LOCK_RENEW_S, storage.LONGEST_WAIT_S) / 4  # try again soon
+        continue
+      self.generation, self.renewed, self.failure = generation, time.monotonic(), None
+      wait = LOCK_RENEW_S
+
+  def check(self) -> None:
+    if self.lost is not None:
+      raise errors.WorkdirError(
+          f"the lock {self.path} was {self.lost}: another process may write {self.workdir} now, "
+          "so this run stops, leaving the workdir to it. Rerun the same command once that "
+          "process is done (or stopped) to resume from the last checkpoint."
+      )
+    unrenewed = time.monotonic() - self.renewed
+    if unrenewed > LOCK_SAFE_S:
+      raise errors.StorageUnavailableError(
+          f"the lock {self.path} could not be renewed for {unrenewed:.0f} s "
+          f"({self.failure or 'its last renewal is still unanswered'}): "
+          f"another run may take {self.workdir} over {LOCK_STALE_S} s after its last renewal, so "
+          "this one stops. Nothing saved was lost; rerun the same command once the bucket "
+          "answers."
+      )
 
   def release(self) -> None:
     self._stop.set()
-    self._renewer.join()
-    storage.delete_object(self.path, self.generation)
+    self._renewer.join(timeout=5 * storage.client_deadline_s())  # a renewal in flight
+    if self.lost is not None:
+      return
+    try:
+      storage.delete_object(self.path, self.generation)
+    except errors.StorageUnavailableError as e:
+      print(
+          f"warning: {e} The lock {self.path} stays; the next run takes it over.",
+          file=sys.stderr,
+          flush=True,
+      )
+
+
+def _describe_text(text: str) -> str:
+  try:
+    return _describe(json.loads(text))
+  except (ValueError, KeyError, TypeError):
+    return "another process"
 
 
 def _why_stale(holder: dict, written: datetime.datetime) -> str | None:

@@ -112,6 +112,17 @@ def config_problems(config) -> list[str]:
       profiling.parse_steps(profile_steps)
     except errors.ConfigError as e:
       problems.append(str(e))
+  outage = get(config, "storage_outage_s")
+  if outage is not _MISSING and not (
+      isinstance(outage, (int, float))
+      and not isinstance(outage, bool)
+      and 0 < outage <= workdir_lib.MAX_OUTAGE_S
+  ):
+    problems.append(
+        f"--config.storage_outage_s={outage!r} must be in (0, {workdir_lib.MAX_OUTAGE_S}]: a "
+        f"bucket workdir's lock may be taken over by another run {workdir_lib.LOCK_STALE_S} s "
+        "after its holder last renewed it"
+    )
   keep = get(config, "keep_checkpoint_steps")
   if keep is not _MISSING and not (
       isinstance(keep, (tuple, list)) and all(type(s) is int and s > 0 for s in keep)

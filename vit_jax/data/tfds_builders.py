@@ -107,7 +107,7 @@ def ensure_prepared(builder, *, prepare: bool = False) -> None:
   if builder.is_prepared():
     return
   if prepare:
-    builder.download_and_prepare()
+    download_and_prepare(builder)
     return
   try:
     builder.as_dataset(split=next(iter(builder.info.splits), "train"))
@@ -167,13 +167,43 @@ def prepare(name: str, *, data_dir: str | None, manual_dir: str | None = None) -
   builder = tfds.builder(name, data_dir=data_dir)
   if builder.is_prepared():
     return False
-  root = os.fspath(builder.data_dir_root)
+  download_and_prepare(builder, manual_dir)
+  return True
+
+
+# TFDS tries a URL 10 times, over about 3 minutes, when the network does not answer; a download
+# here tries it DOWNLOAD_RETRIES + 1 times (about 3 s of waits) and then says so in one line: a
+# network that does not answer that soon is not there, and waiting minutes to learn it helps no
+# one. (A dropped transfer is another matter: TFDS does not resume it either way.)
+DOWNLOAD_RETRIES = 4
+
+
+def download_and_prepare(builder, manual_dir: str | None = None) -> None:
+  """`builder.download_and_prepare()`, a manual download read from `manual_dir` (default
+  DATA_DIR/downloads/manual); a failure is one line: a download that did not get through a
+  DownloadFailedError naming the URL and what to do instead, a missing manual download a
+  DatasetNotPreparedError naming the files, a damaged one a DataError."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  from tensorflow_datasets.core.download import downloader  # pylint: disable=g-import-not-at-top
+
+  downloader.MAX_RETRIES = DOWNLOAD_RETRIES  # read by each download as it starts
+  name, root = builder.name, os.fspath(builder.data_dir_root)
   manual_dir = manual_dir or default_manual_dir(root)
   try:
     builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
     )
   except (OSError, tarfile.ReadError) as e:  # no network, or a damaged download
+    url = _url_of(e)
+    if url is not None:
+      from vit_jax.config import args as config_args  # pylint: disable=g-import-not-at-top
+
+      command = config_args.prepare_command(dataset=name, data_dir=root)
+      raise errors.DownloadFailedError(
+          f"could not download {name!r}: {url} did not answer in {DOWNLOAD_RETRIES + 1} tries "
+          f"({_innermost(e)}). Prepare it where the network reaches it ({command}) and copy "
+          f"{root} here, or fix the network (a proxy: HTTPS_PROXY)."
+      ) from e
     raise errors.DataError(
         f"could not prepare {name!r}: {str(e).splitlines()[0][:200]}. Check the files in "
         f"{manual_dir}/, or prepare it on a machine with network access and copy {root} here."
@@ -185,7 +215,29 @@ def prepare(name: str, *, data_dir: str | None, manual_dir: str | None = None) -
         f"{name!r} needs a manual download: put {manual_files(name)} into {manual_dir}/ "
         f"(or pass --manual_dir=DIR); TFDS said: {str(e).splitlines()[0][:200]}"
     ) from e
-  return True
+
+
+def _url_of(exc: BaseException) -> str | None:
+  """The URL of the request that failed in `exc` or an exception it was raised from (requests
+  names it), or None when no download failed."""
+  seen = set()
+  while exc is not None and id(exc) not in seen:
+    seen.add(id(exc))
+    url = getattr(getattr(exc, "request", None), "url", None)
+    if url:
+      return url
+    exc = exc.__cause__ or exc.__context__
+  return None
+
+
+def _innermost(exc: BaseException) -> str:
+  """The first exception `exc` was raised from, as "Type: its first line"."""
+  seen = set()
+  while id(exc) not in seen and (exc.__cause__ or exc.__context__) is not None:
+    seen.add(id(exc))
+    exc = exc.__cause__ or exc.__context__
+  lines = str(exc).strip().splitlines()
+  return f"{type(exc).__name__}: {lines[0][:160] if lines else ''}".rstrip(": ")
 
 
 def check_split(builder, key: str, value: str, dataset: str, renamed=()) -> None:

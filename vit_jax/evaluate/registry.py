@@ -217,12 +217,11 @@ def build(config, task, setup) -> list:
     cls = getattr(importlib.import_module(f"vit_jax.evaluate.{info.module}"), info.cls)
     try:
       evaluators.append(cls(name, settings, config, task, setup))
-    except errors.DatasetNotPreparedError:
+    except errors.DatasetNotPreparedError as e:
       if not settings.get("optional"):
         raise
-      print(
-          f"note: evaluator {name!r} skipped: {settings.dataset!r} is not prepared; "
-          f"`{config_args.prepare_command()}` prepares it.",
-          flush=True,
-      )
+      why = f"{settings.dataset!r} is not prepared; `{config_args.prepare_command()}` prepares it"
+      if config.download:  # what stopped its download and preparation: one line
+        why = str(e).strip()
+      print(f"note: evaluator {name!r} skipped: {why.rstrip('.')}.", flush=True)
   return evaluators

@@ -29,6 +29,8 @@ def check_root(sweep: spec.Sweep, root: str, create: bool) -> None:
   if storage.isfile(path):
     try:
       saved = json.loads(storage.read_text(path))
+    except errors.StorageUnavailableError:
+      raise
     except (OSError, ValueError) as e:
       raise errors.WorkdirError(f"{path} is unreadable ({e}); use a new --root.") from e
     if saved.get("sweep_hash") != identity["sweep_hash"]:

@@ -28,6 +28,7 @@ from vit_jax import errors
 from vit_jax.tpu_planning import chips
 from vit_jax.tpu_planning import collectives as collectives_lib
 from vit_jax.tpu_planning import peak_buffers
+from vit_jax.training import device_memory
 from vit_jax.training import flops
 from vit_jax.training import mesh as mesh_lib
 
@@ -128,10 +129,7 @@ def hbm_bytes(device) -> int | None:
   chip = chips.by_device_kind(device.device_kind)
   if chip:
     return chip.hbm_gib * GIB
-  try:
-    return (device.memory_stats() or {}).get("bytes_limit")
-  except (jax.errors.JaxRuntimeError, RuntimeError, NotImplementedError):
-    return None
+  return device_memory.device_limit(device)
 
 
 def count_kernels(hlo_text: str) -> int:
@@ -321,25 +319,6 @@ class Report:
     ]
 
 
-def advice(config, state_bytes: int, hbm: int | None, mesh_shape: dict) -> list[str]:
-  """What to change, most effective first, among what the config does not use yet."""
-  model, fixes = config.model, []
-  devices = math.prod(mesh_shape.values())
-  fsdp_fix = f"--config.mesh=fsdp:-1 (shard params and optimizer state over all {devices} devices)"
-  if mesh_shape.get("fsdp", 1) < devices and hbm and state_bytes > hbm / 4:
-    fixes.append(fsdp_fix)
-  if model.get("remat", "none") == "none":
-    fixes.append("--config.model.remat=full (or dots: keep only matmul outputs)")
-  if model.get("dtype", "float32") == "float32":
-    fixes.append("--config.model.dtype=bfloat16 (activations in half the bytes)")
-  fixes.append(f"--config.grad_accum_steps={2 * config.grad_accum_steps} (smaller microbatches)")
-  if "scan_layers" in model and not model.scan_layers:
-    fixes.append("--config.model.scan_layers=True (one layer's program and buffers, reused)")
-  if mesh_shape.get("fsdp", 1) < devices and fsdp_fix not in fixes:
-    fixes.append(fsdp_fix)
-  return fixes
-
-
 def compile_report(setup, train_step, batch_size: int) -> Report:
   """Compiles the jitted `train_step` (training/train.py `jit_update_step`) for the mesh of
   `setup` (a train.Setup) with abstract inputs; returns per-device figures."""
@@ -356,7 +335,7 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
   except jax.errors.JaxRuntimeError as e:  # XLA:TPU refuses a program over the chip's HBM
     if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
       raise
-    fixes = advice(setup.task.config, 0, None, dict(setup.mesh.shape))
+    fixes = device_memory.advice(setup.task.config, 0, None, dict(setup.mesh.shape))
     reason = str(e).strip().splitlines()[0][:300]
     raise DoesNotFitError(
         f"the train step does not fit a {devices[0].device_kind} (XLA: {reason}); try "
@@ -370,7 +349,7 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
   num_slices = mesh_lib.num_slices(devices)
   state_bytes = shard_bytes(setup.abstract_state, setup.state_shardings)
   batch_bytes = shard_bytes(batch, jax.tree.map(lambda b: b.sharding, batch))
-  total = device_bytes(memory)
+  total = device_memory.program_bytes(memory)
   model_flops = (
       flops.train_flops_per_example(setup.model_config, setup.task.init_inputs(1))
       * batch_size
@@ -397,20 +376,8 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
       model_flops=model_flops,
       collectives=collectives_lib.collective_traffic(hlo, num_slices),
       kernels=count_kernels(hlo),
-      advice=advice(config, state_bytes, hbm, dict(setup.mesh.shape)),
+      advice=device_memory.advice(config, state_bytes, hbm, dict(setup.mesh.shape)),
       peak=peak,
-  )
-
-
-def device_bytes(memory) -> int:
-  """What a compiled program needs per device, from its `memory_analysis()`: arguments, outputs
-  (less those aliasing donated arguments), temporaries and code."""
-  return (
-      memory.argument_size_in_bytes
-      + memory.output_size_in_bytes
-      - memory.alias_size_in_bytes
-      + memory.temp_size_in_bytes
-      + memory.generated_code_size_in_bytes
   )
 
 
@@ -423,8 +390,7 @@ def shard_bytes(abstract_tree, shardings) -> int:
   return total
 
 
-class DoesNotFitError(errors.UserError):
-  """The compiled step needs more memory per device than the device has."""
+DoesNotFitError = device_memory.DoesNotFitError
 
 
 def require_fit(report: Report) -> None:

@@ -48,6 +48,7 @@ MAY_DIFFER = (
     "profile_all_processes",
     "compilation_cache_dir",
     "check_memory",
+    "storage_outage_s",
     "prefetch_batches",
     "hbm_headroom",
     "target_topology",

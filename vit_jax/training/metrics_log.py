@@ -4,6 +4,12 @@ and what the records say of the run's time: the step-time breakdown and goodput.
 Only process 0 writes; other processes get a writer that does nothing. Keys under `time/` (the
 step-time breakdown) go to the file and TensorBoard, not to the console.
 
+In a bucket workdir no step waits for the bucket: the records (and run_info.json, `replace`) are
+sent by a thread of their own (`_BucketSender`), TensorBoard's events written on local disk and
+mirrored there. While the bucket does not answer they wait in memory and are sent in order, once
+each, when it does; if it stays away past config.storage_outage_s, the next `advance` raises the
+StorageUnavailableError that ends the run.
+
 The loop dispatches steps asynchronously and waits for the devices only at log, save and eval
 points, so the host cannot see one step's device time without a sync it does not make. It times
 what it does itself; each train record of metrics.jsonl (and TensorBoard) carries, for the window
@@ -38,7 +44,11 @@ seen by neither `elapsed_s` nor goodput. run_info.json keeps the run's totals (`
 import contextlib
 import dataclasses
 import json
+import os
+import shutil
 import sys
+import tempfile
+import threading
 import time
 
 import jax
@@ -97,7 +107,13 @@ class MetricsLog:
         (float(r.get("elapsed_s", 0.0)) for r in self.earlier_records), default=0.0
     )
     self.jsonl = storage.appender(path)
-    self.tb = summary_writer_class()(workdir_lib.tensorboard_dir(workdir))
+    tensorboard_dir = workdir_lib.tensorboard_dir(workdir)
+    self.sender = None
+    if storage.is_remote(workdir):  # events on local disk, mirrored by the sender
+      staged = tempfile.mkdtemp(prefix="vit_jax-tensorboard-")
+      self.sender = _BucketSender(workdir, self.jsonl, staged, tensorboard_dir)
+      tensorboard_dir = staged
+    self.tb = summary_writer_class()(tensorboard_dir)
     use_bar = progress == "bar" or (progress == "auto" and sys.stderr.isatty())
     self.bar = None
     if use_bar:
@@ -121,10 +137,13 @@ class MetricsLog:
     row = {"step": int(step), **{k: float(v) for k, v in metrics.items()}}
     row["elapsed_s"] = round(self.elapsed(), 3)
     self.jsonl.write(json.dumps(row) + "\n")
-    self.jsonl.flush()
+    if self.sender is None:
+      self.jsonl.flush()
     for key, value in metrics.items():
       self.tb.add_scalar(key, float(value), step)
     self.tb.flush()
+    if self.sender is not None:
+      self.sender.send_soon()
     summary = "  ".join(
         f"{k}={float(v):.4g}" for k, v in metrics.items() if not k.startswith(DETAIL_PREFIX)
     )
@@ -135,17 +154,115 @@ class MetricsLog:
       eta_text = f"  eta={eta:.0f}s" if eta == eta else ""
       print(f"step {step}/{self.total_steps}: {summary}{eta_text}", flush=True)
 
+  def replace(self, path: str, text: str) -> None:
+    """Writes file `path` whole (run_info.json); in a bucket, by the sender, after the records
+    written before it."""
+    if not self.enabled:
+      return
+    if self.sender is None:
+      storage.replace_text(path, text)
+    else:
+      self.sender.replace(path, text)
+
   def advance(self, step: int) -> None:
-    if self.enabled and self.bar is not None:
+    """Moves the progress bar; raises what stopped a bucket's sender (an outage past the budget,
+    the workdir's lock lost)."""
+    if not self.enabled:
+      return
+    if self.bar is not None:
       self.bar.update(step - self.bar.n)
+    if self.sender is not None:
+      self.sender.check()
 
   def close(self) -> None:
+    """Writes what is left (in a bucket: waits for the sender to send it)."""
     if not self.enabled:
       return
     if self.bar is not None:
       self.bar.close()
-    self.jsonl.close()
     self.tb.close()
+    if self.sender is None:
+      self.jsonl.close()
+    else:
+      self.sender.close()
+
+
+class _BucketSender:
+  """Sends a bucket workdir's log files from a thread of its own, so that no step waits for the
+  bucket: metrics.jsonl (the appender's new records), TensorBoard's events (the local files
+  TensorBoard writes, mirrored by appending their new bytes) and the files given to `replace`,
+  in that order. Each send rides out an outage (storage.ride_out), and sends only while this
+  process holds the workdir's lock. What stopped it (the bucket away past the budget, the lock
+  lost) is raised by `check` in the trainer's thread, and the thread ends; what it had not sent
+  is lost with the run, as the steps since the last checkpoint are.
+  """
+
+  def __init__(self, workdir: str, jsonl, staged_dir: str, tensorboard_dir: str):
+    self._workdir, self._jsonl = workdir, jsonl
+    self._staged, self._tensorboard = staged_dir, tensorboard_dir
+    self._events = {}  # staged file name -> (its appender in the bucket, bytes sent)
+    self._files = {}  # path -> text, the latest of each given to `replace`
+    self._files_lock = threading.Lock()
+    self._wake = threading.Event()
+    self._closing = False
+    self._error, self._raised = None, False
+    self._thread = threading.Thread(target=self._run, name="bucket-sender", daemon=True)
+    self._thread.start()
+
+  def send_soon(self) -> None:
+    self._wake.set()
+
+  def replace(self, path: str, text: str) -> None:
+    with self._files_lock:
+      self._files[path] = text
+    self._wake.set()
+
+  def check(self) -> None:
+    if self._error is not None and not self._raised:
+      self._raised = True
+      raise self._error
+
+  def close(self) -> None:
+    """Sends the rest (riding out an outage, up to the budget) and ends the thread."""
+    self._closing = True
+    self._wake.set()
+    self._thread.join()
+    shutil.rmtree(self._staged, ignore_errors=True)
+    self.check()
+
+  def _run(self) -> None:
+    while True:
+      self._wake.wait()
+      self._wake.clear()
+      closing = self._closing
+      try:
+        workdir_lib.check_lock(self._workdir)  # one writer: none once another may write it
+        self._send()
+      except Exception as e:  # pylint: disable=broad-except  (raised in the trainer's thread)
+        self._error = e
+        return
+      if closing:
+        return
+
+  def _send(self) -> None:
+    self._jsonl.flush()
+    for name in sorted(os.listdir(self._staged)):
+      path = os.path.join(self._staged, name)
+      if name not in self._events:
+        target = storage.join(self._tensorboard, name)
+        self._events[name] = [storage.appender(target, binary=True), 0]
+      events = self._events[name]
+      with open(path, "rb") as f:  # whole records once TensorBoard's writer flushed them
+        f.seek(events[1])
+        new = f.read()
+      if new:
+        events[0].write(new)
+        events[0].flush()
+        events[1] += len(new)
+    with self._files_lock:
+      files, self._files = self._files, {}
+    for path, text in files.items():
+      storage.replace_text(path, text)
 
 
 def earlier_records(path: str) -> list[dict]:
@@ -153,14 +270,13 @@ def earlier_records(path: str) -> list[dict]:
   if not storage.isfile(path):
     return []
   records = []
-  with storage.open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except ValueError:  # a line torn by a killed run
-        continue
-      if isinstance(record, dict) and isinstance(record.get("step"), int):
-        records.append(record)
+  for line in storage.read_text(path).splitlines():
+    try:
+      record = json.loads(line)
+    except ValueError:  # a line torn by a killed run
+      continue
+    if isinstance(record, dict) and isinstance(record.get("step"), int):
+      records.append(record)
   return records
 
 

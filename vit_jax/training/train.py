@@ -14,6 +14,7 @@ log, save and eval points: between them the host dispatches steps ahead, with in
 already on the devices.
 """
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -355,7 +356,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
   With `total_steps=0` a new workdir gets the initialized model saved as step 0 (to export it).
   A write the file system refuses (full, over quota, read-only) is a `StorageError` naming the
   last good checkpoint, with the unfinished step it interrupted deleted, so that rerunning the
-  same command once the cause is fixed resumes exactly.
+  same command once the cause is fixed resumes exactly. A bucket workdir's outages are ridden out
+  for `config.storage_outage_s` (storage.py, checkpoint.py, metrics_log.py); a longer one is a
+  `StorageUnavailableError`, with nothing saved lost.
   """
   try:
     with data.opened_once():  # the checks, the input and the evaluators share each dataset
@@ -363,6 +366,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
   except errors.UserError:
     raise
   except Exception as e:  # pylint: disable=broad-except
+    from vit_jax.training import device_memory  # pylint: disable=g-import-not-at-top
+
+    if device_memory.out_of_memory(e):  # past check_fits: at run time (an eval, fragmentation)
+      raise device_memory.ran_out(config, e) from e
     if errors.storage_cause(e) is None:
       raise
     checkpoint.discard_partial_saves(workdir)
@@ -381,6 +388,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
 def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
   startup_clock = metrics_log.StartupClock(started)  # run_info.json's startup_s, by part
+  checks.validate_config(config)
+  storage.set_outage_budget(config.storage_outage_s)  # before the first request to a bucket
   checks.validate_training(config, workdir)  # before anything is written
   storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it
@@ -475,7 +484,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   def save_run_info(step: int) -> None:
     if jax.process_index() == 0:  # whole or not at all (it is rewritten while the run goes)
       run_info["goodput"] = {"step": step, **times.goodput.summary(log.elapsed())}
-      storage.replace_text(workdir_lib.run_info_path(workdir), json.dumps(run_info, indent=2))
+      log.replace(workdir_lib.run_info_path(workdir), json.dumps(run_info, indent=2))
 
   if jax.process_index() == 0:  # only after the checks above, so a refused workdir is untouched
     storage.write_text(workdir_lib.config_path(workdir), config.to_json_best_effort(indent=2))
@@ -570,6 +579,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           batch = next(batches)
         # The target platform for attention_impl=auto (splash on TPU) is the mesh's.
         with times.timing("compile" if step == start_step else "dispatch"), jax.set_mesh(mesh):
+          if step == start_step and mesh.devices.flat[0].platform != "cpu":
+            # pylint: disable-next=g-import-not-at-top  (a CPU reports no memory to check)
+            from vit_jax.training import device_memory
+
+            device_memory.check_fits(train_step, state, batch, setup)  # or stops before step 1
           state, metrics = train_step(state, batch)
       pending.append(metrics)
       done = step + 1
@@ -604,7 +618,8 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         with times.timing("eval"):
           evaluate(done, state, everything=is_last)
         last_time = time.time()  # eval time is not training throughput
-      log.advance(done)
+      log.advance(done)  # raises if a bucket stayed away past storage_outage_s
+      workdir_lib.check_lock(workdir)  # stops while no other run may take the workdir over
       if preempted:
         print(
             f"SIGTERM: saved a checkpoint at step {done}; rerun the same command to resume.",
@@ -619,13 +634,23 @@ def _train_and_evaluate(config, workdir: str) -> dict:
         )
       evaluate(start_step, state, everything=True)
     save_run_info(max(start_step, last_step))
-  finally:
-    if trace:
-      trace.close()  # a window that the run ended inside
-    watcher.close()
-    ckpt.close()
-    log.close()
+  except BaseException:
+    _close(trace, watcher, ckpt, log, quietly=True)
+    raise
+  _close(trace, watcher, ckpt, log, quietly=False)
   return {**latest_evals, "final_params": state["params"]}
+
+
+def _close(trace, watcher, ckpt, log, quietly: bool) -> None:
+  """Ends the profile window the run ended inside, the preemption watcher, the checkpoints in
+  flight and the logs. `quietly`: the run ends on an error, which is what gets reported, and a
+  failure while closing (the same outage, say) is not raised over it."""
+  for close in ([trace.close] if trace else []) + [watcher.close, ckpt.close, log.close]:
+    if quietly:
+      with contextlib.suppress(Exception):
+        close()
+    else:
+      close()
 
 
 def _start_ema(params, state_shardings: dict):

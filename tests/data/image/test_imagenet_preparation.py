@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 import tensorflow_datasets as tfds
@@ -101,3 +102,64 @@ def test_an_unlabelled_split_is_refused_before_anything_runs(imagenet, tmp_path,
   (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
   assert f"--config.{key}='test'" in line and "has no labels" in line
   assert not any((tmp_path / "w" / name).exists() for name in ("checkpoints", "metrics.jsonl"))
+
+
+# No network: every request goes to a proxy that refuses it at once (nothing is downloaded).
+NO_NETWORK = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
+
+def offline(command):
+  return subprocess.run(
+      command,
+      env={**helpers.env(), **NO_NETWORK},
+      capture_output=True,
+      text=True,
+      timeout=600,
+      cwd=helpers.ROOT,
+  )
+
+
+def test_downloading_without_network_skips_an_optional_evaluator_in_one_line(imagenet, tmp_path):
+  """The ImageNet recipe's ImageNet-v2 and ReaL evaluators are optional: with
+  --config.download=true and no network each is left out with one line, and the run trains."""
+  data_dir, _ = imagenet
+  overrides = (f"--config.data_dir={data_dir}", "--config.total_steps=1", "--config.download=true")
+  started = time.time()
+  result = offline(
+      helpers.main_command(tmp_path / "w", "dataset=imagenet2012,runlocal", *overrides)
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr and "error:" not in result.stderr
+  notes = [x for x in result.stdout.splitlines() if x.startswith("note: evaluator")]
+  assert len(notes) == 2, result.stdout[-3000:]
+  v2, real = sorted(notes, key=lambda x: "'real'" in x)
+  assert "'v2' skipped: could not download 'imagenet_v2" in v2 and "https://" in v2
+  assert "did not answer in 5 tries" in v2 and "python -m vit_jax.prepare" in v2
+  # ReaL's validation images are a manual download, here in another folder than TFDS's default
+  assert "'real' skipped: 'imagenet2012_real' needs a manual download" in real
+  assert time.time() - started < 300  # a network that does not answer, said within seconds
+
+
+@pytest.mark.parametrize("module", ["vit_jax.main", "vit_jax.prepare"])
+def test_downloading_a_required_dataset_without_network_is_one_line(module, tmp_path):
+  empty = tmp_path / "tfds"
+  config = f"--config=configs/vit.py:dataset=cifar10,runlocal --config.data_dir={empty}".split()
+  if module == "vit_jax.main":
+    command = [
+        sys.executable,
+        "-m",
+        module,
+        *config,
+        "--config.download=true",
+        f"--workdir={tmp_path / 'w'}",
+    ]
+  else:
+    command = [sys.executable, "-m", module, *config]
+  result = offline(command)
+  assert result.returncode == 2, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+  assert "could not download 'cifar10': https://www.cs.toronto.edu/~kriz/" in line
+  assert "did not answer in 5 tries (ConnectionRefusedError" in line
+  assert "python -m vit_jax.prepare --config=configs/vit.py:dataset=cifar10,runlocal" in line
+  assert not (tmp_path / "w").exists()

@@ -194,6 +194,8 @@ def _read_index(root: str, layout) -> tuple[str | None, dict | None]:
   for path in _index_paths(root):
     try:
       index = json.loads(storage.read_text(path))
+    except errors.StorageUnavailableError:
+      raise
     except (OSError, ValueError):  # none yet, or half written by a process that was killed
       continue
     if index.get("format") == _INDEX_FORMAT and index.get("layout") == layout:
@@ -207,6 +209,8 @@ def _write_index(root: str, index: dict) -> str:
   try:
     storage.replace_text(beside, text)
     return beside
+  except errors.StorageUnavailableError:
+    raise
   except OSError:  # read-only data
     os.makedirs(os.path.dirname(cached), exist_ok=True)
     storage.replace_text(cached, text)
