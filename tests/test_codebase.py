@@ -372,7 +372,7 @@ import atexit, runpy, sys
 out = sys.argv[1]
 def dump():
   with open(out, "w") as f:
-    f.write("\\n".join(m for m in sys.modules if m.split(".")[0] == "vit_jax"))
+    f.write("\\n".join(m for m in sys.modules if m.split(".")[0] in ("vit_jax", "keras", "torch")))
 atexit.register(dump)
 sys.argv = ["vit_jax.main"] + sys.argv[2:]
 runpy.run_module("vit_jax.main", run_name="__main__", alter_sys=True)
@@ -380,7 +380,8 @@ runpy.run_module("vit_jax.main", run_name="__main__", alter_sys=True)
 
 
 def _imported_vit_jax_modules(config: str, tmp_path) -> set[str]:
-  """The vit_jax modules `python -m vit_jax.main` imports for `config`.
+  """The vit_jax modules `python -m vit_jax.main` imports for `config` (and none of Keras's or
+  PyTorch's, though both are installed here).
 
   `total_steps=0` saves the initialized model, evaluates it and stops: by then the run has
   imported every module it will (training/train.py's at its top, the task's and model's on
@@ -404,7 +405,11 @@ def _imported_vit_jax_modules(config: str, tmp_path) -> set[str]:
       check=False,
   )
   assert run.returncode == 0, run.stderr[-3000:]
-  return set(listing.read_text().split())
+  modules = set(listing.read_text().split())
+  # Neither TF's eager import of Keras nor tensorboardX's of PyTorch, which a run never uses:
+  # together over 3 s of each start (vit_jax/startup.py, training/metrics_log.py).
+  assert not {m.split(".")[0] for m in modules} & {"keras", "torch"}, sorted(modules)[:20]
+  return modules
 
 
 def test_a_run_imports_what_its_config_needs(tmp_path):

@@ -29,6 +29,7 @@ option: runs on GPU or TPU never get it. A value the user already put in XLA_FLA
 import importlib.util
 import logging
 import os
+import sys
 
 VERBOSE_ENV = "VIT_JAX_VERBOSE"
 # Python loggers of libraries that report benign events at WARNING (orbax logs through absl;
@@ -78,12 +79,30 @@ def quiet_startup(verbose: bool | None = None) -> None:
       logger.addFilter(_ERRORS_ONLY)
 
 
+def import_tensorflow():
+  """TensorFlow, imported without Keras where Keras is not loaded yet: TF imports Keras's
+  optimizers at import time, to register them for loading SavedModels, which we never do; that
+  took 1.4 of TF's 3.5 s to import here. TF handles the refused import as Keras being absent;
+  `tf.keras` still loads Keras on first use."""
+  # pylint: disable=g-import-not-at-top
+  if "tensorflow" in sys.modules or "keras" in sys.modules:
+    import tensorflow as tf
+
+    return tf
+  sys.modules["keras"] = None  # `import keras...` raises ImportError while TF imports
+  try:
+    import tensorflow as tf
+  finally:
+    del sys.modules["keras"]
+  return tf
+
+
 def hide_accelerators_from_tf() -> None:
   """TF only feeds data: the GPUs/TPUs (and their memory) belong to JAX. Imports TensorFlow.
 
   Effective until TF runs its first op; later calls change nothing (TF allows no change then).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf = import_tensorflow()
 
   for kind in ("GPU", "TPU"):
     try:

@@ -9,6 +9,8 @@ import contextlib
 import os
 from typing import Callable, Hashable, TypeVar
 
+from vit_jax import startup
+
 SPLIT_KEYS = ("train_split", "eval_split")  # the config keys that name a split of the dataset
 
 _T = TypeVar("_T")
@@ -57,7 +59,7 @@ def tf_data_options():
     what fills after it (the shuffle buffer of encoded images, which autotune does not count, and
     the trainer's host copies of checkpoints).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (runs on embedded text load no TF)
+  tf = startup.import_tensorflow()  # runs on embedded text load no TF
 
   options = tf.data.Options()
   options.deterministic = True

@@ -22,6 +22,7 @@ import tarfile
 
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import startup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +88,7 @@ def open_builder(name: str, *, data_dir: str | None, prepare: bool = False):
   """The TFDS builder of `name` ('cifar10', 'imagenet_v2/matched-frequency', 'lm1b:1.1.0'),
   prepared: with `prepare`, or when it is built here, it is downloaded or built now when
   missing, else a DatasetNotPreparedError says how to prepare it."""
+  startup.import_tensorflow()  # without Keras, before TFDS imports it
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top  (text runs skip TFDS)
 
   # The datasets built here take seconds (digits) to a minute (shapes): prepared on the spot.
@@ -161,6 +163,7 @@ def prepare(name: str, *, data_dir: str | None, manual_dir: str | None = None) -
   """Downloads (or reads from `manual_dir`) and prepares TFDS dataset `name` unless it is
   prepared; returns whether it prepared it now. TFDS writes into an `incomplete.*` folder and
   renames it when done, so an interrupted run leaves nothing a run could read; rerun it."""
+  startup.import_tensorflow()  # without Keras, before TFDS imports it
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
   register_built_here(name)

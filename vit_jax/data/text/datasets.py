@@ -38,6 +38,7 @@ import numpy as np
 
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import startup
 from vit_jax.config import args as config_args
 from vit_jax.data.text import corpus
 from vit_jax.data.text import token_store
@@ -354,6 +355,7 @@ def _tfds_examples(
   """Part `shard` of `shard_count` of the split (TFDS's even_splits), in stored order; a dataset
   of one huge text (`paragraphs`) is read whole and split at blank lines."""
   # pylint: disable=import-outside-toplevel  (only TFDS datasets load TFDS)
+  startup.import_tensorflow()  # without Keras, before TFDS imports it
   import tensorflow_datasets as tfds
 
   from vit_jax import data
