@@ -23,6 +23,13 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
+def with_device_count(xla_flags: str, devices: int) -> str:
+  """`xla_flags` (the environment's) with this process's CPU device count in place of any."""
+  flag = "--xla_force_host_platform_device_count"
+  kept = [f for f in xla_flags.split() if not f.startswith(flag)]
+  return " ".join([*kept, f"{flag}={devices}"])
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("-n", "--num_processes", type=int, default=2)
@@ -43,7 +50,7 @@ def main():
         JAX_NUM_PROCESSES=str(args.num_processes),
         JAX_PROCESS_ID=str(i),
         JAX_PLATFORMS="cpu",
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={args.devices_per_process}",
+        XLA_FLAGS=with_device_count(os.environ.get("XLA_FLAGS", ""), args.devices_per_process),
     )
     out = None if i == 0 else open(os.path.join(args.log_dir, f"process_{i}.log"), "w")
     procs.append(

@@ -7,8 +7,11 @@ import os
 import pytest
 
 from tests import gcs_emulator
+from tests import helpers
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Read when JAX's backend starts, after this (tests/helpers.py says why).
+os.environ["XLA_FLAGS"] = f"{helpers.TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
 # gs:// paths go to the emulator of the `gcs` fixture (below); these settings are read once.
 os.environ.update(gcs_emulator.PROCESS_SETTINGS)
 

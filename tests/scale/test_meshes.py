@@ -8,7 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests import helpers
+
+ROOT = helpers.ROOT
 
 SCRIPT = r"""
 import json, sys
@@ -42,7 +44,7 @@ print("RESULT" + json.dumps(results))
 def run(name, arg, meshes, devices, workdir, data_dir="-"):
   env = dict(
       os.environ,
-      XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+      XLA_FLAGS=f"{helpers.TEST_XLA_FLAGS} --xla_force_host_platform_device_count={devices}",
       TF_CPP_MIN_LOG_LEVEL="3",
       PYTHONPATH=ROOT,
       JAX_PLATFORMS="cpu",
