@@ -66,6 +66,9 @@ def test_rules(path, shape, fsdp, model, expected):
 def test_parse_mesh():
   assert mesh_lib.parse_mesh("data:2,fsdp:-1", 8) == {"dcn": 1, "data": 2, "fsdp": 4, "model": 1}
   assert mesh_lib.parse_mesh("data:-1", 1) == {"dcn": 1, "data": 1, "fsdp": 1, "model": 1}
+  # An axis left out: data takes the devices the others leave (model:4 is data:2,model:4).
+  assert mesh_lib.parse_mesh("model:4", 8) == mesh_lib.parse_mesh("data:2,model:4", 8)
+  assert mesh_lib.parse_mesh("model:4", 8) == {"dcn": 1, "data": 2, "fsdp": 1, "model": 4}
   # Multi-slice: dcn is the slice count, the other axes split each slice.
   assert mesh_lib.parse_mesh("fsdp:-1", 8, num_slices=2) == {
       "dcn": 2,

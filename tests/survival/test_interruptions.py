@@ -96,15 +96,20 @@ def test_sigterm_then_resume_equals_straight_run(tmp_path, digits_dir):
     np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
 
 
+# The two-process runs' length: a notice sent after step 5 is seen (the runtime polls once a
+# second) a few steps later, well before the end.
+TWO_PROCESS_STEPS = 40
+
+
 def two_process_command(workdir, data_dir, progress):
   # Log, save and eval only at the end: a notice must not wait for any of them.
   return command(
       workdir,
       data_dir,
-      "--config.log_every=120",
+      f"--config.log_every={TWO_PROCESS_STEPS}",
       f"--config.progress={progress}",
-      total_steps=120,
-      every=120,
+      total_steps=TWO_PROCESS_STEPS,
+      every=TWO_PROCESS_STEPS,
   )
 
 
@@ -169,11 +174,11 @@ def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
 
   # In the loop, after step 5: the hosts stop one step after the furthest one.
   workdir = tmp_path / "preempted"
-  steps = lambda bar: max(map(int, re.findall(r"(\d+)/120", bar)), default=0)
+  steps = lambda bar: max(map(int, re.findall(rf"(\d+)/{TWO_PROCESS_STEPS}", bar)), default=0)
   stopped, agreed = preempt_one_of_two(
       workdir, digits_dir, tmp_path, lambda _, bar: steps(bar) >= 5
   )
-  assert 5 < stopped < 120 and agreed == stopped
+  assert 5 < stopped < TWO_PROCESS_STEPS and agreed == stopped
   # While the resumed run sets up (a second after joining the job, when the runtime's notifier
   # has the signal): it stops after its first step.
   joined = lambda err, _: "Connected to distributed JAX controller" in err
@@ -183,8 +188,8 @@ def test_sigterm_to_one_process_stops_both_at_the_next_step_and_resumes_exactly(
   resumed = helpers.run(launcher + logs + two_process_command(workdir, digits_dir, "lines"))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"at step {again}" in resumed.stdout
-  a = interop.read_params(str(straight / "checkpoints" / "120"))
-  b = interop.read_params(str(workdir / "checkpoints" / "120"))
+  a = interop.read_params(str(straight / "checkpoints" / str(TWO_PROCESS_STEPS)))
+  b = interop.read_params(str(workdir / "checkpoints" / str(TWO_PROCESS_STEPS)))
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
