@@ -45,6 +45,7 @@ from benchmarks import jax_peers  # noqa: E402
 from vit_jax.tpu_planning import aot  # noqa: E402
 from vit_jax.tpu_planning import peak_buffers  # noqa: E402
 from vit_jax.tpu_planning import pod_table  # noqa: E402
+from vit_jax.training import device_memory  # noqa: E402
 
 # Our rows per step: name -> flags after the recipe's. The recipe is docs/pod.md's row.
 OURS = {
@@ -69,7 +70,7 @@ def _figures(compiled, peak) -> dict:
   cost = compiled.cost_analysis()
   cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
   return {
-      "peak": aot.device_bytes(memory),
+      "peak": device_memory.program_bytes(memory),
       "temp": memory.temp_size_in_bytes,
       "flops": cost.get("flops", 0.0),
       "bytes": cost.get("bytes accessed", 0.0),
