@@ -59,15 +59,20 @@ OURS = {
 
 def workloads(quick: bool) -> dict:
   """name -> (unit, items per step, our recipe's flags, {peer row: (checkout's peer or None,
-  builder of its runner from the checkout)}). `quick`: two blocks and small batches."""
+  builder of its runner from the checkout)}). `quick`: two blocks, small batches, 64 tokens of a
+  512-id vocabulary, 64 px images."""
   # pylint: disable=g-import-not-at-top  (torch only where its peers run)
   vit_batch = 4 if quick else step_memory.BATCH_PER_CHIP["vit_b16"]
   gpt_batch = 2 if quick else step_memory.BATCH_PER_CHIP["gpt2"]
   depth = 2 if quick else None
-  gpt_shape = {**step_memory.GPT2_SHAPE, **({"N": depth} if quick else {})}
-  deeper = (f"--config.model.depth={depth}",) if quick else ()
-  vit_flags = (*VIT_FLAGS, f"--config.batch_size={vit_batch}", *deeper)
-  gpt_flags = (*GPT2_FLAGS, f"--config.batch_size={gpt_batch}", *deeper)
+  image_size, vocab = (64, 512) if quick else (224, step_memory.GPT2_VOCAB)
+  gpt_shape = {**step_memory.GPT2_SHAPE, **({"N": depth, "L": 64} if quick else {})}
+  smaller = () if not quick else (f"--config.model.depth={depth}",)
+  vit_flags = (*VIT_FLAGS, f"--config.batch_size={vit_batch}", *smaller)
+  gpt_flags = (*GPT2_FLAGS, f"--config.batch_size={gpt_batch}", *smaller)
+  if quick:
+    vit_flags += (f"--config.image_size={image_size}",)
+    gpt_flags += (f"--config.seq_len={gpt_shape['L']}", f"--config.tokenizer.vocab_size={vocab}")
 
   def torch_peer(name, **kwargs):
     def build(checkout):
@@ -77,7 +82,7 @@ def workloads(quick: bool) -> dict:
         return torch_gpu_peers.nanogpt_step(
             checkout, gpt_batch, gpt_shape["L"], depth=depth, **kwargs
         )
-      return torch_gpu_peers.timm_vit_step(vit_batch, depth=depth, **kwargs)
+      return torch_gpu_peers.timm_vit_step(vit_batch, depth=depth, image_size=image_size, **kwargs)
 
     return build
 
@@ -94,6 +99,7 @@ def workloads(quick: bool) -> dict:
                           checkout,
                           variant="B/16",
                           batch_size=vit_batch,
+                          image_size=image_size,
                           dtype_mm="bfloat16",
                           depth=depth,
                       )
@@ -115,7 +121,7 @@ def workloads(quick: bool) -> dict:
                       jax_peers.nanodo(
                           checkout,
                           shape=gpt_shape,
-                          vocab=step_memory.GPT2_VOCAB,
+                          vocab=vocab,
                           batch_size=gpt_batch,
                           dtype="bfloat16",
                           optimizer_overrides=jax_peers.nanodo_optimizer(

@@ -7,7 +7,6 @@ examples then flow through exactly the same pipeline as ImageNet.
 """
 
 import numpy as np
-from sklearn import datasets as sk_datasets
 import tensorflow_datasets as tfds
 
 NAME = "sklearn_digits"
@@ -51,6 +50,9 @@ class SklearnDigits(tfds.core.GeneratorBasedBuilder):
     }
 
   def _generate_examples(self, is_test: bool):
+    # Imported here: only building the dataset reads scikit-learn (1 s of a run's start).
+    from sklearn import datasets as sk_datasets  # pylint: disable=g-import-not-at-top
+
     digits = sk_datasets.load_digits()
     images_Nx8x8 = digits.images  # float64 in [0, 16]
     labels_N = digits.target
