@@ -95,7 +95,7 @@ def test_forward_backward(name, dtype):
   elif dtype == "bfloat16":
     cfg = {**cfg, "dtype": dtype, "param_dtype": "float32"}
   model = build_model(cfg)
-  params = model.init(jax.random.PRNGKey(0), *inputs)["params"]
+  params = jax.jit(model.init)(jax.random.PRNGKey(0), *inputs)["params"]
   assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(params))
   # Heads start at zero; perturb so gradients reach every layer.
   params = jax.tree.map(lambda p: p + 0.01, params)

@@ -48,23 +48,27 @@ def test_seq2seq_cache_matches_teacher_forcing():
   inputs = jax.random.randint(jax.random.PRNGKey(1), (2, 7), 0, 40)
   targets = jax.random.randint(jax.random.PRNGKey(2), (2, 9), 0, 40)
   input_mask = jnp.array([[1] * 7, [1] * 5 + [0] * 2])
-  params = model.init(jax.random.PRNGKey(0), inputs, targets)["params"]
+  params = jax.jit(model.init)(jax.random.PRNGKey(0), inputs, targets)["params"]
   full = model.apply({"params": params}, inputs, targets, input_mask)
   encoded = model.apply({"params": params}, inputs, input_mask, method=model.encode)
   decoder = build_model(cfg, decode=True)
   cache = decoder.init(
       jax.random.PRNGKey(0), jnp.zeros_like(targets), encoded, method=decoder.decode_logits
   )["cache"]
+  # One program for every step: the cache index is part of the (traced) cache.
+  step = jax.jit(
+      lambda cache, token: decoder.apply(
+          {"params": params, "cache": cache},
+          token,
+          encoded,
+          input_mask,
+          method=decoder.decode_logits,
+          mutable=["cache"],
+      )
+  )
   steps = []
   for t in range(targets.shape[1]):
-    out, state = decoder.apply(
-        {"params": params, "cache": cache},
-        targets[:, t : t + 1],
-        encoded,
-        input_mask,
-        method=decoder.decode_logits,
-        mutable=["cache"],
-    )
+    out, state = step(cache, targets[:, t : t + 1])
     cache = state["cache"]
     steps.append(out)
   assert float(jnp.abs(jnp.concatenate(steps, axis=1) - full).max()) <= 1e-5

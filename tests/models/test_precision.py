@@ -50,7 +50,7 @@ def dtypes_by_primitive(fn, *args):
 )
 def test_bf16_model_multiplies_in_bf16_and_keeps_statistics_in_fp32(config, inputs):
   model = build_model({**config, "attention_impl": "xla"})
-  params = model.init(jax.random.PRNGKey(0), *inputs())["params"]
+  params = jax.jit(model.init)(jax.random.PRNGKey(0), *inputs())["params"]
   assert {str(p.dtype) for p in jax.tree.leaves(params)} == {"float32"}
 
   def loss(params):
@@ -71,7 +71,7 @@ def test_bf16_model_multiplies_in_bf16_and_keeps_statistics_in_fp32(config, inpu
   for name in ("reduce_max", "log", "rsqrt", "reduce_sum"):
     assert {outs for _, outs, _ in forward[name]} == {("float32",)}, name
   assert {outs for _, outs, rank in found["exp"] if rank >= 4} == {("float32",)}
-  (value, logits), _ = jax.value_and_grad(loss, has_aux=True)(params)
+  (value, logits), _ = jax.eval_shape(jax.value_and_grad(loss, has_aux=True), params)
   assert value.dtype == jnp.float32 and logits.dtype == jnp.float32
 
 

@@ -10,6 +10,7 @@ program is the one chosen.
   (optax's loss, the head unpadded): the same loss and gradients to bf16 precision.
 """
 
+import functools
 import re
 
 import jax
@@ -30,13 +31,18 @@ GPT = {"name": "gpt", "variant": "pico", "width": 32, "depth": 2, "num_heads": 2
 @pytest.fixture
 def cudnn_on_cpu(monkeypatch):
   """attention runs as on a GPU; cuDNN's call goes to JAX's XLA implementation of the same call.
-  Returns the (query length, key lengths) of every such call."""
+  Returns [query length, key lengths] of every such call."""
   calls = []
   plain = jax.nn.dot_product_attention
 
   def as_xla(*args, implementation=None, **kwargs):
     assert implementation == "cudnn"
-    calls.append((args[0].shape[1], kwargs.get("key_value_seq_lengths")))
+    call = [args[0].shape[1], None]
+    calls.append(call)
+    # The key lengths' values, once the (jitted) step runs.
+    jax.debug.callback(
+        lambda lengths: call.__setitem__(1, lengths), kwargs["key_value_seq_lengths"]
+    )
     return plain(*args, implementation="xla", **kwargs)
 
   monkeypatch.setattr(attention, "target_platform", lambda: "gpu")
@@ -62,12 +68,14 @@ def test_odd_lengths_padded_for_cudnn_attend_as_unpadded(cudnn_on_cpu, causal):
     out = module(implementation).apply(params, x, mask=mask)
     return jnp.sum(out.astype(jnp.float32) ** 2), out
 
-  (value, out), grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
-      params, x_BxTxD, "auto"
-  )
-  (ref_value, ref_out), ref_grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
-      params, x_BxTxD, "xla"
-  )
+  def step(implementation):  # jitted: a new function per implementation, traced once each
+    grad_fn = jax.value_and_grad(
+        functools.partial(loss, implementation=implementation), (0, 1), True
+    )
+    return jax.jit(grad_fn)(params, x_BxTxD)
+
+  (value, out), grads = step("auto")
+  (ref_value, ref_out), ref_grads = step("xla")
   (padded_length, key_lengths), *_ = cudnn_on_cpu
   assert padded_length == 198 and out.shape == (batch, length, width)
   np.testing.assert_array_equal(key_lengths, [length] * batch)
@@ -98,9 +106,9 @@ def _gpt_loss(config, dtype="float32"):
 def test_padded_lm_head_gives_the_same_logits_and_gradients(monkeypatch):
   config = {**GPT, "vocab_size": 100}
   loss, params = _gpt_loss(config)
-  value, grads = jax.value_and_grad(loss)(params)
+  value, grads = jax.jit(jax.value_and_grad(loss))(params)
   monkeypatch.setitem(gpt.VOCAB_PAD_MULTIPLE, "cpu", 128)
-  padded_value, padded_grads = jax.value_and_grad(loss)(params)
+  padded_value, padded_grads = jax.jit(jax.value_and_grad(loss))(params)
   hlo = jax.jit(jax.grad(loss)).lower(params).as_text()
   assert "2x17x128" in hlo  # the head's product runs over the padded vocabulary
   np.testing.assert_allclose(padded_value, value, rtol=1e-6)
@@ -125,7 +133,7 @@ def test_the_step_matches_the_plain_formulation_to_bf16_precision(monkeypatch):
   config = {**GPT, "vocab_size": 300}
   loss, params = _gpt_loss(config, dtype="bfloat16")
   monkeypatch.setitem(gpt.VOCAB_PAD_MULTIPLE, "cpu", 128)
-  value, grads = jax.value_and_grad(loss)(params)
+  value, grads = jax.jit(jax.value_and_grad(loss))(params)
   monkeypatch.delitem(gpt.VOCAB_PAD_MULTIPLE, "cpu")
 
   def plain(logits, targets, weights):
@@ -133,7 +141,7 @@ def test_the_step_matches_the_plain_formulation_to_bf16_precision(monkeypatch):
     return jnp.sum(nll * weights), jnp.sum((jnp.argmax(logits, -1) == targets) * weights)
 
   monkeypatch.setattr(token_cross_entropy, "weighted_cross_entropy", plain)
-  ref_value, ref_grads = jax.value_and_grad(loss)(params)
+  ref_value, ref_grads = jax.jit(jax.value_and_grad(loss))(params)
   np.testing.assert_allclose(value, ref_value, rtol=1e-3)
   for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads)):
     got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)

@@ -52,11 +52,15 @@ def rows(workdir):
   return [json.loads(line) for line in lines]
 
 
+# The one-process runs: one block is enough to stop, save and resume (a third less time).
+ONE_BLOCK = "--config.model.depth=1"
+
+
 def preempt_and_resume(workdir, data_dir) -> int:
   """SIGTERM after step 7: the run saves the step it is at and exits 0; the same command resumes
   from that step and finishes. Returns the step."""
   proc = subprocess.Popen(
-      command(workdir, data_dir),
+      command(workdir, data_dir, ONE_BLOCK),
       env=helpers.env(),
       cwd=helpers.ROOT,
       stdout=subprocess.PIPE,
@@ -70,7 +74,7 @@ def preempt_and_resume(workdir, data_dir) -> int:
   assert "SIGTERM: saved a checkpoint at step" in out
   stopped = int(out.split("SIGTERM: saved a checkpoint at step ")[1].split(";")[0])
   assert 7 <= stopped < 40 and (workdir / "checkpoints" / str(stopped)).is_dir()
-  resumed = helpers.run(command(workdir, data_dir))
+  resumed = helpers.run(command(workdir, data_dir, ONE_BLOCK))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"at step {stopped}" in resumed.stdout
   assert (workdir / "checkpoints" / "40").is_dir()
@@ -86,7 +90,7 @@ def test_sigterm_checkpoints_and_resumes(tmp_path, digits_dir):
 # (the multiprocess stage).
 @pytest.mark.slow
 def test_sigterm_then_resume_equals_straight_run(tmp_path, digits_dir):
-  straight = helpers.run(command(tmp_path / "straight", digits_dir))
+  straight = helpers.run(command(tmp_path / "straight", digits_dir, ONE_BLOCK))
   assert straight.returncode == 0, straight.stderr[-3000:]
   workdir = tmp_path / "preempted"
   preempt_and_resume(workdir, digits_dir)

@@ -214,18 +214,23 @@ def seq2seq_decode(
   """Greedy (beam_size 1) or beam search decoding; returns the best tokens per input row."""
   model = build_model(model_config)
   inputs_BxS, input_mask_BxS = jnp.asarray(inputs_BxS), jnp.asarray(input_mask_BxS)
-  encoded_BxSxD = model.apply({"params": params}, inputs_BxS, input_mask_BxS, method=model.encode)
+  encoded_BxSxD = jax.jit(
+      lambda inputs, mask: model.apply({"params": params}, inputs, mask, method=model.encode)
+  )(inputs_BxS, input_mask_BxS)
   batch, beams = inputs_BxS.shape[0], beam_size
   # Every (row, beam) is a row of the decoder batch.
   encoded = jnp.repeat(encoded_BxSxD, beams, axis=0)
   input_mask = jnp.repeat(input_mask_BxS, beams, axis=0)
   decoder = build_model(model_config, decode=True)
-  cache = decoder.init(
-      jax.random.PRNGKey(0),
-      jnp.zeros((batch * beams, max_new_tokens), jnp.int32),
-      encoded,
-      method=decoder.decode_logits,
-  )["cache"]
+  # An empty cache (init's params are dropped): one compiled program, not one dispatch per op.
+  cache = jax.jit(
+      lambda encoded: decoder.init(
+          jax.random.PRNGKey(0),
+          jnp.zeros((batch * beams, max_new_tokens), jnp.int32),
+          encoded,
+          method=decoder.decode_logits,
+      )["cache"]
+  )(encoded)
   step_fn = jax.jit(
       lambda cache, tok: decoder.apply(
           {"params": params, "cache": cache},
