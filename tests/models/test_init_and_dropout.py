@@ -157,3 +157,26 @@ def test_vit_drops_its_embedded_tokens_in_training_only():
   np.testing.assert_allclose(after[kept], before[kept] / (1 - P), rtol=1e-5)
   before, after = embedded_tokens(train=False)
   np.testing.assert_array_equal(after, before)
+
+
+def test_gpt_drops_its_embedded_tokens_in_training_only():
+  """nanoGPT model.py: dropout after token + position embeddings, off at eval (no dropout key
+  needed there)."""
+  model = build_model({"name": "gpt", "variant": "pico", "vocab_size": 50, "dropout_rate": P})
+  tokens = jax.random.randint(jax.random.PRNGKey(0), (2, 16), 0, 50)
+  params = jax.jit(model.init)(jax.random.PRNGKey(1), tokens)["params"]
+
+  def embedded(train: bool):
+    _, state = model.apply(
+        {"params": params},
+        tokens,
+        train=train,
+        rngs={"dropout": jax.random.PRNGKey(2)} if train else {},
+        capture_intermediates=lambda module, _: module.name == "Dropout_0",
+    )
+    return np.asarray(state["intermediates"]["Dropout_0"]["__call__"][0])
+
+  after_train, after_eval = embedded(True), embedded(False)
+  np.testing.assert_allclose(np.mean(after_train == 0), P, atol=0.03)
+  kept = after_train != 0
+  np.testing.assert_allclose(after_train[kept], after_eval[kept] / (1 - P), rtol=1e-5)
