@@ -47,7 +47,6 @@ from benchmarks import step_memory  # noqa: E402
 from benchmarks import step_timing  # noqa: E402
 from vit_jax.tpu_planning import pod_table  # noqa: E402
 
-GPT2_FLAGS = dict(pod_table.ROWS)[step_memory.RECIPES["gpt2"]]
 VIT_FLAGS = dict(pod_table.ROWS)[step_memory.RECIPES["vit_b16"]]
 XLA_ATTENTION = ("--config.model.attention_impl=xla",)
 # Our rows per workload: name -> flags after the workload's.
@@ -69,7 +68,7 @@ def workloads(quick: bool) -> dict:
   gpt_shape = {**step_memory.GPT2_SHAPE, **({"N": depth, "L": 64} if quick else {})}
   smaller = () if not quick else (f"--config.model.depth={depth}",)
   vit_flags = (*VIT_FLAGS, f"--config.batch_size={vit_batch}", *smaller)
-  gpt_flags = (*GPT2_FLAGS, f"--config.batch_size={gpt_batch}", *smaller)
+  gpt_flags = (*step_memory.GPT2_FLAGS, f"--config.batch_size={gpt_batch}", *smaller)
   if quick:
     vit_flags += (f"--config.image_size={image_size}",)
     gpt_flags += (f"--config.seq_len={gpt_shape['L']}", f"--config.tokenizer.vocab_size={vocab}")
@@ -124,9 +123,7 @@ def workloads(quick: bool) -> dict:
                           vocab=vocab,
                           batch_size=gpt_batch,
                           dtype="bfloat16",
-                          optimizer_overrides=jax_peers.nanodo_optimizer(
-                              pod_table.config_of(GPT2_FLAGS, ROOT)
-                          ),
+                          optimizer_overrides=step_memory.gpt2_nanodo_optimizer(),
                       ),
                       fresh_inputs=True,
                   ),

@@ -63,6 +63,12 @@ RECIPES = {"vit_b16": "ViT-B/16, ImageNet-1k", "gpt2": "GPT-2 124M"}  # pod_tabl
 BATCH_PER_CHIP = {"vit_b16": 256, "gpt2": 16}  # the recipes' own: 4096 / 16 and 512 / 32 chips
 GPT2_SHAPE = dict(D=768, H=12, L=1024, N=12, F=3072)  # nanodo's DoConfig names
 GPT2_VOCAB = 50_257
+GPT2_FLAGS = dict(pod_table.ROWS)[RECIPES["gpt2"]]  # the recipe's flags, as its table row gives
+
+
+def gpt2_nanodo_optimizer() -> dict:
+  """configs/gpt.py's GPT-2 AdamW and schedule in nanodo's optimizer names."""
+  return jax_peers.nanodo_optimizer(pod_table.config_of(GPT2_FLAGS, ROOT))
 
 
 def _figures(compiled, peak) -> dict:
@@ -124,9 +130,7 @@ def nanodo(checkout: str, topology: str, batch_size: int, keep_dir=None) -> dict
       vocab=GPT2_VOCAB,
       batch_size=batch_size,
       dtype="bfloat16",
-      optimizer_overrides=jax_peers.nanodo_optimizer(
-          pod_table.config_of(dict(pod_table.ROWS)[RECIPES["gpt2"]], ROOT)
-      ),
+      optimizer_overrides=gpt2_nanodo_optimizer(),
       mesh=mesh,
   )
   with jax.set_mesh(mesh):

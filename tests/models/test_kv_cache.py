@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 from vit_jax.models import build_model
+from vit_jax.models import sampling
 
 
 def decode_all(model_cfg, params, tokens, prompt_len):
@@ -55,17 +56,7 @@ def test_seq2seq_cache_matches_teacher_forcing():
   cache = decoder.init(
       jax.random.PRNGKey(0), jnp.zeros_like(targets), encoded, method=decoder.decode_logits
   )["cache"]
-  # One program for every step: the cache index is part of the (traced) cache.
-  step = jax.jit(
-      lambda cache, token: decoder.apply(
-          {"params": params, "cache": cache},
-          token,
-          encoded,
-          input_mask,
-          method=decoder.decode_logits,
-          mutable=["cache"],
-      )
-  )
+  step = sampling.seq2seq_decode_step(decoder, params, encoded, input_mask)
   steps = []
   for t in range(targets.shape[1]):
     out, state = step(cache, targets[:, t : t + 1])

@@ -199,6 +199,22 @@ def _generate_uncached(
   return new_tokens
 
 
+def seq2seq_decode_step(decoder, params, encoded_BxSxD, input_mask_BxS):
+  """The decoder's one-token step, jitted: (cache, tokens (B, 1)) -> (logits (B, 1, V), state
+  with the new cache). The cache index is part of the (traced) cache, so one program serves
+  every step."""
+  return jax.jit(
+      lambda cache, tokens_Bx1: decoder.apply(
+          {"params": params, "cache": cache},
+          tokens_Bx1,
+          encoded_BxSxD,
+          input_mask_BxS,
+          method=decoder.decode_logits,
+          mutable=["cache"],
+      )
+  )
+
+
 def seq2seq_decode(
     model_config: dict,
     params,
@@ -231,16 +247,7 @@ def seq2seq_decode(
           method=decoder.decode_logits,
       )["cache"]
   )(encoded)
-  step_fn = jax.jit(
-      lambda cache, tok: decoder.apply(
-          {"params": params, "cache": cache},
-          tok,
-          encoded,
-          input_mask,
-          method=decoder.decode_logits,
-          mutable=["cache"],
-      )
-  )
+  step_fn = seq2seq_decode_step(decoder, params, encoded, input_mask)
 
   tokens = np.full((batch, beams, 1), start_id, np.int32)
   scores = np.zeros((batch, beams))
