@@ -100,9 +100,10 @@ def test_sigterm_then_resume_equals_straight_run(tmp_path, digits_dir):
     np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-6, err_msg=key)
 
 
-# The two-process runs' length: a notice sent after step 5 is seen (the runtime polls once a
-# second) a few steps later, well before the end.
-TWO_PROCESS_STEPS = 40
+# The two-process runs' length: a notice sent after step 5 is seen when the runtime next polls
+# (once a second), which must come well before the end: at 40 steps, the 35 after step 5 were
+# once all taken before it.
+TWO_PROCESS_STEPS = 120
 
 
 def two_process_command(workdir, data_dir, progress):
