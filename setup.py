@@ -38,6 +38,10 @@ INSTALL_REQUIRES = [
 # preconditions and TensorBoard's event files.
 GCS_REQUIRES = ["gcsfs", "google-cloud-storage>=2.14"]
 
+# `pip install -e .[data]`: the formats researchers pretrain on today (vit_jax/data/): parquet
+# (pyarrow), jsonl.zst (zstandard), the Hugging Face hub (datasets) and webdataset shards.
+DATA_REQUIRES = ["pyarrow>=17", "zstandard>=0.22", "datasets>=3.0", "webdataset>=0.2.100"]
+
 TEST_REQUIRES = [
     "pytest",
     "pytest-xdist",
@@ -61,6 +65,7 @@ TEST_REQUIRES = [
     # Paths in a bucket, tested on a local Cloud Storage API (tests/gcs_emulator.py); pinned,
     # since the tests add generation preconditions to its request handlers.
     *GCS_REQUIRES,
+    *DATA_REQUIRES,
     "gcp-storage-emulator==2026.7.19",
 ]
 
@@ -83,6 +88,7 @@ setuptools.setup(
         "test": TEST_REQUIRES,
         "tpu": TPU_REQUIRES,
         "gcs": GCS_REQUIRES,
+        "data": DATA_REQUIRES,
         "cuda": CUDA_REQUIRES,
     },
 )
