@@ -59,6 +59,19 @@ def _append_flushes(gcs, path, lines) -> list[int]:
   return sent
 
 
+def test_a_glob_matches_files_in_a_folder_and_below_it(folder):
+  for relative in ("a/x.jsonl", "a/b/y.jsonl", "a/z.txt", "c/w.jsonl"):
+    path = storage.join(folder, *relative.split("/"))
+    storage.makedirs(storage.parent(path))
+    storage.write_text(path, "{}")
+  relative = lambda pattern: storage.glob(storage.join(folder, pattern))
+  names = lambda pattern: [p[len(folder) + 1 :] for p in relative(pattern)]
+  assert names("a/*.jsonl") == ["a/x.jsonl"]
+  assert names("a/**/*.jsonl") == ["a/b/y.jsonl", "a/x.jsonl"]
+  assert names("*/*.jsonl") == ["a/x.jsonl", "c/w.jsonl"]
+  assert names("a/nothing*") == [] and names("a") == []  # a folder is not a file
+
+
 def test_a_bucket_append_sends_the_new_text_not_the_file(gcs):
   path = storage.join(gcs.new_dir("append"), "metrics.jsonl")
   lines = [json.dumps({"step": i, "pad": "x" * 1000}) + "\n" for i in range(50)]

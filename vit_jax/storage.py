@@ -373,6 +373,24 @@ def files_under(path) -> list[str]:
   return files
 
 
+def glob(pattern) -> list[str]:
+  """The files matching `pattern` (`*`, `?`, `[...]`, and `**` for any folders below), sorted; a
+  local pattern may start with `~`. In a bucket the match is one fresh listing of the objects
+  under the pattern's fixed prefix."""
+  if not is_remote(pattern):
+    import glob as glob_lib  # pylint: disable=g-import-not-at-top
+
+    matches = glob_lib.glob(os.path.expanduser(os.fspath(pattern)), recursive=True)
+    return sorted(p for p in matches if os.path.isfile(p))
+  filesystem = _filesystem(pattern)
+  scheme = urllib.parse.urlsplit(os.fspath(pattern)).scheme
+  _forget_listings(bucket(pattern))
+  found = ride_out(
+      lambda: filesystem.glob(os.fspath(pattern), detail=True), pattern, f"listing {pattern}"
+  )
+  return sorted(f"{scheme}://{p}" for p, info in found.items() if info.get("type") == "file")
+
+
 def file_sizes(folder) -> dict[str, int]:
   """{name: size in bytes} of the files directly in `folder` (one listing, also in a bucket)."""
   if not is_remote(folder):
