@@ -206,7 +206,7 @@ def ride_out(operation, path, what: str):
   (the preconditions of `create_object` and the appender do). A local path is tried the same
   way: its file system may be a network one.
   """
-  where = bucket(path) if is_remote(path) else f"the file system holding {path}"
+  where = holder(path)
   wait, warned, first_unanswered = FIRST_WAIT_S, False, None
   while True:
     started = time.time()
@@ -303,6 +303,11 @@ def bucket(path) -> str:
   """The bucket of a gs:// path, as gs://BUCKET."""
   parts = urllib.parse.urlsplit(os.fspath(path))
   return f"{parts.scheme}://{parts.netloc}"
+
+
+def holder(path) -> str:
+  """What holds `path`, as a message names it: gs://BUCKET, or the file system holding it."""
+  return bucket(path) if is_remote(path) else f"the file system holding {path}"
 
 
 def is_within(path, folder) -> bool:
