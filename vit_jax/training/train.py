@@ -387,7 +387,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     from vit_jax.training import branch  # pylint: disable=g-import-not-at-top  (only a branch)
 
     state = branch.restore(config, setup.sharded_abstract_state(), ckpt.record)
-    print(f"Branched from {branch.step_dir(config.branch_from)}.", flush=True)
+    print(branch.announcement(config), flush=True)
   else:
     state = jax.jit(setup.init_state, out_shardings=state_shardings)(setup.init_rng)
     if config.init_from:
@@ -544,6 +544,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           averaged = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != "finite"}
           averaged["examples_per_sec"] = config.batch_size * (done - logged_step) / train_seconds
           averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
+          averaged.update(task.data_progress(done))  # e.g. a mixture's tokens per source
           if skipped:
             averaged["skipped_steps"] = skipped
           log.write(done, {**averaged, **times.window(log.elapsed())})
