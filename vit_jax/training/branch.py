@@ -136,7 +136,8 @@ def check(config, workdir: str) -> None:
     raise errors.ConfigError(
         f"--config.branch_from: this config differs from the parent's at step {step} ({listing}"
         f"{more}); a branch continues its parent's run, so only its length, cooldown and "
-        "reporting may change. Use the parent's config."
+        "reporting may change (and a mixture's weights from the branch point on). Use the "
+        "parent's config."
     )
   if ours.get(MIXTURE_WEIGHTS) != parents.get(MIXTURE_WEIGHTS):
     from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
