@@ -51,7 +51,7 @@ class Stage:
   weights: dict  # source name -> weight, as given
 
   def text(self) -> str:
-    return ",".join(f"{name}={weight:g}" for name, weight in self.weights.items())
+    return ",".join(f"{name}={weight:.12g}" for name, weight in self.weights.items())
 
 
 @dataclasses.dataclass(frozen=True)
