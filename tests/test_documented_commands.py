@@ -131,8 +131,15 @@ def with_local_paths(command: Command, tmp_path) -> list[str]:
     name, sep, value = arg.partition("=")
     if sep and (name == "--workdir" or re.match(r"(workdirs/|gs://|/)", value)):
       arg = f"{name}={local_path(value, tmp_path)}"
+    if name == "--config.mixture.stores":  # NAME=STORE,...
+      arg = f"{name}=" + ",".join(f"{n}={local_path(s, tmp_path)}" for n, s in mixed(value))
     argv.append(arg)
   return argv
+
+
+def mixed(stores: str) -> list[tuple[str, str]]:
+  """(name, store) of each source of a `--config.mixture.stores` value."""
+  return [tuple(entry.split("=", 1)) for entry in stores.split(",")] if stores else []
 
 
 def resolve_config(argv: list[str], monkeypatch, capsys):
@@ -293,8 +300,9 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
   if config.dataset == "sklearn_digits" and config.data_dir is None:
     config.data_dir = digits_dir
-  store = command.flag("config.token_store")
-  if store:  # a streamed dataset: its documented prepare command makes the store first
+  stores = [command.flag("config.token_store")] if command.flag("config.token_store") else []
+  stores += [store for _, store in mixed(command.flag("config.mixture.stores") or "")]
+  for store in stores:  # each store's documented prepare command makes it first, in order
     preparing = prepare_command(store)
     assert preparing, f"{command.text}: no documented vit_jax.prepare command writes {store}"
     if not os.path.exists(local_path(store, tmp_path)):

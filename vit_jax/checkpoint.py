@@ -150,6 +150,21 @@ def discard_partial_saves(workdir: str) -> list[str]:
   return partial
 
 
+def refused_write_error(exc: BaseException, workdir: str) -> errors.StorageError:
+  """A write the file system refused (`exc`, full, over quota, read-only) while training in
+  `workdir`, as one line naming the last good checkpoint, with the unfinished step it interrupted
+  deleted: rerunning the same command once the cause is fixed resumes exactly."""
+  discard_partial_saves(workdir)
+  saved = step_dirs(workdir)
+  then = (
+      f"rerun the same command to resume from step {storage.name(saved[0])}, the last good "
+      f"checkpoint ({saved[0]})"
+      if saved
+      else "rerun the same command (no checkpoint was saved yet)"
+  )
+  return errors.storage_error(exc, where=workdir, then=then)
+
+
 def set_aside(step_dir: str) -> str:
   """Moves a damaged step to `checkpoints/damaged/STEP` (never deletes it); returns the new path."""
   damaged = workdir_lib.damaged_dir(storage.parent(step_dir))
@@ -333,11 +348,14 @@ class Checkpointer:
       save_every: int,
       keep: int,
       record: dict,
-      async_save: bool = False,
+      async_save: bool | None = False,
       keep_steps: tuple[int, ...] = (),
   ):
     """Saves every `save_every` steps and at `keep_steps`; keeps the newest `keep` and every
-    one of `keep_steps`."""
+    one of `keep_steps`. `async_save` None: saves overlap training on accelerators, and a CPU
+    run saves in line."""
+    if async_save is None:
+      async_save = jax.default_backend() != "cpu"
     self.directory = workdir_lib.checkpoints_dir(workdir)
     quiet_refused_writes()
     tensorstore_retries()

@@ -132,7 +132,7 @@ def checkpoints_of(path: str) -> str:
   return checkpoints_dir(path) if storage.isdir(checkpoints_dir(path)) else path
 
 
-DATA_KEYS = ("dataset", "train_split")
+DATA_KEYS = ("dataset", "train_split", "mixture.stores", "mixture.weights")
 TOKENIZER_KEYS = ("tokenizer.kind", "tokenizer.vocab_size", "tokenizer.path")
 
 

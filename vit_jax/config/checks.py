@@ -207,7 +207,7 @@ def validate_training(config, workdir: str) -> None:
     return
   from vit_jax.data.text import checks as text_checks
 
-  text_checks.check_config(config, task.examples, streams=task.streams)
+  text_checks.check_config(config, task.examples, streams=task.streams, mixes=task.mixes)
 
 
 def validate_preparation(config, output: str, split_names=None) -> None:

@@ -186,6 +186,11 @@ def text_defaults(
   # reads it by index (vit_jax/data/text/token_store.py). Streamed TFDS datasets (c4, lm1b,
   # wikipedia, wmt14) need one; None: the dataset is tokenized in memory when the run starts.
   c.token_store = placeholder(str)
+  # `dataset=mixture` (configs/gpt.py:dataset=mixture): a causal LM reads several token stores at
+  # stated weights (vit_jax/data/text/mixture.py). stores: "NAME=STORE,..."; weights:
+  # "NAME=WEIGHT,..." for every store (>= 0, normalized; 0 evaluates a source without training
+  # on it), then stages ";STEP:NAME=WEIGHT,..." that take over at STEP (an annealing mixture).
+  c.mixture = ml_collections.ConfigDict(dict(stores=placeholder(str), weights=placeholder(str)))
   c.tokenizer = ml_collections.ConfigDict(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use
@@ -224,14 +229,15 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
   return ml_collections.ConfigDict({**defaults, **settings})
 
 
-# What image runs saved before these keys existed trained with.
+# What image and text runs saved before these keys existed trained with.
 _IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop"}
+_TEXT_KEYS_ADDED_LATER = {"mixture": {"stores": None, "weights": None}}
 
 
 def from_saved(saved: dict) -> dict:
   """A workdir's config.json, each key added since it was saved set to what that run did
-  without it (a training key's default; an image run's loss and eval view above), so that every
-  key is read as `config[key]`."""
+  without it (a training key's default; an image run's loss and eval view, a text run's
+  mixture, above), so that every key is read as `config[key]`."""
 
   def filled(default: dict, given: dict) -> dict:
     nested = {
@@ -240,8 +246,9 @@ def from_saved(saved: dict) -> dict:
     return {**default, **given, **nested}
 
   added = training_defaults().to_dict()
-  if tasks.TASKS[saved["task"]].reads_images:
-    added.update(_IMAGE_KEYS_ADDED_LATER)
+  added.update(
+      _IMAGE_KEYS_ADDED_LATER if tasks.TASKS[saved["task"]].reads_images else _TEXT_KEYS_ADDED_LATER
+  )
   return filled(added, saved)
 
 

@@ -26,7 +26,12 @@ def tokenizer_for(config, workdir: str):
   """
   tc = config.tokenizer
   directory = workdir_lib.tokenizer_dir(workdir)
-  store = datasets.open_store(config.token_store) if config.token_store else None
+  store_path = config.token_store
+  if config.dataset == datasets.MIXTURE:  # its stores share one tokenizer (data/text/checks.py)
+    from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
+
+    store_path = next(iter(mixture.from_config(config).stores.values()))
+  store = datasets.open_store(store_path) if store_path else None
   if storage.exists(storage.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (

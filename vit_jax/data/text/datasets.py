@@ -106,6 +106,9 @@ TFDS_DATASETS = {
 # when a run names one).
 TOY_DATASETS = {"toy_reverse": "reverse", "toy_number_words": "number_words"}
 FILE_PREFIXES = ("files:", "paragraphs:")
+# `dataset=mixture`: a causal LM reads the token stores of `config.mixture` at its weights
+# (vit_jax/data/text/mixture.py), not a dataset of this module.
+MIXTURE = "mixture"
 
 
 def known_names() -> list[str]:
