@@ -124,7 +124,9 @@ def _prepare_image_datasets(config) -> None:
   """The config's dataset, then each evaluator's other dataset (skipped with a line if it cannot
   be prepared here)."""
   # pylint: disable=g-import-not-at-top
+  from vit_jax import data
   from vit_jax import errors
+  from vit_jax.data import hub
   from vit_jax.data import tfds_builders
   from vit_jax.data.image import sources
   from vit_jax.evaluate import registry
@@ -140,6 +142,10 @@ def _prepare_image_datasets(config) -> None:
     if dataset.startswith(sources.FOLDER_PREFIX):
       continue  # a folder is read as it is
     try:
+      if dataset.startswith(data.HUB_PREFIX):  # into the datasets cache, read offline by runs
+        hub.prepare_images(dataset, data.read_options(config), config.data_dir)
+        print(f"{dataset}: in the datasets cache", flush=True)
+        continue
       prepared = tfds_builders.prepare(
           dataset, data_dir=config.data_dir, manual_dir=FLAGS.manual_dir
       )

@@ -5,6 +5,7 @@ tokens) and seq2seq (token loss, accuracy, exact match), with the run's tokenize
 On a `stream:` dataset (vit_jax/data/text/stream.py) the causal-LM evaluator scores every token of
 the held-out text exactly once with a sliding window of `stride` tokens (None: seq_len)."""
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax.data.text import stream
@@ -28,6 +29,7 @@ class TextTaskEval(base.TaskEval):
         key=self.config_key("split"),
         data_dir=c.data_dir,
         token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
+        read_options=data.read_options(c),
     )
 
 
