@@ -97,7 +97,7 @@ def locate(name: str) -> Location:
         f"--config.dataset={name!r}: hf: reads a hub dataset or a local folder; for parquet or "
         "jsonl files in a bucket use files:gs://BUCKET/PATTERN."
     )
-  if path.startswith(("/", ".", "~")) or os.sep + os.sep in path:
+  if path.startswith(("/", ".", "~")):
     raise errors.MissingFileError(
         f"--config.dataset={name!r}: there is no folder {local}; name an existing folder in the "
         "hub's layout or written by save_to_disk, or a hub dataset as hf:ORG/NAME."
