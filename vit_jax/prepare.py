@@ -11,6 +11,10 @@ ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar.
   python -m vit_jax.main --config=configs/vit.py:variant=S/16,dataset=imagenet2012 \
       --config.data_dir=/data/tfds --workdir=W
 
+An hf: dataset (vit_jax/data/hub.py) is downloaded from the hub, or converted from a local folder
+in the hub's layout, into the datasets cache (--config.data_dir, else Hugging Face's), which runs
+then read, offline too.
+
 An evaluator's dataset that cannot be prepared here (no manual download, or no network: each
 file is tried tfds_builders.DOWNLOAD_RETRIES + 1 times, a few seconds) is skipped with one line,
 as the run then skips that evaluator;

@@ -5,10 +5,11 @@ tokenized once, in shards, by several processes on several hosts, resumable.
 
 1. The plan. Task 0 makes the tokenizer the config describes (trained on the first
    `tokenizer.max_train_texts` texts of the training split, or loaded from `tokenizer.path`),
-   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset and its data_dir, its kind,
-   the tokenizer's settings and fingerprint, and each split's shards. The other tasks wait for
-   the plan. A rerun reads the plan and goes on when it asks for the same store, or stops naming
-   what differs.
+   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset and its data_dir (an hf:
+   dataset's read settings too: its text column, subset and held-out slice), its kind, the
+   tokenizer's settings and fingerprint, and each split's shards (an hf: dataset streamed from
+   its files: one per file). The other tasks wait for the plan. A rerun reads the plan and goes
+   on when it asks for the same store, or stops naming what differs.
 2. The shards. Task i tokenizes the shards k with k % n == i that are not done yet, `workers`
    at a time in worker processes. A shard's arrays are staged on local disk and put in place
    whole (a rename, or one upload each), then its NNNNN.json: a shard counts as done only once
@@ -243,6 +244,10 @@ def _run(jobs, workers: int):
   context = multiprocessing.get_context("spawn")
   with context.Pool(min(workers, len(jobs))) as pool:
     yield from pool.imap_unordered(write_shard, jobs)
+    # The workers exit on their own, releasing what they made: a terminated one leaves its
+    # semaphores (tqdm's lock, which an hf: dataset's reader makes) for Python to warn about.
+    pool.close()
+    pool.join()
 
 
 _TOKENIZERS = {}  # output -> its tokenizer, once per worker process
