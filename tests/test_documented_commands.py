@@ -6,7 +6,8 @@ inside `gcloud ... --command "..."`), never copied by hand. A training command's
 resolved by vit_jax.main's own flag parser (the locked config: an unknown key fails), then its
 task and first batch are built and the model's init and forward pass are traced with
 jax.eval_shape at the real batch size: no training, no compile. TFDS datasets come from
-tfds.testing.mock_data; the embedded corpus, toy tasks and digits are the real thing.
+tfds.testing.mock_data, hf: datasets from a small one in the hub's layout written in their place
+(tests/data/hub_data.py stand_in); the embedded corpus, toy tasks and digits are the real thing.
 generate and convert commands get their flags parsed.
 """
 
@@ -26,7 +27,9 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests import helpers
+from tests.data import hub_data
 from vit_jax import convert
+from vit_jax import data
 from vit_jax import main
 from vit_jax import tasks
 from vit_jax.config import checks
@@ -233,6 +236,8 @@ def prepare_store(command: Command, tmp_path, monkeypatch, capsys) -> None:
   argv = [a for a in with_local_paths(command, tmp_path) if not a.startswith("--output=")]
   config = resolve_config(argv, monkeypatch, capsys)
   shrink_vocabulary(config)
+  if config.dataset.startswith(data.HUB_PREFIX):
+    hub_data.stand_in(config, tmp_path)
   with data_for(config):
     store_writer.prepare(
         config, local_path(command.flag("output"), tmp_path), workers=1, report=lambda _: None
@@ -300,6 +305,8 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
   if config.dataset == "sklearn_digits" and config.data_dir is None:
     config.data_dir = digits_dir
+  if config.dataset.startswith(data.HUB_PREFIX):
+    hub_data.stand_in(config, tmp_path)
   stores = [command.flag("config.token_store")] if command.flag("config.token_store") else []
   stores += [store for _, store in mixed(command.flag("config.mixture.stores") or "")]
   for store in stores:  # each store's documented prepare command makes it first, in order

@@ -69,6 +69,7 @@ AT_LEAST = {
     "optimizer.rsqrt_timescale": (1, False),
     "tokenizer.vocab_size": (1, True),
     "tokenizer.max_train_texts": (1, False),
+    "hf_holdout": (2, True),
 }
 BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "hbm_headroom")  # [0, 1)
 # key -> whether None is allowed; otherwise in (0, 1)
@@ -167,6 +168,11 @@ def dataset_defaults(task: str, dataset: str, eval_split: str | None) -> ml_coll
   c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
   c.train_split = "train"
   c.eval_split = placeholder(str) if eval_split is None else eval_split
+  # An hf: dataset's (data/hub.py): its subset (the config name `datasets.load_dataset` takes),
+  # and, for one without a validation split of its own, N: about one in N training examples is
+  # held out as "validation" (None: none is).
+  c.hf_subset = placeholder(str)
+  c.hf_holdout = placeholder(int)
   # {name: {kind, every, ...}}, each logged as name/metric (kinds: vit_jax/evaluate/registry.py).
   # "eval": the task's own metrics on eval_split every eval_every steps.
   c.evals = evaluators.default_evals(c)
@@ -191,6 +197,7 @@ def text_defaults(
   # "NAME=WEIGHT,..." for every store (>= 0, normalized; 0 evaluates a source without training
   # on it), then stages ";STEP:NAME=WEIGHT,..." that take over at STEP (an annealing mixture).
   c.mixture = ml_collections.ConfigDict(dict(stores=placeholder(str), weights=placeholder(str)))
+  c.text_key = "text"  # the field or column holding a document's text (jsonl, parquet, hf:)
   c.tokenizer = ml_collections.ConfigDict(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use

@@ -13,6 +13,7 @@ import abc
 import jax
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax.training import host_input
@@ -115,6 +116,7 @@ class Classification(TaskEval):
           key=self.config_key("split"),
           data_dir=c.data_dir,
           token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
+          read_options=data.read_options(c),
       )
       return
     from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top

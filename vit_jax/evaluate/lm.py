@@ -10,6 +10,7 @@ the source's store, as `NAME/metric` (`eval/web/loss`), and all of them together
 import jax
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax.data.text import datasets
@@ -34,6 +35,7 @@ class TextTaskEval(base.TaskEval):
         key=self.config_key("split"),
         data_dir=c.data_dir,
         token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
+        read_options=data.read_options(c),
     )
 
 

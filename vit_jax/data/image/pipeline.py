@@ -83,17 +83,30 @@ class DatasetInfo:
 
 
 def dataset_info(
-    dataset: str, *, data_dir: str | None = None, download: bool = False
+    dataset: str,
+    *,
+    data_dir: str | None = None,
+    download: bool = False,
+    read_options: data.ReadOptions | None = None,
 ) -> DatasetInfo:
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   return DatasetInfo(source.name, source.num_classes, source.train_split, source.eval_split)
 
 
 def split_size(
-    dataset: str, split: str | None = None, *, data_dir: str | None = None, download: bool = False
+    dataset: str,
+    split: str | None = None,
+    *,
+    data_dir: str | None = None,
+    download: bool = False,
+    read_options: data.ReadOptions | None = None,
 ) -> int:
   """Examples in `split` (a slice such as "train[:10%]" counts its share); None: the train split."""
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   split = _split_or_default(split, source.train_split, source, "train")
   return _cardinality(source.read(split, 0, 1), f"{dataset} {split}")
 
@@ -113,6 +126,7 @@ def train_iterator(
     process_count: int | None = None,
     download: bool = False,
     bad_images: str = "skip",
+    read_options: data.ReadOptions | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
   """Infinite, shuffled, augmented batches of this process's share.
 
@@ -122,7 +136,9 @@ def train_iterator(
   """
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   split = _split_or_default(split, source.train_split, source, "train")
   share = source.read(split, process_index, process_count)
   share_size = _cardinality(share, f"{dataset} {split}")
@@ -266,13 +282,16 @@ def eval_iterator(
     process_count: int | None = None,
     download: bool = False,
     bad_images: str = "skip",
+    read_options: data.ReadOptions | None = None,
 ) -> EvalIterator:
   """Every example of `split` exactly once, as central crops of the image
   resized to image_size / crop_fraction (crop_fraction=1: no border cut; None: the whole image
   resized to image_size x image_size)."""
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   split = _split_or_default(split, source.eval_split, source, "eval")
   name = f"{dataset} {split}"
   whole_split = source.read(split, 0, 1)

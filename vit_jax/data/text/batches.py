@@ -23,6 +23,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.text import datasets
 from vit_jax.data.text import order
@@ -51,6 +52,7 @@ class Reading:
   data_dir: Optional[str] = None
   shard: int = 0
   shard_count: int = 1
+  read_options: Optional[data.ReadOptions] = None  # how an hf: dataset is read
 
   def open(self, kind: str, tokenizer) -> stores.Split:
     return datasets.as_split(
@@ -60,6 +62,7 @@ class Reading:
         split=self.split,
         token_store_path=self.token_store,
         data_dir=self.data_dir,
+        read_options=self.read_options,
     )
 
   def units(self, units_per_epoch: int, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

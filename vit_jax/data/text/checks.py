@@ -41,6 +41,7 @@ def check_config(config, examples: str, *, streams: bool = False, mixes: bool = 
         key=key,
         data_dir=config.data_dir,
         token_store=config.token_store,
+        read_options=data.read_options(config),
     )
 
 
@@ -58,6 +59,15 @@ def check_token_store(config, examples: str) -> None:
         f"the token store {store.path} holds {store.dataset!r} as {store.kind}, not "
         f"--config.dataset={config.dataset!r} as {examples}; name the store of this dataset, or "
         "make one with python -m vit_jax.prepare."
+    )
+  read = datasets.read_settings(config.dataset, data.read_options(config))
+  made = store.manifest.get("read_settings", read)  # (a store made before stores recorded them)
+  if made != read:
+    differ = [k for k in read if read[k] != made.get(k)]
+    raise errors.DataError(
+        f"the token store {store.path} holds {store.dataset!r} read with "
+        + ", ".join(f"--config.{k}={made.get(k)!r} (not {read[k]!r})" for k in differ)
+        + "; give the store's settings, or prepare a store with these."
     )
   want = stores.tokenizer_settings(config)
   differ = [k for k in want if want[k] != store.tokenizer_settings.get(k)]
@@ -161,11 +171,13 @@ def check_split(
     data_dir: str | None = None,
     token_store: str | None = None,
     tokenizing: bool = False,
+    read_options: data.ReadOptions | None = None,
 ) -> None:
   """Dataset `name` exists, reads `examples` and has a non-empty `split`; `key` is the config
   key that names the split (`--config.<key>`), for the error message. `token_store`: the run's
   store of `name`, which must hold the split, intact. A streamed TFDS dataset is read only from
-  a store, unless `tokenizing` (vit_jax.prepare reads it to make one)."""
+  a store, unless `tokenizing` (vit_jax.prepare reads it to make one). `read_options`: how an
+  hf: dataset is read (its text column, subset and held-out slice)."""
   if token_store and not stream.is_stream(name):
     datasets.check_kind(name, examples)
     datasets.open_store(token_store, [split])  # the split is there and its files are whole
@@ -188,6 +200,9 @@ def check_split(
     return
   # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
   datasets.check_kind(name, examples)
+  if name.startswith(data.HUB_PREFIX):
+    _check_hub_split(name, split, key, data_dir, read_options, tokenizing)
+    return
   if name in datasets.TFDS_DATASETS:
     _check_tfds_split(name, split, key, data_dir)
     return
@@ -210,6 +225,27 @@ def check_split(
         f"dataset {name!r} has {count('all')} documents, too few for a non-empty train and "
         f"validation split (every {every}th document is held out, so at least {every} are "
         "needed): add files, or use paragraphs:PATTERN to split files at blank lines."
+    )
+
+
+def _check_hub_split(name, split, key, data_dir, read_options, tokenizing) -> None:
+  """The split exists and has the text column; one held in memory also a document."""
+  from vit_jax.data import hub  # pylint: disable=g-import-not-at-top  (hf: datasets only)
+
+  hub.check_text(name, split, read_options, data_dir, key=key)
+  if tokenizing:  # a dataset too big to hold is not read through here
+    return
+  if next(iter(hub.documents(name, split, read_options, data_dir)), None) is None:
+    held_out = split == hub.HELD_OUT and read_options.hf_holdout
+    raise errors.DataError(
+        f"--config.{key}={split!r} of {name} holds no documents (no non-empty "
+        f"{read_options.text_key!r})"
+        + (
+            f"; hold out more with a smaller --config.hf_holdout than {held_out}"
+            if held_out
+            else ""
+        )
+        + "."
     )
 
 
@@ -283,5 +319,11 @@ def check_preparation(config, examples: str, output: str, split_names) -> None:
   storage.check(output)
   for split in split_names:
     check_split(
-        config.dataset, split, examples, key="splits", data_dir=config.data_dir, tokenizing=True
+        config.dataset,
+        split,
+        examples,
+        key="splits",
+        data_dir=config.data_dir,
+        tokenizing=True,
+        read_options=data.read_options(config),
     )
