@@ -419,17 +419,17 @@ def test_a_run_imports_what_its_config_needs(tmp_path):
   (tmp_path / "vit").mkdir()
   (tmp_path / "gpt").mkdir()
   vit = _imported_vit_jax_modules("configs/vit.py:runlocal", tmp_path / "vit")
-  # Of the 42, the digits config's two evaluators take 4 (vit_jax.evaluate and its registry, base
-  # and fewshot modules), the step's parameter EMA 1 (training/ema.py, read by the step) and the
-  # preemption watcher 1 (training/preemption.py).
-  assert len(vit) <= 42, sorted(vit)
+  # Of the 43, the digits config's two evaluators take 4 (vit_jax.evaluate and its registry, base
+  # and fewshot modules), the step's parameter EMA 1 (training/ema.py, read by the step), the
+  # preemption watcher 1 (training/preemption.py) and a job's ending 1 (training/job_end.py).
+  assert len(vit) <= 43, sorted(vit)
   needless = {m for m in vit if re.match(r"vit_jax\.(interop|data\.tokenizers|data\.text)", m)}
   assert not needless, f"a ViT run without init_from imports {sorted(needless)}"
   gpt = _imported_vit_jax_modules("configs/gpt.py:runlocal", tmp_path / "gpt")
-  # Of the 48, 4 are its evaluator's (evaluate, registry, base, lm), 1 the stream: text form's,
-  # 1 the step's parameter EMA, 1 the preemption watcher and 1 the token loss
+  # Of the 49, 4 are its evaluator's (evaluate, registry, base, lm), 1 the stream: text form's,
+  # 1 the step's parameter EMA, 1 the preemption watcher, 1 a job's ending and 1 the token loss
   # (tasks/token_cross_entropy.py).
-  assert len(gpt) <= 48, sorted(gpt)
+  assert len(gpt) <= 49, sorted(gpt)
   assert not {"vit_jax.data.text.masking", "vit_jax.data.image.shapes"} & (vit | gpt)
   assert "vit_jax.models.vit" not in gpt and not any(m.startswith("vit_jax.interop") for m in gpt)
 

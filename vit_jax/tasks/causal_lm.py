@@ -75,7 +75,7 @@ class CausalLM(text_common.TokenLossTask):
           process_count=batch_args["shard_count"],
       )
     if batch_args["dataset"] == datasets.MIXTURE:  # training rows (eval: a source's own store)
-      for key in ("dataset", "train", "token_store", "data_dir"):
+      for key in ("dataset", "train", "token_store", "data_dir", "read_options"):
         del batch_args[key]
       return batches.mixed_clm_batches(self.mixture, seq_len=self.config.seq_len, **batch_args)
     return batches.clm_batches(seq_len=self.config.seq_len, **batch_args)
