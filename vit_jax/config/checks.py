@@ -76,6 +76,14 @@ def config_problems(config) -> list[str]:
     value = get(config, key)
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")
+  for key in ("model.dtype", "model.param_dtype"):
+    value = get(config, key)
+    if value is not _MISSING and value not in defaults.MODEL_DTYPES:
+      problems.append(
+          f"--config.{key}={value!r} must be float32 or bfloat16: float16 needs loss scaling, "
+          "which this trainer does not do (its small gradients would round to 0); use bfloat16 "
+          "on TPUs, A100s and newer, float32 on V100s and T4s"
+      )
   if get(config, "task") not in tasks.TASKS:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"

@@ -30,6 +30,9 @@ def follows(c: ml_collections.ConfigDict, key: str):
 # OPTIMIZERS, SCHEDULES and COOLDOWN_SHAPES) and the
 # image classification loss (tasks/classification.py LOSSES). The tokenizer kinds are
 # data/tokenizers TRAINABLE_KINDS.
+# A model's compute and parameter dtypes (model.dtype, model.param_dtype). Not float16: its
+# gradients underflow without loss scaling, which this trainer does not do.
+MODEL_DTYPES = ("float32", "bfloat16")
 CHOICES = {
     # a non-finite loss or gradient: stop (naming the step), or skip that update
     "nonfinite": ("stop", "skip"),
