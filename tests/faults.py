@@ -9,8 +9,9 @@ with a chosen error, in a bucket or on a local disk.
 - an emulator of tests/gcs_emulator.py: its server fails the requests (`Emulator.fail`), so every
   client (TensorStore's arrays, gcsfs, Google's client) of every process pointed at it sees the
   fault; `path` is matched in BUCKET/OBJECT (a listing: its prefix). `error`: an HTTP status
-  (408, 429, 5xx: an outage; 403, 404: a refusal) or "reset" (a dropped connection); `only`:
-  HTTP methods ("GET" reads, "POST" uploads and composes, "DELETE").
+  (408, 429, 5xx: an outage; 403, 404: a refusal), "reset" (a dropped connection) or "lost" (the
+  request is done, and its answer lost); `only`: HTTP methods ("GET" reads and listings, "POST"
+  uploads and composes, "DELETE").
 - pytest's `monkeypatch`: this process's calls on local paths containing `path` fail: the file
   system calls orbax's commits and deletions make (os.rename, os.replace, shutil.rmtree, os.remove,
   os.unlink, os.mkdir, os.makedirs) and, for the arrays TensorStore reads and writes natively, the

@@ -118,7 +118,8 @@ def _faulty(server):
   """Makes `server` fail the requests its fault rules pick: `POST /faults` with a JSON rule
   {path, nth, times, status, methods} answers the nth to (nth + times - 1)th request whose
   BUCKET/NAME contains `path` (and whose method is in `methods`, if given) with HTTP `status`,
-  or with a dropped connection for status "reset"; `GET /faults` answers how many each rule
+  with a dropped connection for status "reset", or for "lost" handles the request and then drops
+  the connection (done, its answer lost); `GET /faults` answers how many each rule
   failed, `DELETE /faults` ends them all (their counts stay). Batch requests are never failed."""
   rules, rules_lock = [], threading.Lock()
 
@@ -144,7 +145,9 @@ def _faulty(server):
         return handler(request, response, storage, *args, **kwargs)
       if request.method in ("POST", "PUT", "PATCH"):
         request.data  # pylint: disable=pointless-statement  (the body read, as a server does)
-      if rule["status"] == "reset":
+      if rule["status"] == "lost":  # done, and its answer lost on the way back
+        handler(request, response, storage, *args, **kwargs)
+      if rule["status"] in ("reset", "lost"):
         connection = request._request_handler.connection  # pylint: disable=protected-access
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         connection.close()
@@ -239,8 +242,9 @@ class Emulator:
 
   def fail(self, path: str, status=503, nth: int = 1, times: int = 1, methods=None) -> None:
     """From now on, the `nth` to (`nth` + `times` - 1)th request naming an object whose
-    BUCKET/NAME contains `path` (of `methods`, e.g. ["POST"], if given) fails with HTTP `status`
-    or, for "reset", a dropped connection (tests/faults.py is the way in)."""
+    BUCKET/NAME contains `path` (of `methods`, e.g. ["POST"], if given) fails with HTTP `status`,
+    a dropped connection ("reset"), or is done and its answer lost ("lost"); tests/faults.py is
+    the way in."""
     rule = {"path": path, "status": status, "nth": nth, "times": times}
     if methods:
       rule["methods"] = list(methods)
