@@ -140,6 +140,9 @@ def _prepare_image_datasets(config) -> None:
     if dataset.startswith(sources.FOLDER_PREFIX):
       continue  # a folder is read as it is
     try:
+      if dataset.startswith(sources.WDS_PREFIX):  # shards are read as they are, by their index
+        _index_shards(dataset, config)
+        continue
       prepared = tfds_builders.prepare(
           dataset, data_dir=config.data_dir, manual_dir=FLAGS.manual_dir
       )
@@ -149,6 +152,16 @@ def _prepare_image_datasets(config) -> None:
       print(f"skipped {dataset!r} (its evaluators are skipped too): {e}", flush=True)
       continue
     print(f"{dataset}: {'prepared' if prepared else 'already prepared'}", flush=True)
+
+
+def _index_shards(dataset: str, config) -> None:
+  """Indexes webdataset shards (their checks included), as the first run would."""
+  from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top
+
+  source = sources.open_source(dataset, **sources.source_settings(config))
+  splits = dict.fromkeys(s for s in (source.train_split, source.eval_split) if s)
+  counts = ", ".join(f"{s} {int(source.read(s, 0, 1).cardinality()):,}" for s in splits)
+  print(f"{dataset}: shards indexed ({counts} samples; {source.num_classes} classes)", flush=True)
 
 
 def _prepare_text_dataset(config) -> bool:

@@ -131,7 +131,7 @@ class FewShot(base.Evaluator):
     from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top
 
     c = self.config
-    source = sources.open_source(self.settings.dataset, data_dir=c.data_dir, download=c.download)
+    source = sources.open_source(self.settings.dataset, **sources.source_settings(c))
     labels = source.read(split, 0, 1).map(lambda example: example["label"])
     return np.fromiter(labels.as_numpy_iterator(), np.int64)
 

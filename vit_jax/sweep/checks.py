@@ -56,7 +56,8 @@ def check_splits(run: spec.Run, config) -> None:
   if config.dataset.startswith(sources.FOLDER_PREFIX):
     return  # a folder's splits are its subfolders, no slices; the run checks they exist
   try:
-    source = sources.open_source(config.dataset, data_dir=config.data_dir, download=False)
+    settings = {**sources.source_settings(config), "download": False}
+    source = sources.open_source(config.dataset, **settings)
   except (errors.DatasetNotPreparedError, errors.ConfigError):  # not here, or unknown here
     return
   for key in data.SPLIT_KEYS:

@@ -46,7 +46,10 @@ class ImageClassification(base.Task):
     super().__init__(config, workdir)
     if num_classes is None:
       info = _pipeline().dataset_info(
-          config.dataset, data_dir=config.data_dir, download=config.download
+          config.dataset,
+          data_dir=config.data_dir,
+          download=config.download,
+          wds_label_key=config.wds_label_key,
       )
       num_classes = config.num_classes or info.num_classes
     self.num_classes = num_classes
@@ -105,7 +108,11 @@ class ImageClassification(base.Task):
   def train_size(self) -> int:
     c = self.config
     return _pipeline().split_size(
-        c.dataset, c.train_split, data_dir=c.data_dir, download=c.download
+        c.dataset,
+        c.train_split,
+        data_dir=c.data_dir,
+        download=c.download,
+        wds_label_key=c.wds_label_key,
     )
 
   def _pipeline_settings(self, shard: int, shard_count: int) -> dict:
@@ -119,6 +126,7 @@ class ImageClassification(base.Task):
         process_count=shard_count,
         download=c.download,
         bad_images=c.bad_images,  # a folder's undecodable files: skipped or refused when read
+        wds_label_key=c.wds_label_key,
     )
 
   def model_inputs(self, batch):

@@ -11,9 +11,10 @@ skipping examples on resume costs no JPEG decode.
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'imagenet_v2/matched-frequency', 'cifar10:3.0.2', ...) or 'folder:/path/to/root' for
 root/<split>/<class>/*.jpg|png, listed once into an index (data/image/folder.py); a folder's eval
-split is its test/, else validation/, else val/ folder. The datasets with default splits of
-their own, and those built here (prepared on first use), are the rows of data/tfds_builders.py
-IMAGE_DATASETS.
+split is its test/, else validation/, else val/ folder; or 'wds:PATTERN' for webdataset shards
+(data/image/webdataset.py: tars of KEY.jpg with KEY.cls, splits named in the shards' names). The
+datasets with default splits of their own, and those built here (prepared on first use), are the
+rows of data/tfds_builders.py IMAGE_DATASETS.
 """
 
 import dataclasses
@@ -28,6 +29,7 @@ from vit_jax import errors
 from vit_jax.data import tfds_builders
 
 FOLDER_PREFIX = "folder:"
+WDS_PREFIX = "wds:"
 
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
@@ -55,13 +57,29 @@ class ImageSource:
   multi_label: bool = False
   # Whether `labels` alone are the targets, without `label` (data/tfds_builders.py ImageDataset).
   labels_alone: bool = False
+  # (split, process_index, process_count) -> a function from (seed, start) to
+  # `read_files_shuffled`'s share for that seed from its example `start` on, reached without
+  # reading the examples before it; None: the source can only be read from the start. A source
+  # that has it is shuffled in blocks, so a resume reads one block (data/image/pipeline.py).
+  read_from: Callable[[str, int, int], Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]] | None = (
+      None
+  )
 
 
 def open_source(
-    dataset: str, *, data_dir: str | None = None, download: bool = False
+    dataset: str,
+    *,
+    data_dir: str | None = None,
+    download: bool = False,
+    bad_images: str = "skip",
+    wds_label_key: str = "label",
 ) -> ImageSource:
+  """`bad_images` and `wds_label_key`: what webdataset shards' images that do not decode are
+  (skipped, or an error) and the field of a sample's KEY.json that holds its class."""
   if dataset.startswith(FOLDER_PREFIX):
     return _folder_source(dataset[len(FOLDER_PREFIX) :])
+  if dataset.startswith(WDS_PREFIX):
+    return _webdataset_source(dataset[len(WDS_PREFIX) :], wds_label_key, bad_images)
   return _tfds_source(dataset, data_dir=data_dir, download=download)
 
 
@@ -94,6 +112,40 @@ def _check_folder_split(folder, key: str, split: str) -> None:
     raise errors.DataError(f"--config.{key}={split!r} of {name!r} has no images.")
 
 
+def _webdataset_source(pattern: str, label_key: str, bad_images: str) -> ImageSource:
+  # pylint: disable-next=g-import-not-at-top  (only runs that name wds: index shards)
+  from vit_jax.data.image import webdataset
+
+  shards = data.opened(
+      ("wds", pattern, label_key), lambda: webdataset.Shards.open(pattern, label_key)
+  )
+  shards.check_images(bad_images)
+
+  def read_files_shuffled(split: str, process_index: int, process_count: int):
+    read_from = shards.read_from(split, process_index, process_count)
+    return lambda seed_2: read_from(seed_2, tf.constant(0, tf.int64))
+
+  return ImageSource(
+      name=WDS_PREFIX + pattern,
+      num_classes=shards.num_classes,
+      train_split="train" if "train" in shards.splits else None,
+      eval_split=shards.eval_split,
+      read=shards.read,
+      read_files_shuffled=read_files_shuffled,
+      check_split=functools.partial(_check_webdataset_split, shards),
+      read_from=shards.read_from,
+  )
+
+
+def _check_webdataset_split(shards, key: str, split: str) -> None:
+  if split not in shards.splits:
+    raise errors.DataError(
+        f"--config.{key}={split!r} is not a split of {WDS_PREFIX + shards.pattern!r}; available: "
+        f"{', '.join(f'{s} ({shards.num_examples(s):,} samples)' for s in shards.splits)} (the "
+        "split words in the shards' names)."
+    )
+
+
 def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
   base_name = tfds_builders.base_name(dataset)
   if base_name not in tfds_builders.IMAGE_DATASETS:
@@ -103,7 +155,8 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       raise errors.ConfigError(
           f"Unknown dataset {dataset!r}. Known: {sorted(tfds_builders.IMAGE_DATASETS)}, any "
           f"other TFDS image classification dataset, or "
-          f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png)."
+          f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png), or "
+          f"'{WDS_PREFIX}/path/to/shards' (webdataset tars)."
       ) from e
   builder = tfds_builders.open_builder(dataset, data_dir=data_dir, prepare=download)
   features = builder.info.features
@@ -194,18 +247,34 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
 def check_config(config) -> None:
   """The image dataset `config.dataset` opens and both splits read. A folder's images are not
   decoded here: the pipeline checks each where it decodes it."""
-  source = open_source(config.dataset, data_dir=config.data_dir, download=config.download)
+  source = open_source(config.dataset, **source_settings(config))
   for key in data.SPLIT_KEYS:
     _check_split(source, config.dataset, key, config[key] or getattr(source, key))
+  if config.num_classes is not None and source.num_classes > config.num_classes:
+    raise errors.DataError(
+        f"{config.dataset!r} has labels up to {source.num_classes - 1}, beyond "
+        f"--config.num_classes={config.num_classes}; raise it, or leave it unset to read the "
+        "class count from the dataset."
+    )
   if source.classes_in is not None and not config.allow_class_mismatch:
     _check_classes_agree(config, source)
+
+
+def source_settings(config) -> dict:
+  """`open_source`'s settings from an image config."""
+  return dict(
+      data_dir=config.data_dir,
+      download=config.download,
+      bad_images=config.bad_images,
+      wds_label_key=config.wds_label_key,
+  )
 
 
 def check_split(config, dataset: str, split: str | None, *, key: str) -> int:
   """`split` of `dataset` (its default eval split when None) exists and holds examples, read
   with the run's data_dir; returns the dataset's class count. `key` is the config key that names
   the split (`--config.<key>`), for the error message."""
-  source = open_source(dataset, data_dir=config.data_dir, download=config.download)
+  source = open_source(dataset, **source_settings(config))
   _check_split(source, dataset, key, split or source.eval_split)
   return source.num_classes
 
