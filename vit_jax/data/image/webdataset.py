@@ -11,7 +11,7 @@ PATTERN (local or gs://) is a folder (every .tar below it), a glob (`*`, `?`, `[
 either with brace ranges as webdataset and OpenCLIP write them (`shards-{0000..1023}.tar`,
 expanded by the braceexpand package of the data extra).
 
-Splits: a shard belongs to the split named by a word of its file name, else of its folder's name:
+Splits: a shard belongs to the split named by a word of its file name, else by its folder's name:
 train, validation, val or test (`imagenet1k-train-0000.tar` and `imagenet1k-validation-00.tar`, as
 timm's webdataset copies of ImageNet are named; or `train/0000.tar` and `val/0000.tar`). Training
 reads `train`; evaluation `test`, else `validation`, else `val` (as a folder: dataset's).
@@ -282,12 +282,11 @@ def match(pattern: str) -> list[str]:
 
 
 def _split_of(path: str) -> str | None:
-  for name in (storage.name(path), storage.name(storage.parent(path))):
-    words = re.split(r"[^a-z0-9]+", name.lower())
-    found = next((w for w in words if w in SPLIT_WORDS), None)
-    if found:
-      return found
-  return None
+  """The split word among the words of the shard's file name, else its folder's whole name."""
+  words = re.split(r"[^a-z0-9]+", storage.name(path).lower())
+  found = next((w for w in words if w in SPLIT_WORDS), None)
+  folder = storage.name(storage.parent(path)).lower()
+  return found or (folder if folder in SPLIT_WORDS else None)
 
 
 # ---- Scanning a shard ----------------------------------------------------------------------------
@@ -381,7 +380,15 @@ def _scan(path: str, label_key: str) -> dict:
           "files."
       ) from e
     with tar:
-      for key, members in _grouped(tar, path):
+      samples = list(_grouped(tar, path))  # the headers first: a truncated shard says so first
+      end = tar.offset  # where the end-of-archive blocks start
+      f.seek(end)
+      if f.read(_END_OF_ARCHIVE) != bytes(_END_OF_ARCHIVE):
+        raise errors.DataError(
+            f"{path} is truncated: it ends at byte {end} without tar's end-of-archive blocks "
+            "(a copy that stopped early); copy or write it again."
+        )
+      for key, members in samples:
         image = _image_member(members, key, path)
         why = folder.image_problem(tar.extractfile(image).read())
         if why:
@@ -389,13 +396,6 @@ def _scan(path: str, label_key: str) -> dict:
         offsets.append(image.offset_data)
         sizes.append(image.size)
         labels.append(_label(tar, members, key, path, label_key))
-      end = tar.offset  # where the end-of-archive blocks start
-    f.seek(end)
-    if f.read(_END_OF_ARCHIVE) != bytes(_END_OF_ARCHIVE):
-      raise errors.DataError(
-          f"{path} is truncated: it ends at byte {end} without tar's end-of-archive blocks "
-          "(a copy that stopped early); copy or write it again."
-      )
   if not labels:
     raise errors.DataError(f"{path} holds no samples (KEY.jpg with KEY.cls or KEY.json).")
   return {"offsets": offsets, "sizes": sizes, "labels": labels, "bad": bad, "label_key": label_key}
