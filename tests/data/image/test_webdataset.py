@@ -83,6 +83,25 @@ def test_processes_read_contiguous_shares_the_first_the_largest(shades):
   assert sum(shares, []) == [wds_shards.shade(n) for n in numbers["train"]]
 
 
+def test_splits_slice_as_tfds_slices_them(shades):
+  root, numbers = shades
+  source = sources.open_source(f"wds:{root}")
+
+  def read(split, process=0, count=1):
+    examples = source.read(split, process, count).as_numpy_iterator()
+    return [_number(e["image"]) for e in examples]
+
+  train = numbers["train"]
+  assert read("train[:10]") + read("train[10:]") == train
+  assert read("train[1shard:2shard]") == train[7:12]
+  assert read("train[-2:]+validation[:1]") == train[-2:] + numbers["validation"][:1]
+  assert read("train[3:20]", 0, 2) + read("train[3:20]", 1, 2) == train[3:20]
+  assert read("train[3:20]", 0, 2) == train[3:12]
+  _check(f"wds:{root}", train_split="train[:90%]", eval_split="train[90%:]")
+  with pytest.raises(errors.DataError, match=r"'train\[30:\]' is not a split.*incompatible"):
+    _check(f"wds:{root}", train_split="train[30:]")
+
+
 def _number(png: bytes) -> int:
   return int(tf.io.decode_png(png)[0, 0, 0])
 
@@ -274,11 +293,12 @@ def test_only_training_shards_have_no_eval_split(shades):
     _check(f"wds:{root}/shades-train-*.tar", eval_split="test")
 
 
-def test_labels_beyond_the_configured_class_count(shades):
+def test_a_class_count_that_is_not_the_labels(shades):
   root, _ = shades
-  with pytest.raises(errors.DataError, match=r"labels up to 2, beyond --config.num_classes=2"):
-    _check(f"wds:{root}", num_classes=2)
-  _check(f"wds:{root}", num_classes=1000)  # more is allowed (a head for labels not seen here)
+  for wrong in (2, 1000):
+    with pytest.raises(errors.DataError, match=f"has 3 classes .*not --config.num_classes={wrong}"):
+      _check(f"wds:{root}", num_classes=wrong)
+  _check(f"wds:{root}", num_classes=3)
 
 
 def test_images_that_do_not_decode_are_left_out_or_refused(shades, capsys):

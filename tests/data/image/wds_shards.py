@@ -31,17 +31,18 @@ def sample(key: str, image: bytes, label, *, ext: str = "png", as_json: str | No
   return [(f"{key}.{ext}", image), (f"{key}.cls", str(label).encode())]
 
 
-def write_shades(root, layout: dict, num_classes: int = 3) -> dict:
+def write_shades(root, layout: dict, num_classes: int = 3, label_of=None) -> dict:
   """Shards `root/shades-SPLIT-NNN.tar` holding `layout` {split: samples per shard}; sample n
-  (numbered across splits) is `shade(n)` of class n % num_classes. Returns {split: [n, ...]} in
-  the shards' order."""
+  (numbered across splits) is `shade(n)` of class `label_of(n)`, by default n % num_classes.
+  Returns {split: [n, ...]} in the shards' order."""
+  label_of = label_of or (lambda n: n % num_classes)
   numbers, n = {}, 0
   for split, per_shard in layout.items():
     numbers[split] = []
     for s, count in enumerate(per_shard):
       members = []
       for _ in range(count):
-        members += sample(f"s{n:04d}", shade(n), n % num_classes)
+        members += sample(f"s{n:04d}", shade(n), label_of(n))
         numbers[split].append(n)
         n += 1
       write_tar(os.path.join(str(root), f"shades-{split}-{s:03d}.tar"), members)

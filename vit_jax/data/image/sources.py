@@ -138,12 +138,10 @@ def _webdataset_source(pattern: str, label_key: str, bad_images: str) -> ImageSo
 
 
 def _check_webdataset_split(shards, key: str, split: str) -> None:
-  if split not in shards.splits:
-    raise errors.DataError(
-        f"--config.{key}={split!r} is not a split of {WDS_PREFIX + shards.pattern!r}; available: "
-        f"{', '.join(f'{s} ({shards.num_examples(s):,} samples)' for s in shards.splits)} (the "
-        "split words in the shards' names)."
-    )
+  try:
+    shards.num_examples(split)
+  except errors.DataError as e:
+    raise errors.DataError(f"--config.{key}={e}") from None
 
 
 def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
@@ -250,11 +248,12 @@ def check_config(config) -> None:
   source = open_source(config.dataset, **source_settings(config))
   for key in data.SPLIT_KEYS:
     _check_split(source, config.dataset, key, config[key] or getattr(source, key))
-  if config.num_classes is not None and source.num_classes > config.num_classes:
+  if config.num_classes is not None and source.num_classes != config.num_classes:
     raise errors.DataError(
-        f"{config.dataset!r} has labels up to {source.num_classes - 1}, beyond "
-        f"--config.num_classes={config.num_classes}; raise it, or leave it unset to read the "
-        "class count from the dataset."
+        f"{config.dataset!r} has {source.num_classes} classes (labels 0 to "
+        f"{source.num_classes - 1}), not --config.num_classes={config.num_classes}: the labels "
+        "are one-hot over the dataset's classes. Set it to the dataset's count, or leave it "
+        "unset to read it from the dataset."
     )
   if source.classes_in is not None and not config.allow_class_mismatch:
     _check_classes_agree(config, source)

@@ -4,8 +4,8 @@ A shard is a tar of samples. A sample is a run of consecutive members that share
 member's path up to the first dot of its file name (webdataset's grouping): one image, KEY.jpg,
 .jpeg, .png or .webp, and its class, KEY.cls (an integer as text) or, for a sample without one,
 the field `--config.wds_label_key` (default "label") of KEY.json. Other members (KEY.txt, ...)
-are ignored. Class ids run from 0; the class count is the largest label of any shard plus one,
-unless --config.num_classes says more.
+are ignored. Class ids run from 0; the class count is the largest label of any shard plus one
+(a --config.num_classes other than it is refused before training).
 
 PATTERN (local or gs://) is a folder (every .tar below it), a glob (`*`, `?`, `[...]`, `**`), or
 either with brace ranges as webdataset and OpenCLIP write them (`shards-{0000..1023}.tar`,
@@ -14,7 +14,9 @@ expanded by the braceexpand package of the data extra).
 Splits: a shard belongs to the split named by a word of its file name, else by its folder's name:
 train, validation, val or test (`imagenet1k-train-0000.tar` and `imagenet1k-validation-00.tar`, as
 timm's webdataset copies of ImageNet are named; or `train/0000.tar` and `val/0000.tar`). Training
-reads `train`; evaluation `test`, else `validation`, else `val` (as a folder: dataset's).
+reads `train`; evaluation `test`, else `validation`, else `val` (as a folder: dataset's). A split
+may be sliced as TFDS slices its own (`train[:99%]`, `train[99%:]`, `train[:10000]`): the ImageNet
+recipes' held-out minival then works on shards as on TFDS.
 
 The index: per shard, where each sample's image starts and ends in it, the sample's class, and
 the images that do not decode, made by reading every shard once (each image decoded once, with
@@ -51,9 +53,11 @@ import posixpath
 import re
 import sys
 import tarfile
+import types
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_datasets as tfds
 
 from vit_jax import errors
 from vit_jax import storage
@@ -162,7 +166,31 @@ class Shards:
     return next((s for s in EVAL_SPLITS if s in self.splits), None)
 
   def num_examples(self, split: str) -> int:
-    return sum(int(self.starts[i + 1] - self.starts[i]) for i in self.splits[split])
+    """Samples in `split`, a split or a slice of one as TFDS writes it (train[:99%])."""
+    return sum(take for _, _, take in self._pieces(split))
+
+  def _pieces(self, split: str) -> list:
+    """(shard, samples skipped, samples taken) pieces of `split`, in order. Slices (train[:99%],
+    train[10:20], train[2shard:], train[:5]+val) are TFDS's own, read by TFDS's parser."""
+    counts = {
+        s: [int(self.starts[i + 1] - self.starts[i]) for i in ids] for s, ids in self.splits.items()
+    }
+    infos = {
+        s: types.SimpleNamespace(num_examples=sum(c), shard_lengths=c) for s, c in counts.items()
+    }
+    try:
+      ranges = tfds.core.ReadInstruction.from_spec(split).to_absolute(infos)
+    except (ValueError, AssertionError) as e:
+      raise errors.DataError(
+          f"{split!r} is not a split of wds:{self.pattern} ({str(e).splitlines()[0][:200]}); "
+          f"available: {', '.join(f'{s} ({sum(c):,} samples)' for s, c in counts.items())} (the "
+          "split words in the shards' names), or slices of them such as train[:99%]."
+      ) from None
+    pieces = []
+    for r in ranges:
+      whole = [(i, 0, c) for i, c in zip(self.splits[r.splitname], counts[r.splitname])]
+      pieces += _cut(whole, r.from_ or 0, sum(counts[r.splitname]) if r.to is None else r.to)
+    return pieces
 
   def read(self, split: str, process_index: int = 0, process_count: int = 1) -> tf.data.Dataset:
     """This process's share of `split` in the shards' order, as {'image': encoded bytes, 'label':
@@ -197,20 +225,12 @@ class Shards:
     return read_in_order_from
 
   def _share(self, split: str, process_index: int, process_count: int) -> list:
-    """(shard, samples skipped, samples taken) pieces of this process's contiguous share: the
-    first `n % process_count` processes get one example more, as `tfds.even_splits` gives."""
-    ids = self.splits[split]
-    counts = {i: int(self.starts[i + 1] - self.starts[i]) for i in ids}
-    base, extra = divmod(sum(counts.values()), process_count)
+    """The pieces of this process's contiguous share of `split`: the first `n % process_count`
+    processes get one example more, as `tfds.even_splits` gives."""
+    pieces = self._pieces(split)
+    base, extra = divmod(sum(take for _, _, take in pieces), process_count)
     lo = process_index * base + min(process_index, extra)
-    hi = lo + base + (process_index < extra)
-    pieces, at = [], 0
-    for i in ids:
-      begin, end = max(lo, at), min(hi, at + counts[i])
-      if begin < end:
-        pieces.append((i, begin - at, end - begin))
-      at += counts[i]
-    return pieces
+    return _cut(pieces, lo, lo + base + (process_index < extra))
 
   @functools.cached_property
   def _tensors(self) -> dict:
@@ -249,6 +269,17 @@ class Shards:
         "image": tf.strings.substr(data, offsets_n - first_byte, sizes_n),
         "label": t["labels"][begin:end],
     }
+
+
+def _cut(pieces: list, lo: int, hi: int) -> list:
+  """The (shard, skip, take) pieces of samples [lo, hi) of `pieces` read one after another."""
+  out, at = [], 0
+  for shard, skip, take in pieces:
+    begin, end = max(lo, at), min(hi, at + take)
+    if begin < end:
+      out.append((shard, skip + begin - at, end - begin))
+    at += take
+  return out
 
 
 def _read_bytes(path, begin, end) -> bytes:
