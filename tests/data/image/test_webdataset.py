@@ -2,6 +2,7 @@
 each epoch, resumed at their example without reading what came before, and every bad input one
 clear error."""
 
+import io
 import itertools
 import os
 import sys
@@ -177,6 +178,31 @@ def test_labels_from_a_json_field_named_by_the_config(tmp_path):
   missing = r"pets-test-0.tar: sample 'c' has no label: c.json has no field 'label' \(it has y\)"
   with pytest.raises(errors.DataError, match=missing):
     sources.open_source(f"wds:{tmp_path}")  # the default field, "label", is not there
+
+
+def test_jpeg_png_and_webp_images_go_through_the_pipeline(tmp_path):
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+
+  def encoded(fmt, value):
+    out = io.BytesIO()
+    Image.fromarray(np.full((8, 8, 3), value, np.uint8)).save(out, format=fmt, lossless=True)
+    return out.getvalue()
+
+  members = wds_shards.sample("a", encoded("JPEG", 40), 0, ext="jpg")
+  members += wds_shards.sample("b", encoded("PNG", 120), 1, ext="png")
+  members += wds_shards.sample("c", encoded("WEBP", 200), 2, ext="webp")
+  wds_shards.write_tar(tmp_path / "mixed-train-0.tar", members)
+  wds_shards.write_tar(tmp_path / "mixed-val-0.tar", wds_shards.sample("d", encoded("PNG", 9), 1))
+  evals = list(
+      pipeline.eval_iterator(
+          f"wds:{tmp_path}", "train", global_batch_size=3, image_size=8, crop_fraction=1.0,
+          process_index=0, process_count=1,
+      )
+  )  # fmt: skip
+  (batch,) = evals
+  pixels = (batch["image"][:, 4, 4, 0] + 1) * 127.5
+  np.testing.assert_allclose(pixels, [40, 120, 200], atol=2)  # JPEG's rounding
+  assert list(batch["label"]) == [0, 1, 2]
 
 
 def test_shards_written_by_webdataset_read_the_same(tmp_path):

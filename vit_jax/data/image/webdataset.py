@@ -444,7 +444,8 @@ def _indexed(paths: list[str], label_key: str) -> tuple[dict, str]:
   entries = {}
   for path in paths:
     entry = stored.get(_relative(path, folder))
-    if entry and entry.get("signature") == signatures[path] and entry["label_key"] == label_key:
+    signature = signatures[path]  # None: not in its folder's listing (read it again)
+    if entry and signature and entry["signature"] == signature and entry["label_key"] == label_key:
       entries[path] = entry
   missing = [p for p in paths if p not in entries]
   if missing:
