@@ -99,11 +99,11 @@ def test_the_same_images_reach_the_accuracy_they_reach_as_a_folder(tmp_path, dig
   for source in ("shards", "folder"):
     dataset = f"wds:{tmp_path / source}" if source == "shards" else f"folder:{tmp_path / source}"
     config = wds_config(
-        digits_dir, dataset, 150, shuffle_buffer=1, batch_size=32, eval_max_batches=None
+        digits_dir, dataset, 100, shuffle_buffer=1, batch_size=32, eval_max_batches=None
     )
     result = train.train_and_evaluate(config, str(tmp_path / f"w_{source}"))
     accuracy[source] = result["eval/accuracy"]
-  assert accuracy["folder"] > 0.5  # it learned: 10 classes (76.9% when written)
+  assert accuracy["folder"] > 0.5  # it learned: 10 classes (64.8% when written)
   # Within 2 points, the criterion; the same batches give exactly the same.
   assert accuracy["shards"] == accuracy["folder"], accuracy
 
