@@ -34,4 +34,6 @@ def test_an_older_saved_config_gets_the_keys_added_since():
       "softmax_xent",
       "crop",
   )
+  # What the image sources read (data/image/sources.py source_settings).
+  assert (config["bad_images"], config["wds_label_key"]) == ("skip", "label")
   assert "loss" not in defaults.from_saved({"task": "causal_lm"})

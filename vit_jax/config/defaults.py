@@ -225,7 +225,12 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
 
 
 # What image runs saved before these keys existed trained with.
-_IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop", "wds_label_key": "label"}
+_IMAGE_KEYS_ADDED_LATER = {
+    "loss": "softmax_xent",
+    "eval_view": "crop",
+    "bad_images": "skip",
+    "wds_label_key": "label",
+}
 
 
 def from_saved(saved: dict) -> dict:
