@@ -450,8 +450,14 @@ def _indexed(paths: list[str], label_key: str) -> tuple[dict, str]:
   missing = [p for p in paths if p not in entries]
   if missing:
     with concurrent.futures.ThreadPoolExecutor(min(_SCAN_THREADS, len(missing))) as pool:
-      for path, entry in zip(missing, pool.map(lambda p: _scan(p, label_key), missing)):
-        entries[path] = {**entry, "signature": signatures[path]}
+      scans = [pool.submit(_scan, path, label_key) for path in missing]
+      try:
+        for path, scan in zip(missing, scans):
+          entries[path] = {**scan.result(), "signature": signatures[path]}
+      except BaseException:  # the first bad shard: the shards not yet begun are not read
+        for scan in scans:
+          scan.cancel()
+        raise
     stored.update({_relative(p, folder): entries[p] for p in missing})
     index_path = _write_index(folder, {"format": _INDEX_FORMAT, "shards": stored})
   return entries, index_path
