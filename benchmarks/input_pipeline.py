@@ -17,6 +17,12 @@ bound no step reaches (that is 100% MFU), shared by the host's cores.
 writes the same JPEGs, byte for byte, in each other source's format (webdataset shards) and reads
 each through the same training pipeline, rounds alternating between the sources, as images per
 CPU-second beside the TFDS path's.
+
+    python -m benchmarks.input_pipeline --hub
+
+reads the same JPEGs, byte for byte, as an hf: dataset in the hub's layout (parquet with an Image
+and a ClassLabel column, data/hub.py) and through TFDS, by the same training pipeline, and
+compares their images per CPU-second.
 """
 
 import argparse
@@ -108,6 +114,80 @@ def images_per_sec(
   return batches * batch_size / (time.perf_counter() - start)
 
 
+def write_hub_copy(data_dir: str, root: str) -> str:
+  """The benchmark's JPEGs, their encoded bytes as TFDS holds them, as a hub-layout folder
+  (data/train-00000-of-00001.parquet); its hf: dataset name."""
+  import datasets  # pylint: disable=g-import-not-at-top  (the data extra)
+
+  datasets.disable_progress_bars()
+  stored = tfds.builder(NAME, data_dir=data_dir).as_dataset(
+      split="train", shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
+  )
+  examples = list(tfds.as_numpy(stored))
+  features = datasets.Features(
+      {"image": datasets.Image(), "label": datasets.ClassLabel(num_classes=1000)}
+  )
+  rows = datasets.Dataset.from_dict(
+      {
+          "image": [{"bytes": ex["image"], "path": None} for ex in examples],
+          "label": [int(ex["label"]) for ex in examples],
+      },
+      features=features,
+  )
+  os.makedirs(os.path.join(root, "data"))
+  rows.to_parquet(os.path.join(root, "data", "train-00000-of-00001.parquet"))
+  return "hf:" + root
+
+
+def images_per_cpu_second(
+    dataset: str, data_dir: str, batches: int, warmup: int = 2, batch_size: int = 32
+) -> float:
+  """Images per CPU-second of the training iterator on `dataset` (every thread of the process
+  counted): 224 px, Inception crop and flip, a shuffle buffer of 1,024."""
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax import data
+  from vit_jax.data.image import pipeline
+
+  batches_it = pipeline.train_iterator(
+      dataset,
+      "train",
+      global_batch_size=batch_size,
+      image_size=224,
+      seed=0,
+      data_dir=data_dir,
+      augment=pipeline.Augment(inception_crop=True, flip=True),
+      shuffle_buffer=1_024,
+      process_index=0,
+      process_count=1,
+      read_options=data.ReadOptions(image_key="image", label_key="label"),
+  )
+  for _ in range(warmup):
+    next(batches_it)
+  cpu_start = time.process_time()
+  for _ in range(batches):
+    next(batches_it)
+  return batches * batch_size / (time.process_time() - cpu_start)
+
+
+def hub_row(data_dir: str, hub_root: str, batches: int, rounds: int = 3) -> dict:
+  """TFDS and the hub's layout on the same JPEGs, alternated `rounds` times (a shared machine's
+  load shifts between them): each one's best images per CPU-second, and hub over TFDS."""
+  hub = write_hub_copy(data_dir, hub_root)
+  cache = os.path.join(hub_root, "cache")
+  rates = {"tfds": [], "hub": []}
+  for _ in range(rounds):
+    rates["tfds"].append(images_per_cpu_second(NAME, data_dir, batches))
+    rates["hub"].append(images_per_cpu_second(hub, cache, batches))
+  best = {source: max(values) for source, values in rates.items()}
+  return {
+      "images_per_cpu_second": rates,
+      "best": best,
+      "hub_over_tfds": best["hub"] / best["tfds"],
+      "cores": cores(),
+      "load_average": os.getloadavg()[0],
+  }
+
+
 def write_webdataset(data_dir: str, out_dir: str, per_shard: int = 64) -> str:
   """The benchmark's JPEGs as webdataset shards (KEY.jpg, KEY.cls; the TFDS records' bytes);
   returns the dataset name."""
@@ -139,7 +219,9 @@ def source_rows(data_dir: str, rounds: int = 3, batches: int = 32, batch_size: i
   same training pipeline (Inception crop, flip, 224 px). A round reads each source in turn, alone
   in the process: a new pipeline, one epoch to fill its buffers, then `batches` timed batches;
   each source's median round."""
-  from vit_jax.data.image import pipeline  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax import data
+  from vit_jax.data.image import pipeline
 
   datasets = {"tfds": NAME}
   folder = tempfile.mkdtemp(dir=data_dir)
@@ -159,6 +241,7 @@ def source_rows(data_dir: str, rounds: int = 3, batches: int = 32, batch_size: i
           augment=pipeline.Augment(inception_crop=True, flip=True),
           process_index=0,
           process_count=1,
+          read_options=data.ReadOptions(label_key="label"),  # a sample's KEY.cls is read first
       )
       for _ in range(BenchmarkJpegs.NUM_IMAGES // batch_size):
         next(batches_it)
@@ -245,9 +328,23 @@ def main():
   parser.add_argument("--images", type=int, default=512, help="JPEGs generated")
   parser.add_argument("--batches", type=int, default=3, help="timed batches, after one warm-up")
   parser.add_argument(
+      "--hub", action="store_true", help="hf: (hub parquet) against TFDS on the same JPEGs"
+  )
+  parser.add_argument(
       "--sources", action="store_true", help="the TFDS path against the other formats instead"
   )
   args = parser.parse_args()
+  if args.hub:
+    with tempfile.TemporaryDirectory() as data_dir:
+      prepare(data_dir, args.images)
+      row = hub_row(data_dir, os.path.join(data_dir, "hub"), batches=max(args.batches, 16))
+    print(json.dumps(row, indent=2))
+    print(
+        f"hub parquet {row['best']['hub']:.1f} img per CPU-second, TFDS "
+        f"{row['best']['tfds']:.1f}: {row['hub_over_tfds']:.3f} of TFDS's rate",
+        flush=True,
+    )
+    return
   with tempfile.TemporaryDirectory() as data_dir:
     prepare(data_dir, args.images)
     if args.sources:

@@ -175,9 +175,11 @@ def get_config(arg=None):
   # validation/ or val/).
   c = defaults.dataset_defaults("image_classification", options["dataset"], eval_split=None)
   c.download = False  # a missing TFDS dataset is an error naming `python -m vit_jax.prepare`
-  c.bad_images = "skip"  # a folder: dataset's undecodable files (config/defaults.py CHOICES)
-  # a wds: dataset's label: KEY.cls, else this field of KEY.json (data/image/webdataset.py)
-  c.wds_label_key = "label"
+  # What an image that does not decode is, in a folder: or wds: dataset (config/defaults.py CHOICES)
+  c.bad_images = "skip"
+  # An hf: dataset's Image and ClassLabel columns; label_key is also the field of a wds: sample's
+  # KEY.json that holds its class (where the sample has no KEY.cls).
+  c.image_key, c.label_key = "image", "label"
   # folder: datasets whose train and eval splits hold different classes are refused unless true
   c.allow_class_mismatch = False
   c.num_classes = placeholder(int)  # None: read from the dataset

@@ -179,6 +179,45 @@ TARGETS = {
     "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
+    # The retry and save paths: a bucket's outage ridden out, appends that land once, saves that
+    # fail and are tried again, damaged steps read past.
+    "vit_jax/storage.py": (
+        ["tests/test_storage.py"],
+        (
+            "outage",
+            "_unanswered",
+            "answers",
+            "_answered",
+            "ride_out",
+            "_pause",
+            "client_deadline_s",
+            "_longest_wait_s",
+            "_patiently",
+            "_removing",
+            "flush",
+            "_send",
+            "_landed",
+            "create_object",
+            "replace_object",
+            "delete_object",
+            "read_object",
+        ),
+    ),
+    "vit_jax/checkpoint.py": (
+        ["tests/survival/test_damaged_checkpoint.py"],
+        (
+            "step_dirs",
+            "discard_partial_saves",
+            "set_aside",
+            "_read_retrying",
+            "_everywhere",
+            "tensorstore_retries",
+            "first_intact",
+            "manager",
+            "save",
+            "_save",
+        ),
+    ),
     "vit_jax/training/train.py": (
         [
             "tests/training/test_train_step.py",

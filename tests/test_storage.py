@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -355,6 +356,39 @@ def test_an_outage_past_the_budget_is_one_line_and_then_fails_at_once(clock, mon
   assert clock.waits == [] and never.calls == []
   # ...but another bucket's do not.
   assert storage.ride_out(failing(0), "gs://other/x", "reading gs://other/x") == "done"
+
+
+def test_an_operation_that_keeps_failing_ends_at_its_budget_while_others_are_answered(
+    clock, monkeypatch
+):
+  monkeypatch.setattr(storage, "_probe", lambda path: None)
+
+  def another_request_answered(where, seconds):  # a lock renewal, a metrics flush
+    clock.sleep(seconds)
+    storage._answered(where)  # pylint: disable=protected-access
+
+  monkeypatch.setattr(storage, "_pause", another_request_answered)
+  times_out = failing(10**6, TimeoutError("The write operation timed out"))
+  with pytest.raises(errors.StorageUnavailableError, match="did not answer for 100 s"):
+    storage.ride_out(times_out, "gs://b/w/x", "writing gs://b/w/x")
+  assert sum(clock.waits) == pytest.approx(100) and len(times_out.calls) < 20
+
+
+def test_an_operation_failing_forever_beside_a_renewed_lock_ends_at_its_budget(gcs, monkeypatch):
+  workdir = gcs.new_dir("lock")
+  monkeypatch.setattr(workdir_lib, "LOCK_RENEW_S", 0.2)  # a renewal answered every 0.2 s
+  monkeypatch.setattr(storage, "_budget_s", 2.0)
+  workdir_lib.lock(workdir)
+  try:
+    started = time.time()
+    with pytest.raises(errors.StorageUnavailableError, match="storage_outage_s=2"):
+      storage.ride_out(
+          failing(10**6, TimeoutError("timed out")), storage.join(workdir, "x"), "writing x"
+      )
+    assert 2 <= time.time() - started < 6
+    workdir_lib.check_lock(workdir)  # renewed all along
+  finally:
+    workdir_lib.unlock(workdir)
 
 
 def test_the_clients_retry_a_request_for_a_quarter_of_the_budget():

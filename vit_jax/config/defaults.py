@@ -69,6 +69,7 @@ AT_LEAST = {
     "optimizer.rsqrt_timescale": (1, False),
     "tokenizer.vocab_size": (1, True),
     "tokenizer.max_train_texts": (1, False),
+    "hf_holdout": (2, True),
 }
 BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "hbm_headroom")  # [0, 1)
 # key -> whether None is allowed; otherwise in (0, 1)
@@ -167,6 +168,11 @@ def dataset_defaults(task: str, dataset: str, eval_split: str | None) -> ml_coll
   c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
   c.train_split = "train"
   c.eval_split = placeholder(str) if eval_split is None else eval_split
+  # An hf: dataset's (data/hub.py): its subset (the config name `datasets.load_dataset` takes),
+  # and, for one without a validation split of its own, N: about one in N training examples is
+  # held out as "validation" (None: none is).
+  c.hf_subset = placeholder(str)
+  c.hf_holdout = placeholder(int)
   # {name: {kind, every, ...}}, each logged as name/metric (kinds: vit_jax/evaluate/registry.py).
   # "eval": the task's own metrics on eval_split every eval_every steps.
   c.evals = evaluators.default_evals(c)
@@ -186,6 +192,12 @@ def text_defaults(
   # reads it by index (vit_jax/data/text/token_store.py). Streamed TFDS datasets (c4, lm1b,
   # wikipedia, wmt14) need one; None: the dataset is tokenized in memory when the run starts.
   c.token_store = placeholder(str)
+  # `dataset=mixture` (configs/gpt.py:dataset=mixture): a causal LM reads several token stores at
+  # stated weights (vit_jax/data/text/mixture.py). stores: "NAME=STORE,..."; weights:
+  # "NAME=WEIGHT,..." for every store (>= 0, normalized; 0 evaluates a source without training
+  # on it), then stages ";STEP:NAME=WEIGHT,..." that take over at STEP (an annealing mixture).
+  c.mixture = ml_collections.ConfigDict(dict(stores=placeholder(str), weights=placeholder(str)))
+  c.text_key = "text"  # the field or column holding a document's text (jsonl, parquet, hf:)
   c.tokenizer = ml_collections.ConfigDict(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use
@@ -224,19 +236,15 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
   return ml_collections.ConfigDict({**defaults, **settings})
 
 
-# What image runs saved before these keys existed trained with.
-_IMAGE_KEYS_ADDED_LATER = {
-    "loss": "softmax_xent",
-    "eval_view": "crop",
-    "bad_images": "skip",
-    "wds_label_key": "label",
-}
+# What image and text runs saved before these keys existed trained with.
+_IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop", "bad_images": "skip"}
+_TEXT_KEYS_ADDED_LATER = {"mixture": {"stores": None, "weights": None}}
 
 
 def from_saved(saved: dict) -> dict:
   """A workdir's config.json, each key added since it was saved set to what that run did
-  without it (a training key's default; an image run's loss and eval view above), so that every
-  key is read as `config[key]`."""
+  without it (a training key's default; an image run's loss and eval view, a text run's
+  mixture, above), so that every key is read as `config[key]`."""
 
   def filled(default: dict, given: dict) -> dict:
     nested = {
@@ -245,8 +253,9 @@ def from_saved(saved: dict) -> dict:
     return {**default, **given, **nested}
 
   added = training_defaults().to_dict()
-  if tasks.TASKS[saved["task"]].reads_images:
-    added.update(_IMAGE_KEYS_ADDED_LATER)
+  added.update(
+      _IMAGE_KEYS_ADDED_LATER if tasks.TASKS[saved["task"]].reads_images else _TEXT_KEYS_ADDED_LATER
+  )
   return filled(added, saved)
 
 

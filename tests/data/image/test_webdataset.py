@@ -22,6 +22,7 @@ from vit_jax.data.image import webdataset
 # train: 3 shards of 7, 5 and 9 samples (0..20); validation: one of 4 (21..24).
 LAYOUT = {"train": (7, 5, 9), "validation": (4,)}
 _PLAIN = pipeline.Augment(inception_crop=False, flip=False)
+OPTIONS = data.ReadOptions(label_key="label")  # configs/vit.py's
 
 
 @pytest.fixture
@@ -32,7 +33,13 @@ def shades(tmp_path):
 
 def _train(dataset, **kwargs):
   settings = dict(
-      global_batch_size=4, image_size=8, seed=0, augment=_PLAIN, process_index=0, process_count=1
+      global_batch_size=4,
+      image_size=8,
+      seed=0,
+      augment=_PLAIN,
+      process_index=0,
+      process_count=1,
+      read_options=OPTIONS,
   )
   return pipeline.train_iterator(dataset, **{**settings, **kwargs})
 
@@ -43,7 +50,7 @@ def _numbers(batches) -> list:
 
 def test_the_index_gives_splits_classes_and_counts_and_is_reused(shades):
   root, numbers = shades
-  source = sources.open_source(f"wds:{root}")
+  source = sources.open_source(f"wds:{root}", read_options=OPTIONS)
   assert (source.train_split, source.eval_split, source.num_classes) == ("train", "validation", 3)
   assert [int(source.read(s, 0, 1).cardinality()) for s in ("train", "validation")] == [21, 4]
   examples = list(source.read("train", 0, 1).as_numpy_iterator())
@@ -75,7 +82,7 @@ def test_a_folder_a_glob_and_a_brace_range_name_the_same_shards(shades):
 
 def test_processes_read_contiguous_shares_the_first_the_largest(shades):
   root, numbers = shades
-  source = sources.open_source(f"wds:{root}")
+  source = sources.open_source(f"wds:{root}", read_options=OPTIONS)
   shares = [
       [n for e in source.read("train", p, 4).as_numpy_iterator() for n in [e["image"]]]
       for p in range(4)
@@ -86,7 +93,7 @@ def test_processes_read_contiguous_shares_the_first_the_largest(shades):
 
 def test_splits_slice_as_tfds_slices_them(shades):
   root, numbers = shades
-  source = sources.open_source(f"wds:{root}")
+  source = sources.open_source(f"wds:{root}", read_options=OPTIONS)
 
   def read(split, process=0, count=1):
     examples = source.read(split, process, count).as_numpy_iterator()
@@ -171,13 +178,17 @@ def test_labels_from_a_json_field_named_by_the_config(tmp_path):
   wds_shards.write_tar(
       tmp_path / "pets-test-0.tar", wds_shards.sample("c", wds_shards.shade(3), 0, as_json="y")
   )
-  source = sources.open_source(f"wds:{tmp_path}", wds_label_key="y")
+  source = sources.open_source(f"wds:{tmp_path}", read_options=data.ReadOptions(label_key="y"))
   assert (source.num_classes, source.eval_split) == (5, "test")
   labels = [int(e["label"]) for e in source.read("train", 0, 1).as_numpy_iterator()]
   assert labels == [4, 2]
-  missing = r"pets-test-0.tar: sample 'c' has no label: c.json has no field 'label' \(it has y\)"
+  missing = (
+      r"pets-test-0.tar: sample 'c' has no label: c.json has no field 'label' \(it has y\); name "
+      r"the field with --config.label_key"
+  )
   with pytest.raises(errors.DataError, match=missing):
-    sources.open_source(f"wds:{tmp_path}")  # the default field, "label", is not there
+    sources.open_source(f"wds:{tmp_path}", read_options=OPTIONS)  # "label" is not there
+  _check(f"wds:{tmp_path}", label_key="y")  # the config's key reaches the shards
 
 
 def test_jpeg_png_and_webp_images_go_through_the_pipeline(tmp_path):
@@ -196,7 +207,7 @@ def test_jpeg_png_and_webp_images_go_through_the_pipeline(tmp_path):
   evals = list(
       pipeline.eval_iterator(
           f"wds:{tmp_path}", "train", global_batch_size=3, image_size=8, crop_fraction=1.0,
-          process_index=0, process_count=1,
+          process_index=0, process_count=1, read_options=OPTIONS,
       )
   )  # fmt: skip
   (batch,) = evals
@@ -215,7 +226,7 @@ def test_shards_written_by_webdataset_read_the_same(tmp_path):
     with wds.TarWriter(str(tmp_path / f"cats-{split}-0.tar")) as writer:
       for i in numbers:
         writer.write({"__key__": f"v1.{i}/img{i}", "jpg": jpegs[i], "cls": i, "txt": "a cat"})
-  source = sources.open_source(f"wds:{tmp_path}")
+  source = sources.open_source(f"wds:{tmp_path}", read_options=OPTIONS)
   assert (source.num_classes, source.eval_split) == (5, "val")
   examples = list(source.read("train", 0, 1).as_numpy_iterator())
   assert [(e["image"], int(e["label"])) for e in examples] == [(jpegs[i], i) for i in range(4)]
@@ -225,10 +236,8 @@ def test_shards_in_a_bucket_read_as_the_local_ones(shades, gcs):
   root, _ = shades
   bucket = gcs.new_dir("shards")
   gcs.upload(root, bucket)
-  read = lambda r: [
-      (e["image"], e["label"])
-      for e in sources.open_source(f"wds:{r}").read("train", 1, 2).as_numpy_iterator()
-  ]
+  share = lambda r: sources.open_source(f"wds:{r}", read_options=OPTIONS).read("train", 1, 2)
+  read = lambda r: [(e["image"], e["label"]) for e in share(r).as_numpy_iterator()]
   assert read(bucket) == read(root) and len(read(root)) == 10
   assert webdataset.INDEX_NAME in gcs.objects(bucket)  # beside the shards, in the bucket
   batches = [next(_train(f"wds:{r}", shuffle_buffer=6, start_step=3)) for r in (root, bucket)]
@@ -335,7 +344,7 @@ def test_images_that_do_not_decode_are_left_out_or_refused(shades, capsys):
   _check(f"wds:{root}")  # bad_images=skip, the default
   err = capsys.readouterr().err
   assert err.count(f"warning: skipping broken.png in {bad}: not a decodable image") == 1
-  source = sources.open_source(f"wds:{root}")
+  source = sources.open_source(f"wds:{root}", read_options=OPTIONS)
   assert int(source.read("train", 0, 1).cardinality()) == len(numbers["train"]) + 1
   with pytest.raises(errors.DataError, match=f"broken.png in {bad} is not a decodable image"):
     _check(f"wds:{root}", bad_images="error")

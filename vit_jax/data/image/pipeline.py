@@ -39,10 +39,11 @@ before each epoch's first batch and on each resume; the pipeline says so when it
 happens. Every pipeline runs with `data.tf_data_options()` (a private thread pool
 per pipeline as large as the host's cores, an autotune RAM budget).
 
-A folder's images are checked where they are decoded, not at start: a file that does not decode
-(`bad_images="skip"`) is warned about once, naming it, and its row of the training batch is
-filled with a good row of the same batch (an eval row gets mask 0); `bad_images="error"` raises a
-DataError naming it when its batch is reached. Batch shapes and the example numbering stay those
+A folder's images are checked where they are decoded, not at start (webdataset shards' when they
+are indexed): a file that does not decode is warned about once, naming it, and its row of the
+training batch is filled with a good row of the same batch (an eval row gets mask 0); with the
+config's `bad_images="error"` (in its `read_options`) it raises a DataError naming it when its
+batch is reached. Batch shapes and the example numbering stay those
 of the complete share, so a resumed run still makes the same batches.
 """
 
@@ -88,10 +89,14 @@ class DatasetInfo:
 
 
 def dataset_info(
-    dataset: str, *, data_dir: str | None = None, download: bool = False, wds_label_key="label"
+    dataset: str,
+    *,
+    data_dir: str | None = None,
+    download: bool = False,
+    read_options: data.ReadOptions | None = None,
 ) -> DatasetInfo:
   source = sources.open_source(
-      dataset, data_dir=data_dir, download=download, wds_label_key=wds_label_key
+      dataset, data_dir=data_dir, download=download, read_options=read_options
   )
   return DatasetInfo(source.name, source.num_classes, source.train_split, source.eval_split)
 
@@ -102,11 +107,11 @@ def split_size(
     *,
     data_dir: str | None = None,
     download: bool = False,
-    wds_label_key: str = "label",
+    read_options: data.ReadOptions | None = None,
 ) -> int:
   """Examples in `split` (a slice such as "train[:10%]" counts its share); None: the train split."""
   source = sources.open_source(
-      dataset, data_dir=data_dir, download=download, wds_label_key=wds_label_key
+      dataset, data_dir=data_dir, download=download, read_options=read_options
   )
   split = _split_or_default(split, source.train_split, source, "train")
   return _cardinality(source.read(split, 0, 1), f"{dataset} {split}")
@@ -126,8 +131,7 @@ def train_iterator(
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
-    bad_images: str = "skip",
-    wds_label_key: str = "label",
+    read_options: data.ReadOptions | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
   """Infinite, shuffled, augmented batches of this process's share.
 
@@ -138,11 +142,7 @@ def train_iterator(
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
   source = sources.open_source(
-      dataset,
-      data_dir=data_dir,
-      download=download,
-      bad_images=bad_images,
-      wds_label_key=wds_label_key,
+      dataset, data_dir=data_dir, download=download, read_options=read_options
   )
   split = _split_or_default(split, source.train_split, source, "train")
   share = source.read(split, process_index, process_count)
@@ -254,7 +254,7 @@ def train_iterator(
   ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.map(mix, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
-  return _checked_batches(ds.as_numpy_iterator(), bad_images)
+  return _checked_batches(ds.as_numpy_iterator(), read_options and read_options.bad_images)
 
 
 def _block_shuffled(read_from, file_seed_2, shuffle_seed_2, block_size: int, start):
@@ -284,7 +284,7 @@ class EvalIterator:
   """
 
   def __init__(
-      self, ds: tf.data.Dataset, num_examples: int, num_batches: int, bad_images: str = "skip"
+      self, ds: tf.data.Dataset, num_examples: int, num_batches: int, bad_images: str | None = None
   ):
     self.num_examples = num_examples
     self.num_batches = num_batches
@@ -317,8 +317,7 @@ def eval_iterator(
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
-    bad_images: str = "skip",
-    wds_label_key: str = "label",
+    read_options: data.ReadOptions | None = None,
 ) -> EvalIterator:
   """Every example of `split` exactly once, as central crops of the image
   resized to image_size / crop_fraction (crop_fraction=1: no border cut; None: the whole image
@@ -326,11 +325,7 @@ def eval_iterator(
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
   source = sources.open_source(
-      dataset,
-      data_dir=data_dir,
-      download=download,
-      bad_images=bad_images,
-      wds_label_key=wds_label_key,
+      dataset, data_dir=data_dir, download=download, read_options=read_options
   )
   split = _split_or_default(split, source.eval_split, source, "eval")
   name = f"{dataset} {split}"
@@ -387,6 +382,7 @@ def eval_iterator(
   ds = ds.concatenate(padding_rows)
   ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
+  bad_images = read_options and read_options.bad_images
   return EvalIterator(ds, num_examples=num_examples, num_batches=num_batches, bad_images=bad_images)
 
 
@@ -434,13 +430,13 @@ def _fill_bad_rows(batch: dict) -> dict:
   return {k: v if k in kept else tf.gather(v, take_b) for k, v in batch.items()}
 
 
-def _checked_batches(batches, bad_images: str):
-  """`batches` without their 'bad_path' rows: each named file is warned about once (skip) or
-  refused (error)."""
+def _checked_batches(batches, bad_images: str | None):
+  """`batches` without their 'bad_path' rows: each named file is refused (`bad_images` "error")
+  or warned about once (skip, None)."""
   for batch in batches:
     bad_paths = [p.decode() for p in batch.pop("bad_path", ()) if p]
     for path in bad_paths:
-      if path in _WARNED and bad_images == "skip":
+      if path in _WARNED and bad_images != "error":
         continue
       # pylint: disable-next=g-import-not-at-top  (only folders have paths to report)
       from vit_jax.data.image import folder

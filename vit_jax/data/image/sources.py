@@ -11,7 +11,9 @@ skipping examples on resume costs no JPEG decode.
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'imagenet_v2/matched-frequency', 'cifar10:3.0.2', ...) or 'folder:/path/to/root' for
 root/<split>/<class>/*.jpg|png, listed once into an index (data/image/folder.py); a folder's eval
-split is its test/, else validation/, else val/ folder; or 'wds:PATTERN' for webdataset shards
+split is its test/, else validation/, else val/ folder; or 'hf:NAME_OR_DIR', a Hugging Face hub
+dataset or a folder of one (data/hub.py), whose eval split is its validation split (its own or
+held out of train), else its test split; or 'wds:PATTERN' for webdataset shards
 (data/image/webdataset.py: tars of KEY.jpg with KEY.cls, splits named in the shards' names). The
 datasets with default splits of their own, and those built here (prepared on first use), are the
 rows of data/tfds_builders.py IMAGE_DATASETS.
@@ -33,6 +35,7 @@ WDS_PREFIX = "wds:"
 
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
+_HUB_ROWS_READ_AT_ONCE = 64  # an hf: dataset's images fetched by one call into its Arrow table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,15 +74,19 @@ def open_source(
     *,
     data_dir: str | None = None,
     download: bool = False,
-    bad_images: str = "skip",
-    wds_label_key: str = "label",
+    read_options: data.ReadOptions | None = None,
 ) -> ImageSource:
-  """`bad_images` and `wds_label_key`: what webdataset shards' images that do not decode are
-  (skipped, or an error) and the field of a sample's KEY.json that holds its class."""
+  """`read_options`: the config's (data.read_options), which hf: and wds: datasets need: the
+  columns or the JSON field that hold images and labels, and whether an image that does not
+  decode is left out or refused (`bad_images`)."""
   if dataset.startswith(FOLDER_PREFIX):
     return _folder_source(dataset[len(FOLDER_PREFIX) :])
+  if dataset.startswith((data.HUB_PREFIX, WDS_PREFIX)) and read_options is None:
+    raise ValueError(f"{dataset}: open_source needs the config's read_options.")
+  if dataset.startswith(data.HUB_PREFIX):
+    return _hub_source(dataset, data_dir, read_options)
   if dataset.startswith(WDS_PREFIX):
-    return _webdataset_source(dataset[len(WDS_PREFIX) :], wds_label_key, bad_images)
+    return _webdataset_source(dataset[len(WDS_PREFIX) :], read_options)
   return _tfds_source(dataset, data_dir=data_dir, download=download)
 
 
@@ -112,14 +119,69 @@ def _check_folder_split(folder, key: str, split: str) -> None:
     raise errors.DataError(f"--config.{key}={split!r} of {name!r} has no images.")
 
 
-def _webdataset_source(pattern: str, label_key: str, bad_images: str) -> ImageSource:
+def _hub_source(dataset: str, cache_dir: str | None, read_options) -> ImageSource:
+  """An hf: dataset's rows: each process reads every process_count-th row of a split (as a
+  folder's files), and training permutes its whole share each epoch (the rows are read by
+  index, so any order costs the same)."""
+  # pylint: disable-next=g-import-not-at-top  (only hf: datasets load the `datasets` library)
+  from vit_jax.data import hub
+
+  images = data.opened(
+      ("hf images", dataset, read_options, cache_dir),
+      lambda: hub.open_images(dataset, read_options, cache_dir),
+  )
+
+  def read(split: str, process_index: int, process_count: int) -> tf.data.Dataset:
+    share = images.rows(split)[process_index::process_count]
+    return _hub_rows(images, split, share, len(share))
+
+  def read_files_shuffled(split: str, process_index: int, process_count: int):
+    share = images.rows(split)[process_index::process_count]
+
+    def read_in_order(seed_2):
+      order = tf.random.experimental.stateless_shuffle(tf.range(len(share)), seed_2)
+      return _hub_rows(images, split, tf.gather(share, order), len(share))
+
+    return read_in_order
+
+  return ImageSource(
+      name=dataset,
+      num_classes=len(images.class_names),
+      train_split="train" if "train" in images.splits else None,
+      eval_split=images.eval_split,
+      read=read,
+      read_files_shuffled=read_files_shuffled,
+      check_split=lambda key, split: images.rows(split, key=key),
+  )
+
+
+def _hub_rows(images, split: str, rows, count: int) -> tf.data.Dataset:
+  """{'image', 'label'} of the `count` `rows` (int64, a tensor or array) of `split`, in that
+  order: fetched _HUB_ROWS_READ_AT_ONCE at a time from the Arrow table (no image decoded)."""
+
+  def fetch(rows_n):
+    return images.fetch(split, rows_n.numpy())
+
+  def fetch_op(rows_n):
+    encoded_n, labels_n = tf.py_function(fetch, [rows_n], [tf.string, tf.int64])
+    encoded_n.set_shape([None])
+    labels_n.set_shape([None])
+    return {"image": encoded_n, "label": labels_n}
+
+  chunks = tf.data.Dataset.from_tensor_slices(rows).batch(_HUB_ROWS_READ_AT_ONCE)
+  examples = chunks.map(fetch_op, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return examples.unbatch().apply(tf.data.experimental.assert_cardinality(count))
+
+
+def _webdataset_source(pattern: str, read_options: data.ReadOptions) -> ImageSource:
   # pylint: disable-next=g-import-not-at-top  (only runs that name wds: index shards)
   from vit_jax.data.image import webdataset
 
+  label_key = read_options.label_key
   shards = data.opened(
       ("wds", pattern, label_key), lambda: webdataset.Shards.open(pattern, label_key)
   )
-  shards.check_images(bad_images)
+  shards.check_images(read_options.bad_images)
 
   def read_files_shuffled(split: str, process_index: int, process_count: int):
     read_from = shards.read_from(split, process_index, process_count)
@@ -245,7 +307,12 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
 def check_config(config) -> None:
   """The image dataset `config.dataset` opens and both splits read. A folder's images are not
   decoded here: the pipeline checks each where it decodes it."""
-  source = open_source(config.dataset, **source_settings(config))
+  source = open_source(
+      config.dataset,
+      data_dir=config.data_dir,
+      download=config.download,
+      read_options=data.read_options(config),
+  )
   for key in data.SPLIT_KEYS:
     _check_split(source, config.dataset, key, config[key] or getattr(source, key))
   if config.num_classes is not None and source.num_classes != config.num_classes:
@@ -259,21 +326,16 @@ def check_config(config) -> None:
     _check_classes_agree(config, source)
 
 
-def source_settings(config) -> dict:
-  """`open_source`'s settings from an image config."""
-  return dict(
-      data_dir=config.data_dir,
-      download=config.download,
-      bad_images=config.bad_images,
-      wds_label_key=config.wds_label_key,
-  )
-
-
 def check_split(config, dataset: str, split: str | None, *, key: str) -> int:
   """`split` of `dataset` (its default eval split when None) exists and holds examples, read
   with the run's data_dir; returns the dataset's class count. `key` is the config key that names
   the split (`--config.<key>`), for the error message."""
-  source = open_source(dataset, **source_settings(config))
+  source = open_source(
+      dataset,
+      data_dir=config.data_dir,
+      download=config.download,
+      read_options=data.read_options(config),
+  )
   _check_split(source, dataset, key, split or source.eval_split)
   return source.num_classes
 

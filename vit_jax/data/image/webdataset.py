@@ -3,7 +3,7 @@
 A shard is a tar of samples. A sample is a run of consecutive members that share a KEY, the
 member's path up to the first dot of its file name (webdataset's grouping): one image, KEY.jpg,
 .jpeg, .png or .webp, and its class, KEY.cls (an integer as text) or, for a sample without one,
-the field `--config.wds_label_key` (default "label") of KEY.json. Other members (KEY.txt, ...)
+the field `--config.label_key` (default "label") of KEY.json. Other members (KEY.txt, ...)
 are ignored. Class ids run from 0; the class count is the largest label of any shard plus one
 (a --config.num_classes other than it is refused before training).
 
@@ -377,7 +377,7 @@ def _label(tar: tarfile.TarFile, members: dict, key: str, path: str, label_key: 
       keys = ", ".join(sorted(fields)) if isinstance(fields, dict) else type(fields).__name__
       raise errors.DataError(
           f"{path}: sample {key!r} has no label: {name} has no field {label_key!r} (it has "
-          f"{keys or 'none'}); name the field with --config.wds_label_key."
+          f"{keys or 'none'}); name the field with --config.label_key."
       )
     label = fields[label_key]
     where = f"{name}'s {label_key!r} is {json.dumps(label)[:40]}"

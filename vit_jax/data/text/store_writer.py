@@ -5,10 +5,11 @@ tokenized once, in shards, by several processes on several hosts, resumable.
 
 1. The plan. Task 0 makes the tokenizer the config describes (trained on the first
    `tokenizer.max_train_texts` texts of the training split, or loaded from `tokenizer.path`),
-   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset and its data_dir, its kind,
-   the tokenizer's settings and fingerprint, and each split's shards. The other tasks wait for
-   the plan. A rerun reads the plan and goes on when it asks for the same store, or stops naming
-   what differs.
+   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset and its data_dir (an hf:
+   dataset's read settings too: its text column, subset and held-out slice), its kind, the
+   tokenizer's settings and fingerprint, and each split's shards (an hf: dataset streamed from
+   its files: one per file). The other tasks wait for the plan. A rerun reads the plan and goes
+   on when it asks for the same store, or stops naming what differs.
 2. The shards. Task i tokenizes the shards k with k % n == i that are not done yet, `workers`
    at a time in worker processes. A shard's arrays are staged on local disk and put in place
    whole (a rename, or one upload each), then its NNNNN.json: a shard counts as done only once
@@ -19,7 +20,6 @@ tokenized once, in shards, by several processes on several hosts, resumable.
 
 import contextlib
 import json
-import math
 import multiprocessing
 import os
 import time
@@ -27,6 +27,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data import tokenizers
@@ -54,15 +55,23 @@ def make_plan(config, split_names: Sequence[str], examples_per_shard: int, token
   """What the store will hold: a pure function of the config, so every task computes the same
   shards (task 0 writes it, the others read it)."""
   kind = _kind(config)
-  shards = {}
-  for split in split_names:
-    count = datasets.num_examples(config.dataset, split, data_dir=config.data_dir)
-    shards[split] = max(1, math.ceil(count / examples_per_shard))
+  read_options = data.read_options(config)
+  shards = {
+      split: datasets.num_shards(
+          config.dataset,
+          split,
+          examples_per_shard,
+          data_dir=config.data_dir,
+          read_options=read_options,
+      )
+      for split in split_names
+  }
   return {
       "format": token_store.FORMAT,
       "version": token_store.VERSION,
       "dataset": config.dataset,
       "data_dir": _data_dir(config),
+      "read_settings": datasets.read_settings(config.dataset, read_options),
       "kind": kind,
       "fields": list(token_store.fields_of(kind, datasets.texts_per_example(config.dataset))),
       "labels": kind == "labeled",
@@ -158,6 +167,9 @@ def _plan(config, output, split_names, examples_per_shard, task_index, report) -
   }
   if "data_dir" in plan:  # (a plan written before plans recorded it: unknown)
     have["data_dir"], want["data_dir"] = plan["data_dir"], _data_dir(config)
+  if "read_settings" in plan:  # likewise
+    have["read_settings"] = plan["read_settings"]
+    want["read_settings"] = datasets.read_settings(config.dataset, data.read_options(config))
   differ = [key for key in have if have[key] != want[key]]
   if differ:
     listing = "; ".join(f"{k}: the store's {have[k]!r}, now {want[k]!r}" for k in differ)
@@ -196,7 +208,11 @@ def _tokenizer(config, output: str, report):
   tokenizer = tokenizers.from_settings(
       tc,
       lambda: datasets.dataset_texts(
-          config.dataset, "train", max_texts=tc.max_train_texts, data_dir=config.data_dir
+          config.dataset,
+          "train",
+          max_texts=tc.max_train_texts,
+          data_dir=config.data_dir,
+          read_options=data.read_options(config),
       ),
   )
   with storage.output_path(directory, overwrite=True) as staged:
@@ -228,6 +244,10 @@ def _run(jobs, workers: int):
   context = multiprocessing.get_context("spawn")
   with context.Pool(min(workers, len(jobs))) as pool:
     yield from pool.imap_unordered(write_shard, jobs)
+    # The workers exit on their own, releasing what they made: a terminated one leaves its
+    # semaphores (tqdm's lock, which an hf: dataset's reader makes) for Python to warn about.
+    pool.close()
+    pool.join()
 
 
 _TOKENIZERS = {}  # output -> its tokenizer, once per worker process
@@ -256,6 +276,7 @@ def write_shard(job) -> tuple[str, int, int, int, float]:
       data_dir=data_dir,
       shard=k,
       shard_count=plan["shards"][split],
+      read_options=data.ReadOptions(**plan.get("read_settings", {})),
   )
   lengths = {field: [] for field in fields}
   labels = []
