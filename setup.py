@@ -39,8 +39,15 @@ INSTALL_REQUIRES = [
 GCS_REQUIRES = ["gcsfs", "google-cloud-storage>=2.14"]
 
 # `pip install -e .[data]`: the formats researchers pretrain on today (vit_jax/data/): parquet
-# (pyarrow), jsonl.zst (zstandard), the Hugging Face hub (datasets) and webdataset shards.
-DATA_REQUIRES = ["pyarrow>=17", "zstandard>=0.22", "datasets>=3.0", "webdataset>=0.2.100"]
+# (pyarrow), jsonl.zst (zstandard), the Hugging Face hub (datasets) and webdataset shards (brace
+# ranges of shard names, `shards-{0000..1023}.tar`, expanded by braceexpand).
+DATA_REQUIRES = [
+    "pyarrow>=17",
+    "zstandard>=0.22",
+    "datasets>=3.0",
+    "webdataset>=0.2.100",
+    "braceexpand>=0.1.7",
+]
 
 TEST_REQUIRES = [
     "pytest",

@@ -28,6 +28,7 @@ import tensorflow_datasets as tfds
 
 from tests import helpers
 from tests.data import hub_data
+from tests.data.image import wds_shards
 from vit_jax import convert
 from vit_jax import data
 from vit_jax import main
@@ -134,7 +135,9 @@ def with_local_paths(command: Command, tmp_path) -> list[str]:
     name, sep, value = arg.partition("=")
     if sep and (name == "--workdir" or re.match(r"(workdirs/|gs://|/)", value)):
       arg = f"{name}={local_path(value, tmp_path)}"
-    if name == "--config.mixture.stores":  # NAME=STORE,...
+    elif sep and value.startswith(WDS + "/"):  # webdataset shards: `data_for` writes them
+      arg = f"{name}={WDS}{local_path(value[len(WDS) :], tmp_path)}"
+    elif name == "--config.mixture.stores":  # NAME=STORE,...
       arg = f"{name}=" + ",".join(f"{n}={local_path(s, tmp_path)}" for n, s in mixed(value))
     argv.append(arg)
   return argv
@@ -193,8 +196,20 @@ class Imagenet21k(tfds.core.GeneratorBasedBuilder):
     raise NotImplementedError("only mocked")
 
 
+WDS = "wds:"
+
+
 def data_for(config):
-  """TFDS mock data, except for the embedded digits (a local TFDS dataset, built for real)."""
+  """TFDS mock data, except for the embedded digits (a local TFDS dataset, built for real) and
+  webdataset shards (a few written where the command names them)."""
+  if config.dataset.startswith(WDS):
+    root = config.dataset[len(WDS) :]
+    if not os.path.exists(root):
+      # Labels up to 999, so that the shards have a recipe's 1,000 classes.
+      wds_shards.write_shades(
+          root, {"train": (24, 24), "validation": (8,)}, label_of=lambda n: 999 - n
+      )
+    return contextlib.nullcontext()
   if config.dataset == "sklearn_digits":
     return contextlib.nullcontext()
   return tfds.testing.mock_data(num_examples=32)

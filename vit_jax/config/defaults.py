@@ -240,7 +240,7 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
 
 
 # What image and text runs saved before these keys existed trained with.
-_IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop"}
+_IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop", "bad_images": "skip"}
 _TEXT_KEYS_ADDED_LATER = {"mixture": {"stores": None, "weights": None}}
 
 

@@ -19,14 +19,17 @@ HUB_PREFIX = "hf:"  # a Hugging Face hub dataset or a folder of one (data/hub.py
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
   """How a config says its dataset is read, beside its name and data_dir (`read_options`): the
-  columns that hold text, images and labels, and an hf: dataset's subset and held-out slice. A
-  field is None where the config has no such key (an image config has no text_key)."""
+  columns that hold text, images and labels (label_key is also the field of a wds: sample's
+  KEY.json that holds its class), an hf: dataset's subset and held-out slice, and what an image
+  that does not decode is: "error" refuses it, else (skip, None) it is left out with a warning.
+  A field is None where the config has no such key (an image config has no text_key)."""
 
   text_key: str | None = None
   image_key: str | None = None
   label_key: str | None = None
   hf_subset: str | None = None
   hf_holdout: int | None = None
+  bad_images: str | None = None
 
 
 def read_options(config) -> ReadOptions:

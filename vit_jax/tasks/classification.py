@@ -126,8 +126,9 @@ class ImageClassification(base.Task):
         process_index=shard,  # the pipeline reads share `shard` of `shard_count`
         process_count=shard_count,
         download=c.download,
-        bad_images=c.bad_images,  # a folder's undecodable files: skipped or refused when read
-        read_options=data.read_options(c),  # an hf: dataset's columns, subset and held-out slice
+        # the label field, an hf: dataset's columns, subset and held-out slice, and whether an
+        # image that does not decode is skipped or refused
+        read_options=data.read_options(c),
     )
 
   def model_inputs(self, batch):

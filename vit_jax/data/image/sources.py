@@ -13,8 +13,10 @@ Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 root/<split>/<class>/*.jpg|png, listed once into an index (data/image/folder.py); a folder's eval
 split is its test/, else validation/, else val/ folder; or 'hf:NAME_OR_DIR', a Hugging Face hub
 dataset or a folder of one (data/hub.py), whose eval split is its validation split (its own or
-held out of train), else its test split. The datasets with default splits of their own, and those
-built here (prepared on first use), are the rows of data/tfds_builders.py IMAGE_DATASETS.
+held out of train), else its test split; or 'wds:PATTERN' for webdataset shards
+(data/image/webdataset.py: tars of KEY.jpg with KEY.cls, splits named in the shards' names). The
+datasets with default splits of their own, and those built here (prepared on first use), are the
+rows of data/tfds_builders.py IMAGE_DATASETS.
 """
 
 import dataclasses
@@ -29,6 +31,7 @@ from vit_jax import errors
 from vit_jax.data import tfds_builders
 
 FOLDER_PREFIX = "folder:"
+WDS_PREFIX = "wds:"
 
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
@@ -57,6 +60,13 @@ class ImageSource:
   multi_label: bool = False
   # Whether `labels` alone are the targets, without `label` (data/tfds_builders.py ImageDataset).
   labels_alone: bool = False
+  # (split, process_index, process_count) -> a function from (seed, start) to
+  # `read_files_shuffled`'s share for that seed from its example `start` on, reached without
+  # reading the examples before it; None: the source can only be read from the start. A source
+  # that has it is shuffled in blocks, so a resume reads one block (data/image/pipeline.py).
+  read_from: Callable[[str, int, int], Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]] | None = (
+      None
+  )
 
 
 def open_source(
@@ -66,11 +76,17 @@ def open_source(
     download: bool = False,
     read_options: data.ReadOptions | None = None,
 ) -> ImageSource:
-  """`read_options`: the config's (data.read_options), which an hf: dataset needs."""
+  """`read_options`: the config's (data.read_options), which hf: and wds: datasets need: the
+  columns or the JSON field that hold images and labels, and whether an image that does not
+  decode is left out or refused (`bad_images`)."""
   if dataset.startswith(FOLDER_PREFIX):
     return _folder_source(dataset[len(FOLDER_PREFIX) :])
+  if dataset.startswith((data.HUB_PREFIX, WDS_PREFIX)) and read_options is None:
+    raise ValueError(f"{dataset}: open_source needs the config's read_options.")
   if dataset.startswith(data.HUB_PREFIX):
     return _hub_source(dataset, data_dir, read_options)
+  if dataset.startswith(WDS_PREFIX):
+    return _webdataset_source(dataset[len(WDS_PREFIX) :], read_options)
   return _tfds_source(dataset, data_dir=data_dir, download=download)
 
 
@@ -110,8 +126,6 @@ def _hub_source(dataset: str, cache_dir: str | None, read_options) -> ImageSourc
   # pylint: disable-next=g-import-not-at-top  (only hf: datasets load the `datasets` library)
   from vit_jax.data import hub
 
-  if read_options is None:
-    raise ValueError(f"{dataset}: open_source needs the config's read_options.")
   images = data.opened(
       ("hf images", dataset, read_options, cache_dir),
       lambda: hub.open_images(dataset, read_options, cache_dir),
@@ -159,6 +173,39 @@ def _hub_rows(images, split: str, rows, count: int) -> tf.data.Dataset:
   return examples.unbatch().apply(tf.data.experimental.assert_cardinality(count))
 
 
+def _webdataset_source(pattern: str, read_options: data.ReadOptions) -> ImageSource:
+  # pylint: disable-next=g-import-not-at-top  (only runs that name wds: index shards)
+  from vit_jax.data.image import webdataset
+
+  label_key = read_options.label_key
+  shards = data.opened(
+      ("wds", pattern, label_key), lambda: webdataset.Shards.open(pattern, label_key)
+  )
+  shards.check_images(read_options.bad_images)
+
+  def read_files_shuffled(split: str, process_index: int, process_count: int):
+    read_from = shards.read_from(split, process_index, process_count)
+    return lambda seed_2: read_from(seed_2, tf.constant(0, tf.int64))
+
+  return ImageSource(
+      name=WDS_PREFIX + pattern,
+      num_classes=shards.num_classes,
+      train_split="train" if "train" in shards.splits else None,
+      eval_split=shards.eval_split,
+      read=shards.read,
+      read_files_shuffled=read_files_shuffled,
+      check_split=functools.partial(_check_webdataset_split, shards),
+      read_from=shards.read_from,
+  )
+
+
+def _check_webdataset_split(shards, key: str, split: str) -> None:
+  try:
+    shards.num_examples(split)
+  except errors.DataError as e:
+    raise errors.DataError(f"--config.{key}={e}") from None
+
+
 def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
   base_name = tfds_builders.base_name(dataset)
   if base_name not in tfds_builders.IMAGE_DATASETS:
@@ -168,7 +215,8 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       raise errors.ConfigError(
           f"Unknown dataset {dataset!r}. Known: {sorted(tfds_builders.IMAGE_DATASETS)}, any "
           f"other TFDS image classification dataset, or "
-          f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png)."
+          f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png), or "
+          f"'{WDS_PREFIX}/path/to/shards' (webdataset tars)."
       ) from e
   builder = tfds_builders.open_builder(dataset, data_dir=data_dir, prepare=download)
   features = builder.info.features
@@ -267,6 +315,13 @@ def check_config(config) -> None:
   )
   for key in data.SPLIT_KEYS:
     _check_split(source, config.dataset, key, config[key] or getattr(source, key))
+  if config.num_classes is not None and source.num_classes != config.num_classes:
+    raise errors.DataError(
+        f"{config.dataset!r} has {source.num_classes} classes (labels 0 to "
+        f"{source.num_classes - 1}), not --config.num_classes={config.num_classes}: the labels "
+        "are one-hot over the dataset's classes. Set it to the dataset's count, or leave it "
+        "unset to read it from the dataset."
+    )
   if source.classes_in is not None and not config.allow_class_mismatch:
     _check_classes_agree(config, source)
 
