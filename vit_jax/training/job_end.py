@@ -12,6 +12,7 @@ barrier that a peer stuck in a collective would never reach. Process 0, which se
 coordination, leaves last, once every process has read the line (or after ACK_WAIT_S).
 """
 
+import atexit
 import json
 import os
 import sys
@@ -23,8 +24,9 @@ import jax
 _ENDED = "vit_jax/job_end/ended"  # {"process", "code", "line"} of the first process that ended
 _SEEN = "vit_jax/job_end/seen/"  # one key per process that read it
 ACK_WAIT_S = 10.0  # how long an ending process waits for the others to read its line
-_WAIT_MS = 60_000  # one wait of the watcher for the key
+_WAIT_MS = 1000  # one wait of the watcher for the key (and how long stopping it may take)
 _ending = threading.Event()  # this process is ending by itself: its watcher stays quiet
+_stop = threading.Event()  # the process exits: the watcher returns
 
 
 def _client():
@@ -37,15 +39,22 @@ def watch() -> None:
   """In a job of several processes: starts the thread that ends this process when another one
   ends the job (`end`)."""
   if jax.process_count() > 1 and _client() is not None:
-    threading.Thread(target=_watch, args=(_client(),), name="vit_jax-job-end", daemon=True).start()
+    watcher = threading.Thread(
+        target=_watch, args=(_client(),), name="vit_jax-job-end", daemon=True
+    )
+    watcher.start()
+    # Stopped before the interpreter finalizes: a daemon thread still inside the client's wait
+    # then would abort the process ("FATAL: exception not rethrown") as it exits.
+    atexit.register(lambda: (_stop.set(), watcher.join(timeout=2 * _WAIT_MS / 1000)))
 
 
 def _watch(client) -> None:
-  while True:
+  while not _stop.is_set():
+    started = time.time()
     try:
       ended = json.loads(client.blocking_key_value_get(_ENDED, _WAIT_MS))
     except Exception:  # pylint: disable=broad-except  (nothing yet, or the service is gone)
-      time.sleep(1)
+      _stop.wait(max(0.0, _WAIT_MS / 1000 - (time.time() - started)))  # a wait's worth, at least
       continue
     _seen(client)
     if _ending.is_set():  # this process ends by itself (`end`)
