@@ -100,16 +100,29 @@ def test_a_bucket_append_cut_off_before_its_compose_leaves_no_trace(gcs, monkeyp
   assert storage.listdir(storage.parent(path)) == ["log"]
 
 
-def test_a_bucket_append_over_another_writer_s_change_is_refused(gcs):
+# Another writer's file: longer than ours would be, or as long with other bytes at the end.
+@pytest.mark.parametrize("theirs", ["another writer\n", "1\nX\n"])
+def test_a_bucket_append_over_another_writer_s_change_is_refused(gcs, theirs):
   path = storage.join(gcs.new_dir("append"), "log")
   log = storage.appender(path)
   log.write("1\n")
   log.flush()
-  storage.write_text(path, "another writer\n")
+  storage.write_text(path, theirs)
   log.write("2\n")
   with pytest.raises(errors.StorageError, match="changed while this process appended"):
     log.flush()
-  assert storage.read_text(path) == "another writer\n"
+  assert storage.read_text(path) == theirs
+
+
+def test_a_delete_is_done_once_even_if_its_answer_is_lost(gcs, monkeypatch):
+  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
+  path = storage.join(gcs.new_dir("delete"), "x")
+  with pytest.raises(FileNotFoundError):  # nothing there: the first try says so
+    storage.remove(path)
+  storage.write_text(path, "x")
+  lost = faults.inject(gcs, path.split("//", 1)[1], "lost", only=["DELETE"])
+  storage.remove(path)  # deleted, its answer lost: the next try finds it gone, which is done
+  assert lost.failed() == 1 and not storage.exists(path)
 
 
 def test_a_bucket_append_rewrites_the_file_before_compose_s_component_limit(gcs, monkeypatch):

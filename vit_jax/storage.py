@@ -664,10 +664,26 @@ def makedirs(path) -> None:
 
 
 def remove(path) -> None:
-  if is_remote(path):
-    ride_out(_removing(_epath(path).unlink), path, f"deleting {path}")
-  else:
+  """Deletes file `path`; FileNotFoundError if there is none. In a bucket, through Google's
+  client, once the object is known to exist: a retried delete (the client's own, or the next
+  try's) whose first one landed finds it gone, which is then done."""
+  if not is_remote(path):
     os.remove(path)
+    return
+  blob, seen = _blob(path), []
+
+  def delete():
+    try:
+      if not seen:
+        blob.reload(retry=_client_retry())
+        seen.append(True)
+      blob.delete(retry=_client_retry())
+    except _refused()[1] as e:  # NotFound
+      if not seen:
+        raise FileNotFoundError(f"{path} does not exist") from e
+
+  ride_out(delete, path, f"deleting {path}")
+  _forget_listings(os.fspath(path))
 
 
 def _removing(delete):
