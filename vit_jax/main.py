@@ -61,7 +61,7 @@ def main(argv):
   if note and jax.process_index() == 0:
     print(note, file=sys.stderr)
   try:
-    with errors.exit_on_user_error(where=FLAGS.workdir, end=job_end.end):
+    with errors.exit_on_user_error(where=FLAGS.workdir, end=job_end.end), job_end.after_a_peer():
       result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   except train.NonFiniteError as e:
     print(f"error: {e}", file=sys.stderr)

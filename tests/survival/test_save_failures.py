@@ -224,5 +224,5 @@ def test_a_save_failing_on_one_process_ends_both_in_one_line(gcs, digits_dir, tm
   assert "did not answer (ValueError: ABORTED: Error writing" in outputs[1]
   assert "while saving checkpoint 4" in outputs[1]
   assert "error: process 1 of the job stopped: gs://vit-jax-test did not answer" in outputs[0]
-  assert abs(ended[0] - ended[1]) < job_end.ACK_WAIT_S + 5  # together, not at a timeout
+  assert abs(ended[0] - ended[1]) < job_end.LEAVE_WAIT_S + 5  # together, not at a timeout
   assert saved_steps(workdir) == [2]  # the last finished step, which a rerun resumes from

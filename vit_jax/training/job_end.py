@@ -4,15 +4,20 @@ In a job of several processes, a process that stops on a user error (a storage t
 answer, a refused write) would leave the others waiting for it in a collective: a checkpoint's
 barrier, the next train step. They would wait until the heartbeat timeout, then abort with a
 fatal error of JAX's runtime. Instead, the process that stops (`end`) writes its line and exit
-code to the job's coordination service, and every other process, whose watcher thread (`watch`)
-waits for that key, prints the same line and exits with the same code at once.
+code to the job's coordination service, and every other process ends with the same line and code:
+- one whose collective fails as the stopped process leaves (gloo's "connection closed by peer")
+  finds the line there (`after_a_peer`);
+- one still waiting (its peer has not left: process 0, which serves the coordination, leaves
+  last) is ended by its watcher thread (`watch`) after GRACE_S, unless it ends by itself first:
+  where every process meets the same error (a config check), each reports its own.
 
-A process that ends this way leaves with `os._exit`: its runtime's orderly shutdown is itself a
-barrier that a peer stuck in a collective would never reach. Process 0, which serves the job's
-coordination, leaves last, once every process has read the line (or after ACK_WAIT_S).
+Every process leaves with `os._exit`: its runtime's orderly shutdown is itself a barrier that a
+peer stuck in a collective would never reach. Process 0 leaves last, once every other process has
+left (or after LEAVE_WAIT_S): a process that outlives the coordination service is aborted by it.
 """
 
 import atexit
+import contextlib
 import json
 import os
 import sys
@@ -21,15 +26,22 @@ import time
 
 import jax
 
+from vit_jax import errors
+
 _ENDED = "vit_jax/job_end/ended"  # {"process", "code", "line"} of the first process that ended
-_SEEN = "vit_jax/job_end/seen/"  # one key per process that read it
-ACK_WAIT_S = 10.0  # how long an ending process waits for the others to read its line
+_LEFT = "vit_jax/job_end/left/"  # one key per process that is leaving
+# How long a process that read another's line waits to end by itself first.
+GRACE_S = 10.0
+LEAVE_WAIT_S = GRACE_S + 10  # how long process 0 waits for the others to leave
 _WAIT_MS = 1000  # one wait of the watcher for the key (and how long stopping it may take)
 _ending = threading.Event()  # this process is ending by itself: its watcher stays quiet
 _stop = threading.Event()  # the process exits: the watcher returns
 
 
 def _client():
+  """The job's coordination client, or None in a job of one process."""
+  if jax.process_count() == 1:
+    return None
   from jax._src import distributed  # pylint: disable=g-import-not-at-top  (as orbax reads it)
 
   return distributed.global_state.client
@@ -38,14 +50,14 @@ def _client():
 def watch() -> None:
   """In a job of several processes: starts the thread that ends this process when another one
   ends the job (`end`)."""
-  if jax.process_count() > 1 and _client() is not None:
-    watcher = threading.Thread(
-        target=_watch, args=(_client(),), name="vit_jax-job-end", daemon=True
-    )
-    watcher.start()
-    # Stopped before the interpreter finalizes: a daemon thread still inside the client's wait
-    # then would abort the process ("FATAL: exception not rethrown") as it exits.
-    atexit.register(lambda: (_stop.set(), watcher.join(timeout=2 * _WAIT_MS / 1000)))
+  client = _client()
+  if client is None:
+    return
+  watcher = threading.Thread(target=_watch, args=(client,), name="vit_jax-job-end", daemon=True)
+  watcher.start()
+  # Stopped before the interpreter finalizes: a daemon thread still inside the client's wait
+  # then would abort the process ("FATAL: exception not rethrown") as it exits.
+  atexit.register(lambda: (_stop.set(), watcher.join(timeout=2 * _WAIT_MS / 1000)))
 
 
 def _watch(client) -> None:
@@ -56,11 +68,12 @@ def _watch(client) -> None:
     except Exception:  # pylint: disable=broad-except  (nothing yet, or the service is gone)
       _stop.wait(max(0.0, _WAIT_MS / 1000 - (time.time() - started)))  # a wait's worth, at least
       continue
-    _seen(client)
-    if _ending.is_set():  # this process ends by itself (`end`)
-      return
-    print(f"error: process {ended['process']} of the job stopped: {ended['line']}", file=sys.stderr)
-    _exit(client, ended["code"])
+    deadline = time.time() + GRACE_S
+    while time.time() < deadline:
+      if _ending.is_set() or _stop.is_set():  # this process ends by itself
+        return
+      time.sleep(0.05)
+    _follow(client, ended)
 
 
 def end(line: str, code: int) -> None:
@@ -68,32 +81,43 @@ def end(line: str, code: int) -> None:
   others end with the same line and code."""
   _ending.set()
   print(f"error: {line}", file=sys.stderr, flush=True)
-  client = _client() if jax.process_count() > 1 else None
+  client = _client()
   if client is None:
     sys.exit(code)
   ended = {"process": jax.process_index(), "code": code, "line": line}
-  try:
+  with contextlib.suppress(Exception):  # another process ended first: it tells them
     client.key_value_set(_ENDED, json.dumps(ended))
-  except Exception:  # pylint: disable=broad-except  (another process ended first: it tells them)
-    pass
-  _seen(client)
-  _exit(client, code)
+  _leave(client, code)
 
 
-def _seen(client) -> None:
+@contextlib.contextmanager
+def after_a_peer():
+  """Inside the trainer's command: an error of this process that follows another's end (its
+  collective failed as that process left) ends it with that process's line and code."""
   try:
-    client.key_value_set(_SEEN + str(jax.process_index()), "1")
-  except Exception:  # pylint: disable=broad-except
-    pass
+    yield
+  except Exception as e:
+    client = _client()
+    if client is not None and errors.user_problem(e) is None:  # a user error is this one's own
+      with contextlib.suppress(Exception):  # no process ended: the error is this one's own
+        _follow(client, json.loads(client.blocking_key_value_get(_ENDED, 2000)))
+    raise
 
 
-def _exit(client, code: int) -> None:
-  """Leaves at once; process 0, which serves the job's coordination, once every process has
-  read the line (or after ACK_WAIT_S): a process that outlives the service is aborted by it."""
-  deadline = time.time() + ACK_WAIT_S
+def _follow(client, ended: dict) -> None:
+  _ending.set()
+  print(f"error: process {ended['process']} of the job stopped: {ended['line']}", file=sys.stderr)
+  _leave(client, ended["code"])
+
+
+def _leave(client, code: int) -> None:
+  """Leaves at once; process 0 once every other process has left (or after LEAVE_WAIT_S)."""
+  with contextlib.suppress(Exception):
+    client.key_value_set(_LEFT + str(jax.process_index()), "1")
+  deadline = time.time() + LEAVE_WAIT_S
   while jax.process_index() == 0 and time.time() < deadline:
     try:
-      if len(client.key_value_dir_get(_SEEN)) >= jax.process_count():
+      if len(client.key_value_dir_get(_LEFT)) >= jax.process_count():
         break
     except Exception:  # pylint: disable=broad-except
       break
