@@ -6,12 +6,16 @@ is opened once, so the checks, the input pipeline and the evaluators share it.
 """
 
 import contextlib
+import importlib
 import os
 from typing import Callable, Hashable, TypeVar
 
+from vit_jax import errors
 from vit_jax import startup
 
 SPLIT_KEYS = ("train_split", "eval_split")  # the config keys that name a split of the dataset
+# The readers of parquet, jsonl.zst, the Hugging Face hub and webdataset shards need the data extra.
+INSTALL_DATA = 'pip install -e ".[data]"'
 
 _T = TypeVar("_T")
 _opened: dict[Hashable, object] | None = None  # key -> opened thing, inside `opened_once()`
@@ -36,6 +40,17 @@ def opened(key: Hashable, open_fn: Callable[[], _T]) -> _T:
   if key not in _opened:
     _opened[key] = open_fn()
   return _opened[key]
+
+
+def import_extra(module: str, needed_by: str):
+  """Module `module` of the data extra, imported; a MissingExtraError naming the install command
+  for `needed_by` (what reads it) where the extra is not installed."""
+  try:
+    return importlib.import_module(module)
+  except ImportError as e:
+    raise errors.MissingExtraError(
+        f"{needed_by} needs the data extra ({module} is not installed): {INSTALL_DATA}"
+    ) from e
 
 
 # The share of the host's memory that tf.data's autotuner may fill with its buffers.
