@@ -36,6 +36,9 @@ CHOICES = {
     "progress": ("auto", "bar", "lines"),  # auto: a bar on a terminal, else lines
     # a folder: dataset's undecodable files: skipped (warned, counted), or an error
     "bad_images": ("skip", "error"),
+    # a files: dataset's bad documents (a line that is not JSON, a record without the text
+    # field, a parquet row that does not decode): an error naming it, or skipped (warned, counted)
+    "bad_documents": ("error", "skip"),
     # how training reads a stream: dataset (data/text/stream.py): windows at random, or in order
     "stream.windows": ("random", "sequential"),
     # the image eval view (data/image/pipeline.py eval_crop_fraction): the training view (an
@@ -186,6 +189,10 @@ def text_defaults(
   # reads it by index (vit_jax/data/text/token_store.py). Streamed TFDS datasets (c4, lm1b,
   # wikipedia, wmt14) need one; None: the dataset is tokenized in memory when the run starts.
   c.token_store = placeholder(str)
+  # files: datasets of jsonl or parquet files (vit_jax/data/text/files.py): the field or column
+  # that holds the text (None: "text"), and what a bad document is (CHOICES).
+  c.text_key = placeholder(str)
+  c.bad_documents = "error"
   c.tokenizer = ml_collections.ConfigDict(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use
@@ -226,6 +233,8 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
 
 # What image runs saved before these keys existed trained with.
 _IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop"}
+# What text runs saved before these keys existed read: every file's field `text`, no bad ones.
+_TEXT_KEYS_ADDED_LATER = {"text_key": None, "bad_documents": "error"}
 
 
 def from_saved(saved: dict) -> dict:
@@ -242,6 +251,8 @@ def from_saved(saved: dict) -> dict:
   added = training_defaults().to_dict()
   if tasks.TASKS[saved["task"]].reads_images:
     added.update(_IMAGE_KEYS_ADDED_LATER)
+  else:
+    added.update(_TEXT_KEYS_ADDED_LATER)
   return filled(added, saved)
 
 

@@ -111,6 +111,8 @@ class Classification(TaskEval):
           key=self.config_key("split"),
           data_dir=c.data_dir,
           token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
+          text_key=c.text_key,
+          bad_documents=c.bad_documents,
       )
       return
     from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top

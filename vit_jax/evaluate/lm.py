@@ -28,6 +28,8 @@ class TextTaskEval(base.TaskEval):
         key=self.config_key("split"),
         data_dir=c.data_dir,
         token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
+        text_key=c.text_key,
+        bad_documents=c.bad_documents,
     )
 
 

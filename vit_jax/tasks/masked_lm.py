@@ -38,6 +38,8 @@ class MaskedLM(text_common.TextTask):
         tokenizer=self.tokenizer,
         token_store_path=c.token_store,
         data_dir=c.data_dir,
+        text_key=c.text_key,
+        bad_documents=c.bad_documents,
     )
     documents = split.examples("text", np.arange(min(200, split.num_examples)))
     counts = np.bincount(

@@ -62,7 +62,12 @@ def tokenizer_for(config, workdir: str):
     if stream.is_stream(config.dataset):  # the training text only: the tail stays unseen
       return stream.tokenizer_texts(config.dataset, config.stream.holdout)[: tc.max_train_texts]
     return datasets.dataset_texts(
-        config.dataset, "train", max_texts=tc.max_train_texts, data_dir=config.data_dir
+        config.dataset,
+        "train",
+        max_texts=tc.max_train_texts,
+        data_dir=config.data_dir,
+        text_key=config.text_key,
+        bad_documents=config.bad_documents,
     )
 
   return tokenizers.from_settings(tc, texts)
@@ -124,6 +129,8 @@ class TextTask(task_base.Task):
         start_step=start_step,
         token_store=c.token_store,
         data_dir=c.data_dir,
+        text_key=c.text_key,
+        bad_documents=c.bad_documents,
         shard=shard,  # the data functions read input shard `shard` of `shard_count`
         shard_count=shard_count,
     )

@@ -47,6 +47,8 @@ class Reading:
   start_step: int = 0
   token_store: Optional[str] = None  # the run's token store (a dataset name is read from it)
   data_dir: Optional[str] = None
+  text_key: Optional[str] = None  # files with fields: the text's (datasets.open_split)
+  bad_documents: str = "error"
   shard: int = 0
   shard_count: int = 1
 
@@ -58,6 +60,8 @@ class Reading:
         split=self.split,
         token_store_path=self.token_store,
         data_dir=self.data_dir,
+        text_key=self.text_key,
+        bad_documents=self.bad_documents,
     )
 
   def units(self, units_per_epoch: int, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -4,8 +4,9 @@
 
 Names:
   embedded                  the corpus shipped with Python (vit_jax.data.text.corpus)
-  files:/path/*.txt         local files, one document per file
-  paragraphs:/path/*.txt    local files, documents split at blank lines
+  files:/path/*.txt         files (local or gs://), one document per file; .jsonl, .jsonl.gz
+                            and .jsonl.zst files one per line, .parquet one per row (files.py)
+  paragraphs:/path/*.txt    .txt files, documents split at blank lines
   c4, lm1b, wikipedia, tiny_shakespeare          documents (TFDS)
   imdb_reviews, glue/sst2, ag_news_subset        labeled texts (TFDS)
   wmt14_translate/de-en                          translation pairs (TFDS)
@@ -16,22 +17,23 @@ Examples come in three kinds: 'documents' (str), 'labeled'
 dataset also serves documents (its texts), so one can language-model imdb.
 
 Splits: 'train' and 'validation' map to each dataset's own split names; any
-other string is passed to TFDS as is ('train[:1%]'). Local files and the
+other string is passed to TFDS as is ('train[:1%]'). Files and the
 embedded corpus hold out every 20th document as 'validation'.
 
 Training reads a split as tokens by index (`open_split`, a token_store.Split): a dataset held
 in memory (`in_memory`, the embedded corpus, files, toy tasks) is tokenized whole when a run
 starts (once per run, `data.opened_once`), into the layout a token store has; a streamed TFDS
 dataset (`is_streamed`: c4, lm1b, wikipedia, wmt14) is read only from its token store, made once
-by `python -m vit_jax.prepare`, which reads it here shard by shard (`read_examples`).
+by `python -m vit_jax.prepare`, which reads it here shard by shard (`read_examples`), as it reads
+files too big to hold (streamed, never whole).
+
+Files of a format with fields (jsonl, parquet) are read by `text_key` (None: the field `text`);
+a bad document of theirs is an error, or skipped with `bad_documents="skip"` (files.py).
 """
 
 import dataclasses
 import functools
-import glob
 import itertools
-import os
-import re
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -105,7 +107,7 @@ TFDS_DATASETS = {
 # Dataset name -> the task of vit_jax/data/text/seq2seq_toy.py that generates it (loaded only
 # when a run names one).
 TOY_DATASETS = {"toy_reverse": "reverse", "toy_number_words": "number_words"}
-FILE_PREFIXES = ("files:", "paragraphs:")
+FILE_PREFIXES = ("files:", "paragraphs:")  # vit_jax/data/text/files.py, imported when named
 
 
 def known_names() -> list[str]:
@@ -152,14 +154,22 @@ def texts_per_example(name: str) -> int:
 
 
 def memory_examples(
-    name: str, split: str = "train", *, kind: str = "documents", data_dir: Optional[str] = None
+    name: str,
+    split: str = "train",
+    *,
+    kind: str = "documents",
+    data_dir: Optional[str] = None,
+    text_key: Optional[str] = None,
+    bad_documents: str = "error",
 ) -> list:
   """Every example of `kind` of a dataset held in memory, in stored order."""
   check_kind(name, kind)
   if name == "embedded":
     return list(corpus.split_documents(split))
   if name.startswith(FILE_PREFIXES):
-    return _file_documents(name, split)
+    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+    return list(files.documents(name, split, text_key=text_key, bad_documents=bad_documents))
   if name in TOY_DATASETS:
     return list(_toy_examples(TOY_DATASETS[name], split))
   if is_streamed(name):
@@ -173,25 +183,46 @@ def read_examples(
     *,
     kind: str = "documents",
     data_dir: Optional[str] = None,
+    text_key: Optional[str] = None,
+    bad_documents: str = "error",
     shard: int = 0,
     shard_count: int = 1,
 ) -> Iterator[Any]:
   """The examples of `kind` of shard `shard` of `shard_count` of the split, in stored order:
-  contiguous parts that together hold the split once (a token store's shards)."""
+  contiguous parts that together hold the split once (a token store's shards). Files are
+  streamed, never held whole."""
   check_kind(name, kind)
   if not 0 <= shard < shard_count:
     raise ValueError(f"shard={shard} must be in [0, shard_count={shard_count}).")
   if is_streamed(name):
     return _tfds_examples(TFDS_DATASETS[name], split, kind, data_dir, shard, shard_count)
+  if name.startswith(FILE_PREFIXES):
+    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+    return files.documents(
+        name,
+        split,
+        text_key=text_key,
+        bad_documents=bad_documents,
+        shard=shard,
+        shard_count=shard_count,
+    )
   examples = memory_examples(name, split, kind=kind, data_dir=data_dir)
   lo, hi = (len(examples) * k // shard_count for k in (shard, shard + 1))
   return iter(examples[lo:hi])
 
 
-def num_examples(name: str, split: str, data_dir: Optional[str] = None) -> int:
+def num_examples(
+    name: str,
+    split: str,
+    data_dir: Optional[str] = None,
+    text_key: Optional[str] = None,
+    bad_documents: str = "error",
+) -> int:
   """How many examples the split holds (a TFDS dataset's from its metadata)."""
   if not is_streamed(name):
-    return len(memory_examples(name, split, kind=dataset_kind(name), data_dir=data_dir))
+    options = dict(data_dir=data_dir, text_key=text_key, bad_documents=bad_documents)
+    return len(memory_examples(name, split, kind=dataset_kind(name), **options))
   spec = TFDS_DATASETS[name]
   builder = _builder(spec, data_dir)
   if builder.info.splits:
@@ -216,20 +247,22 @@ def open_split(
     tokenizer,
     token_store_path: Optional[str] = None,
     data_dir: Optional[str] = None,
+    text_key: Optional[str] = None,
+    bad_documents: str = "error",
 ) -> token_store.Split:
   """Split `split` of `dataset` as examples of `kind`: the store's where `token_store_path` names
-  one (made from `dataset`), else tokenized in memory (each once per run, `data.opened_once`)."""
+  one (made from `dataset`), else tokenized in memory (each once per run, `data.opened_once`).
+  `text_key`, `bad_documents`: how files with fields are read (files.py)."""
   if token_store_path:  # one Split per run: the offsets it loads serve training and evals
     store = open_store(token_store_path)
     return data.opened(("token split", token_store_path, split), lambda: store.split(split))
   if is_streamed(dataset):
     raise not_prepared_error(dataset)
-  key = ("text split", dataset, split, kind, tokenizer.fingerprint, data_dir)
+  key = ("text split", dataset, split, kind, tokenizer.fingerprint, data_dir, text_key)
+  options = dict(data_dir=data_dir, text_key=text_key, bad_documents=bad_documents)
   return data.opened(
-      key,
-      lambda: tokenize(
-          memory_examples(dataset, split, kind=kind, data_dir=data_dir), kind, tokenizer
-      ),
+      key + (bad_documents,),
+      lambda: tokenize(memory_examples(dataset, split, kind=kind, **options), kind, tokenizer),
   )
 
 
@@ -271,14 +304,21 @@ def as_split(dataset: Any, kind: str, tokenizer, **open_args) -> token_store.Spl
 
 
 def dataset_texts(
-    name: str, split: str = "train", max_texts: Optional[int] = None, data_dir: Optional[str] = None
+    name: str,
+    split: str = "train",
+    max_texts: Optional[int] = None,
+    data_dir: Optional[str] = None,
+    text_key: Optional[str] = None,
+    bad_documents: str = "error",
 ) -> list[str]:
-  """Raw texts of a dataset, in stored order, to train a tokenizer on.
+  """Raw texts of a dataset, in stored order, to train a tokenizer on (of files, only the first
+  `max_texts` are read).
 
   Pairs give both sides (a shared source/target vocabulary).
   """
   kind = dataset_kind(name)
-  examples = read_examples(name, split, kind=kind, data_dir=data_dir)
+  options = dict(data_dir=data_dir, text_key=text_key, bad_documents=bad_documents)
+  examples = read_examples(name, split, kind=kind, **options)
   texts = (t for example in examples for t in _example_texts(kind, example))
   return list(itertools.islice(texts, max_texts))
 
@@ -289,42 +329,6 @@ def _example_texts(kind: str, example: Any) -> tuple[str, ...]:
   if kind == "labeled":
     return example[0]
   return example
-
-
-# --- local files -------------------------------------------------------------
-def _file_documents(name: str, split: str) -> list[str]:
-  prefix, pattern = name.split(":", 1)
-  by_paragraph = prefix == "paragraphs"
-  paths = sorted(glob.glob(os.path.expanduser(pattern)))
-  if not paths:
-    raise errors.MissingFileError(f"No files match {pattern!r} (dataset {name!r}).")
-  documents = []
-  for path in paths:
-    with open(path, encoding="utf-8", errors="replace") as f:
-      text = f.read()
-    if by_paragraph:
-      documents.extend(_paragraphs(text))
-    elif text.strip():
-      documents.append(text)
-  return _hold_out(documents, split, name)
-
-
-def _paragraphs(text: str) -> list[str]:
-  return [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
-
-
-def _hold_out(documents: list, split: str, name: str) -> list:
-  """Every 20th document is validation, like the embedded corpus."""
-  every = corpus.VALIDATION_EVERY
-  if split == "train":
-    return [d for i, d in enumerate(documents) if i % every != every - 1]
-  if split in ("validation", "test"):
-    return [d for i, d in enumerate(documents) if i % every == every - 1]
-  if split == "all":
-    return documents
-  raise errors.DataError(
-      f"Unknown split {split!r} for {name!r}; use 'train', " "'validation' or 'all'."
-  )
 
 
 # --- toy seq2seq -------------------------------------------------------------
@@ -368,7 +372,9 @@ def _tfds_examples(
   for example in tfds.as_numpy(ds):
     converted = _convert(spec, kind, example)
     if spec.paragraphs:
-      yield from _paragraphs(converted)
+      from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+      yield from files.paragraphs(converted)
     else:
       yield converted
 
