@@ -26,6 +26,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests import helpers
+from tests.data.text import corpora
 from vit_jax import convert
 from vit_jax import main
 from vit_jax import tasks
@@ -131,8 +132,21 @@ def with_local_paths(command: Command, tmp_path) -> list[str]:
     name, sep, value = arg.partition("=")
     if sep and (name == "--workdir" or re.match(r"(workdirs/|gs://|/)", value)):
       arg = f"{name}={local_path(value, tmp_path)}"
+    # the files a files: dataset names (in a --config argument too)
+    arg = re.sub(
+        r"\b(files:|paragraphs:)((?:/|gs://)[^,]*)",
+        lambda m: m.group(1) + local_path(m.group(2), tmp_path),
+        arg,
+    )
     argv.append(arg)
   return argv
+
+
+def write_files(config) -> None:
+  """A files: dataset's files, in the format its pattern names (tests/data/text/corpora.py)."""
+  if config.dataset.startswith("files:") and not glob.glob(config.dataset.split(":", 1)[1]):
+    text_key = config.text_key or "text"
+    corpora.write(config.dataset.split(":", 1)[1], corpora.documents(120), text_key=text_key)
 
 
 def resolve_config(argv: list[str], monkeypatch, capsys):
@@ -293,6 +307,7 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
   if config.dataset == "sklearn_digits" and config.data_dir is None:
     config.data_dir = digits_dir
+  write_files(config)
   store = command.flag("config.token_store")
   if store:  # a streamed dataset: its documented prepare command makes the store first
     preparing = prepare_command(store)
