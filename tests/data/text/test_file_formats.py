@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -102,6 +103,18 @@ def test_a_store_of_each_format_holds_what_is_read_directly(corpus, ext, workers
     assert [tok.decode(d) for d in stored.examples("text", np.arange(stored.num_examples))] == (
         datasets.memory_examples(corpus[".txt"], split)
     )
+
+
+def test_a_store_made_again_at_the_same_output_reads_its_own_files(corpus, tmp_path):
+  """What a process keeps of a store it wrote (tokenizer, files.json) is not the next one's."""
+  other = f"{tmp_path}/other/*.parquet"
+  corpora.write(other, corpora.documents(60, seed=1))
+  out = str(tmp_path / "store")
+  for name, train in ((corpus[".txt"], 124), (f"files:{other}", 57)):
+    config = configs_lib.load("gpt", f"dataset={name}")
+    assert store_writer.prepare(config, out, examples_per_shard=50, workers=1, report=_quiet)
+    assert token_store.open_store(out).manifest["splits"]["train"]["examples"] == train
+    shutil.rmtree(out)
 
 
 # ---- docs/text.md's commands: prepare, train, evaluate --------------------------------------
@@ -294,3 +307,28 @@ def test_without_the_data_extra_one_line_names_the_install(corpus, tmp_path, mon
   with pytest.raises(errors.MissingExtraError, match=r'pip install -e "\.\[data\]"'):
     files.check(corpus[".parquet"])
   assert glob.glob(corpus[".parquet"].split(":", 1)[1])  # the files are there: only pyarrow is not
+
+
+_IMPORTED = """
+import json, sys
+from vit_jax.data.text import datasets
+readers = ("pyarrow", "zstandard", "vit_jax.data.parquet", "vit_jax.data.jsonl")
+for name, text_key in json.loads(sys.argv[1]):
+  datasets.memory_examples(name, "validation", text_key=text_key)
+  print(json.dumps(sorted(m for m in sys.modules if m in readers)))
+"""
+
+
+def test_a_run_imports_only_the_reader_its_files_need(corpus):
+  names = [[corpus[".jsonl.gz"], None], [corpus[".parquet"], None]]
+  result = subprocess.run(
+      [sys.executable, "-c", _IMPORTED, json.dumps(names)],
+      env=helpers.env(),
+      capture_output=True,
+      text=True,
+      timeout=300,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  after_jsonl_gz, after_parquet = map(json.loads, result.stdout.splitlines())
+  assert after_jsonl_gz == ["vit_jax.data.jsonl"]  # gzip is Python's own
+  assert after_parquet == ["pyarrow", "vit_jax.data.jsonl", "vit_jax.data.parquet"]

@@ -283,8 +283,14 @@ def _run(jobs, workers: int):
     yield from pool.imap_unordered(write_shard, jobs)
 
 
-_TOKENIZERS = {}  # output -> its tokenizer, once per worker process
-_INVENTORIES = {}  # output -> its files' inventory (a files: dataset's), once per worker process
+# Read once per worker process, for each store (its output and plan: a store made again at the
+# same output, of other data, is another): its tokenizer, and a files: dataset's inventory.
+_TOKENIZERS = {}
+_INVENTORIES = {}
+
+
+def _store_key(output: str, plan: dict) -> tuple:
+  return output, json.dumps(plan, sort_keys=True)
 
 
 def write_shard(job) -> tuple[str, int, int, int, float]:
@@ -292,12 +298,13 @@ def write_shard(job) -> tuple[str, int, int, int, float]:
   seconds)."""
   output, plan, split, k, data_dir = job
   started = time.time()
-  if output not in _TOKENIZERS:
-    _TOKENIZERS[output] = tokenizers.load_tokenizer(token_store.tokenizer_dir(output))
+  key = _store_key(output, plan)
+  if key not in _TOKENIZERS:
+    _TOKENIZERS[key] = tokenizers.load_tokenizer(token_store.tokenizer_dir(output))
     tokenizers.check_fingerprint(
-        _TOKENIZERS[output], plan["tokenizer_fingerprint"], context=f"the plan of {output}"
+        _TOKENIZERS[key], plan["tokenizer_fingerprint"], context=f"the plan of {output}"
     )
-  tokenizer = _TOKENIZERS[output]
+  tokenizer = _TOKENIZERS[key]
   dtype = np.dtype(plan["dtype"])
   fields, kind = plan["fields"], plan["kind"]
   shard = token_store.shard_name(k)
@@ -354,9 +361,10 @@ def _examples(output: str, plan: dict, split: str, k: int, data_dir):
     )
   from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
 
-  if output not in _INVENTORIES:
+  key = _store_key(output, plan)
+  if key not in _INVENTORIES:
     saved = json.loads(storage.read_text(storage.join(output, token_store.FILES_FILE)))
-    _INVENTORIES[output] = files.Inventory.from_json(saved)
+    _INVENTORIES[key] = files.Inventory.from_json(saved)
   return files.documents(
       plan["dataset"],
       split,
@@ -364,7 +372,7 @@ def _examples(output: str, plan: dict, split: str, k: int, data_dir):
       bad_documents=plan["bad_documents"],
       shard=k,
       shard_count=plan["shards"][split],
-      inventory=_INVENTORIES[output],
+      inventory=_INVENTORIES[key],
       warn=False,  # the inventory warned of each
   )
 
