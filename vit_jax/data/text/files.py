@@ -1,5 +1,5 @@
 """Text documents from files, each file read by its extension: the `files:` and `paragraphs:`
-datasets.
+datasets (vit_jax/data/text/datasets.py FILE_PREFIXES).
 
     files:/data/books/*.txt              one document per file (none for a blank file)
     paragraphs:/data/books/*.txt         .txt files split at blank lines
@@ -22,7 +22,7 @@ positions, nor has a compressed file's rest past damage.
 
 Reading. A small dataset is read whole when a run starts (`documents`). `python -m
 vit_jax.prepare` reads a big one twice, streaming: first every file is read in parallel to count
-its documents and to refuse bad ones (or warn of them) before anything is written (`inventory`);
+its documents and to refuse bad ones (or warn of them) before anything is written (`scan`);
 then each shard of the token store, a contiguous part of a split, reads its range of positions,
 starting at its own file (`documents` with the inventory): a parquet file at its first row group
 in the range, a jsonl file decompressed from its start (the lines before are not parsed).
@@ -41,9 +41,8 @@ from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data.text import corpus
 
-PREFIXES = ("files:", "paragraphs:")
 DEFAULT_FIELD = "text"  # the field or column of the text where --config.text_key is None
-# extension -> format, longest first (".jsonl.gz" before ".jsonl" would not matter, ".gz" would)
+# a file's format, by how its name ends
 FORMATS = {
     ".jsonl.zst": "jsonl",
     ".jsonl.gz": "jsonl",
@@ -55,10 +54,6 @@ SPLITS = ("train", "validation", "test", "all")
 EVERY = corpus.VALIDATION_EVERY
 _WARN_AT_MOST = 10  # bad documents named one by one per process; the rest are counted
 _warned = set()  # the bad documents named so far (their `where`), and the counts said
-
-
-def is_files(name) -> bool:
-  return isinstance(name, str) and name.startswith(PREFIXES)
 
 
 def field_name(text_key: Optional[str]) -> str:
@@ -116,9 +111,10 @@ def paths(name: str) -> list[str]:
     expanded = os.path.expanduser(pattern)
     for path in sorted(glob_lib.glob(expanded, recursive=True)):
       if os.path.isdir(path) and format_of(path):
+        ext = next(e for e in FORMATS if path.lower().endswith(e))
         raise errors.DataError(
             f"dataset {name!r}: {path} is not a regular file (a folder?); name files, e.g. "
-            f"{prefix}{os.path.join(path, '*' + os.path.splitext(path)[1])}."
+            f"{prefix}:{os.path.join(path, '*' + ext)}."
         )
     for path in found:
       if not os.access(path, os.R_OK):
@@ -268,17 +264,17 @@ def _read_parquet(path, field, start, begin, end, wanted):
       lo, hi = max(begin, first), first + rows if end is None else min(end, first + rows)
       positions = [p for p in range(lo, hi) if wanted(p)]
       if positions:
+        values, broken = None, None
         try:
           values = f.read([field], group, lo - first, hi - first)[field]
         except parquet.UnreadableError as e:
-          values = [Bad("", f"its row group {group} does not decode ({e.reason})")] * (hi - lo)
+          broken = f"its row group {group} does not decode ({e.reason})"
         for p in positions:
-          value = values[p - lo]
+          value = None if broken else values[p - lo]
           if isinstance(value, str):
             yield p, value
           else:
-            problem = value.problem if isinstance(value, Bad) else f"its {field!r} is null"
-            yield p, Bad(f"{path} row {p - start + 1}", problem)
+            yield p, Bad(f"{path} row {p - start + 1}", broken or f"its {field!r} is null")
       first += rows
     return f.num_rows
 
@@ -403,15 +399,17 @@ def check(name: str, *, text_key: Optional[str] = None, bad_documents: str = "er
       bad.add(Bad(e.path, e.reason))
   first_jsonl = next((p for p in files if kinds[p] == "jsonl"), None)
   if first_jsonl:
-    for _, item in _read_jsonl(first_jsonl, field, 0, 0, None, lambda _: True):
-      if isinstance(item, Bad) and item.fields is not None:
-        raise errors.DataError(
-            f"{item.where} has no field {field!r} to read the text from (its fields: "
-            f"{', '.join(item.fields)}); name the text's field with --config.text_key."
-        )
-      if not isinstance(item, Bad):
-        break
-      bad.add(item)
+    reading = _read_jsonl(first_jsonl, field, 0, 0, None, lambda _: True)
+    with contextlib.closing(reading):  # the file is closed at the first good record
+      for _, item in reading:
+        if isinstance(item, Bad) and item.fields is not None:
+          raise errors.DataError(
+              f"{item.where} has no field {field!r} to read the text from (its fields: "
+              f"{', '.join(item.fields)}); name the text's field with --config.text_key."
+          )
+        if not isinstance(item, Bad):
+          break
+        bad.add(item)
   return files
 
 
