@@ -110,10 +110,10 @@ def test_a_store_made_again_at_the_same_output_reads_its_own_files(corpus, tmp_p
   other = f"{tmp_path}/other/*.parquet"
   corpora.write(other, corpora.documents(60, seed=1))
   out = str(tmp_path / "store")
-  for name, train in ((corpus[".txt"], 124), (f"files:{other}", 57)):
+  for name, train_examples in ((corpus[".txt"], 124), (f"files:{other}", 57)):
     config = configs_lib.load("gpt", f"dataset={name}")
     assert store_writer.prepare(config, out, examples_per_shard=50, workers=1, report=_quiet)
-    assert token_store.open_store(out).manifest["splits"]["train"]["examples"] == train
+    assert token_store.open_store(out).manifest["splits"]["train"]["examples"] == train_examples
     shutil.rmtree(out)
 
 
