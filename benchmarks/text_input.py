@@ -12,8 +12,9 @@ Generates English-like text (documents of Zipf-distributed words from a made-up 
     1,000 rows) and as jsonl.zst files ({"id", "text"} records), and prepares each of the three
     forms of that text in rounds (median; each round begins with another form: the same
     preparation ran up to 15% slower later in a process), with (c)'s tokenizer loaded rather than
-    trained, so that only reading and tokenizing differ; and times reading alone (counting and
-    checking every document, then each split's documents, as prepare does) of each form;
+    trained and encoding on one thread (TOKENIZERS_PARALLELISM=false: its idle threads' CPU time
+    varied by 20% on a busy machine), so that only reading differs; and times reading alone
+    (counting and checking every document, then each split's documents, as prepare does);
 (a) builds the GPT-2 recipe's training input (the task's `train_batches`, at one v5p host's
     batch) positioned at step 10 and at step 10^6 and times the first batch of each, in
     alternating rounds (median): a resume costs the same at any step;
@@ -130,6 +131,8 @@ def compare_formats(dataset: str, store: str, scratch: str, args) -> dict:
   tokenizer = os.path.join(store, "tokenizer", "tokenizer.json")
   rates = {ext: [] for ext in names}
   order = list(names)
+  parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
+  os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by the tokenizers library at each call
   for r in range(args.format_rounds):
     for ext in order[r % len(order) :] + order[: r % len(order)]:  # each form first once
       out = os.path.join(scratch, f"store{ext}")
@@ -137,6 +140,10 @@ def compare_formats(dataset: str, store: str, scratch: str, args) -> dict:
       rates[ext].append(row)
       print(f"round {r}", ext, json.dumps(row), flush=True)
       shutil.rmtree(out)
+  if parallelism is None:
+    del os.environ["TOKENIZERS_PARALLELISM"]
+  else:
+    os.environ["TOKENIZERS_PARALLELISM"] = parallelism
   result = {}
   for ext, name in names.items():
     started = time.process_time()
@@ -189,8 +196,8 @@ def main():
   parser.add_argument("--tokens", type=float, default=1.05e8, help="tokens of generated text")
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--batches", type=int, default=20, help="timed batches per recipe")
-  parser.add_argument("--format_files", type=int, default=10, help="(d): files of 2 M words")
-  parser.add_argument("--format_rounds", type=int, default=3, help="(d): alternating rounds")
+  parser.add_argument("--format_files", type=int, default=5, help="(d): files of 2 M words")
+  parser.add_argument("--format_rounds", type=int, default=6, help="(d): rounds")
   args = parser.parse_args()
   # pylint: disable=g-import-not-at-top
   from vit_jax import data
