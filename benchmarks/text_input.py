@@ -11,10 +11,11 @@ Generates English-like text (documents of Zipf-distributed words from a made-up 
 (d) writes the documents of the first --format_files files again as parquet files (row groups of
     1,000 rows) and as jsonl.zst files ({"id", "text"} records), and prepares each of the three
     forms of that text in rounds (median; each round begins with another form: the same
-    preparation ran up to 15% slower later in a process), with (c)'s tokenizer loaded rather than
-    trained and encoding on one thread (TOKENIZERS_PARALLELISM=false: its idle threads' CPU time
-    varied by 20% on a busy machine), so that only reading differs; and times reading alone
-    (counting and checking every document, then each split's documents, as prepare does);
+    preparation measured up to 16% slower later in a process), with (c)'s tokenizer loaded
+    rather than trained and encoding on one thread (TOKENIZERS_PARALLELISM=false: the CPU time
+    of its threads varied by a fifth on a busy machine), so that only reading differs; and times
+    reading alone (counting and checking every document, then each split's documents, as
+    prepare does);
 (a) builds the GPT-2 recipe's training input (the task's `train_batches`, at one v5p host's
     batch) positioned at step 10 and at step 10^6 and times the first batch of each, in
     alternating rounds (median): a resume costs the same at any step;
