@@ -78,4 +78,4 @@ def parse(line: bytes):
         f"not UTF-8 (byte 0x{e.object[e.start]:02x} at column {e.start + 1})"
     ) from None
   except json.JSONDecodeError as e:
-    raise ValueError(f"not JSON ({e.msg} at column {e.colno})") from None
+    raise ValueError(f"not JSON ({e.msg}, column {e.colno})") from None

@@ -103,6 +103,12 @@ def test_a_store_of_each_format_holds_what_is_read_directly(corpus, ext, workers
     assert [tok.decode(d) for d in stored.examples("text", np.arange(stored.num_examples))] == (
         datasets.memory_examples(corpus[".txt"], split)
     )
+  config.text_key = "text" if ext == ".jsonl.zst" else "body"  # not the store's
+  with pytest.raises(errors.DataError, match="other settings.*text_key: the store's"):
+    store_writer.prepare(config, out, examples_per_shard=10, workers=1, report=_quiet)
+  config.token_store = out
+  with data.opened_once(), pytest.raises(errors.DataError, match="give --config.text_key="):
+    checks.validate_training(config, str(tmp_path / "w"))
 
 
 def test_a_store_made_again_at_the_same_output_reads_its_own_files(corpus, tmp_path):
@@ -233,7 +239,7 @@ def test_skipped_bad_documents_are_warned_counted_and_keep_the_others_splits(
   warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
   where = CASES[case][1].split(": ")[0]
   assert any(line.startswith("warning: skipping") and where in line for line in warnings)
-  assert any("1 bad documents skipped" in line for line in warnings), warnings
+  assert any("1 bad document skipped" in line for line in warnings), warnings
   store = token_store.open_store(out, ["train", "validation"])
   assert store.manifest["files"]["skipped"] == 1
   validation = [DOCS[19], DOCS[39]] + ([] if case == "parquet" else [DOCS[59]])

@@ -44,11 +44,11 @@ from vit_jax.data.text import corpus
 DEFAULT_FIELD = "text"  # the field or column of the text where --config.text_key is None
 # a file's format, by how its name ends
 FORMATS = {
-    ".jsonl.zst": "jsonl",
-    ".jsonl.gz": "jsonl",
-    ".jsonl": "jsonl",
-    ".parquet": "parquet",
     ".txt": "txt",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
+    ".jsonl.zst": "jsonl",
+    ".parquet": "parquet",
 }
 SPLITS = ("train", "validation", "test", "all")
 EVERY = corpus.VALIDATION_EVERY
@@ -126,7 +126,7 @@ def paths(name: str) -> list[str]:
     more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
     raise errors.DataError(
         f"dataset {name!r}: {others[0]}{more} is not of a format text is read from: "
-        f"{', '.join(sorted(FORMATS, key=len))}; narrow the pattern to such files."
+        f"{', '.join(FORMATS)}; narrow the pattern to such files."
     )
   if prefix == "paragraphs":
     not_txt = [p for p in found if format_of(p) != "txt"]
@@ -331,7 +331,8 @@ class _BadDocuments:
     if self.warn and self.count and said not in _warned:
       _warned.add(said)
       print(
-          f"warning: {self.name}: {self.count:,} bad documents skipped ({self.what}; "
+          f"warning: {self.name}: {self.count:,} bad document{'s' * (self.count != 1)} "
+          f"skipped ({self.what}; "
           "--config.bad_documents=skip).",
           file=sys.stderr,
           flush=True,
@@ -387,6 +388,8 @@ def check(name: str, *, text_key: Optional[str] = None, bad_documents: str = "er
   field = field_name(text_key)
   if any(path.lower().endswith(".zst") for path in files):
     data.import_extra("zstandard", f"dataset {name!r} (zstd-compressed JSON Lines)")
+  if "parquet" in kinds.values():
+    data.import_extra("pyarrow.parquet", f"dataset {name!r} (parquet)")
   bad = _BadDocuments(name, "", bad_documents, warn=False)
   first_parquet = next((p for p in files if kinds[p] == "parquet"), None)
   if first_parquet:
