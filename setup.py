@@ -39,8 +39,11 @@ INSTALL_REQUIRES = [
 GCS_REQUIRES = ["gcsfs", "google-cloud-storage>=2.14"]
 
 # `pip install -e .[data]`: the formats researchers pretrain on today (vit_jax/data/): parquet
-# (pyarrow), jsonl.zst (zstandard), the Hugging Face hub (datasets) and webdataset shards.
-DATA_REQUIRES = ["pyarrow>=17", "zstandard>=0.22", "datasets>=3.0", "webdataset>=0.2.100"]
+# (pyarrow), jsonl.zst (zstandard), the Hugging Face hub (datasets) and webdataset shards (brace
+# ranges of shard names, `shards-{0000..1023}.tar`, expanded by braceexpand; the shards are read
+# by byte range from an index, vit_jax/data/image/webdataset.py says why not by the webdataset
+# package, which imports torch).
+DATA_REQUIRES = ["pyarrow>=17", "zstandard>=0.22", "datasets>=3.0", "braceexpand>=0.1.7"]
 
 TEST_REQUIRES = [
     "pytest",
@@ -66,6 +69,7 @@ TEST_REQUIRES = [
     # since the tests add generation preconditions to its request handlers.
     *GCS_REQUIRES,
     *DATA_REQUIRES,
+    "webdataset>=0.2.100",  # writes the shards of tests/data/image/test_webdataset.py
     "gcp-storage-emulator==2026.7.19",
 ]
 

@@ -11,12 +11,28 @@ shuffle buffer and image size) at the recipe's per-host batch on its `target_top
 the images/s per host core against what the step consumes per host core, at most: the host's
 chips at their peak bf16 FLOP/s (tpu_planning/chips.py) over the model's training FLOPs per image, a
 bound no step reaches (that is 100% MFU), shared by the host's cores.
+
+    python -m benchmarks.input_pipeline --sources
+
+writes the same JPEGs, byte for byte, in each other source's format (webdataset shards) and reads
+each through the same training pipeline, rounds alternating between the sources, as images per
+CPU-second beside the TFDS path's.
+
+    python -m benchmarks.input_pipeline --hub
+
+reads the same JPEGs, byte for byte, as an hf: dataset in the hub's layout (parquet with an Image
+and a ClassLabel column, data/hub.py) and through TFDS, by the same training pipeline, and
+compares their images per CPU-second.
 """
 
 import argparse
+import gc
+import io
 import json
 import math
 import os
+import statistics
+import tarfile
 import tempfile
 import time
 
@@ -98,6 +114,158 @@ def images_per_sec(
   return batches * batch_size / (time.perf_counter() - start)
 
 
+def write_hub_copy(data_dir: str, root: str) -> str:
+  """The benchmark's JPEGs, their encoded bytes as TFDS holds them, as a hub-layout folder
+  (data/train-00000-of-00001.parquet); its hf: dataset name."""
+  import datasets  # pylint: disable=g-import-not-at-top  (the data extra)
+
+  datasets.disable_progress_bars()
+  stored = tfds.builder(NAME, data_dir=data_dir).as_dataset(
+      split="train", shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
+  )
+  examples = list(tfds.as_numpy(stored))
+  features = datasets.Features(
+      {"image": datasets.Image(), "label": datasets.ClassLabel(num_classes=1000)}
+  )
+  rows = datasets.Dataset.from_dict(
+      {
+          "image": [{"bytes": ex["image"], "path": None} for ex in examples],
+          "label": [int(ex["label"]) for ex in examples],
+      },
+      features=features,
+  )
+  os.makedirs(os.path.join(root, "data"))
+  rows.to_parquet(os.path.join(root, "data", "train-00000-of-00001.parquet"))
+  return "hf:" + root
+
+
+def images_per_cpu_second(
+    dataset: str, data_dir: str, batches: int, warmup: int = 2, batch_size: int = 32
+) -> float:
+  """Images per CPU-second of the training iterator on `dataset` (every thread of the process
+  counted): 224 px, Inception crop and flip, a shuffle buffer of 1,024."""
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax import data
+  from vit_jax.data.image import pipeline
+
+  batches_it = pipeline.train_iterator(
+      dataset,
+      "train",
+      global_batch_size=batch_size,
+      image_size=224,
+      seed=0,
+      data_dir=data_dir,
+      augment=pipeline.Augment(inception_crop=True, flip=True),
+      shuffle_buffer=1_024,
+      process_index=0,
+      process_count=1,
+      read_options=data.ReadOptions(image_key="image", label_key="label"),
+  )
+  for _ in range(warmup):
+    next(batches_it)
+  cpu_start = time.process_time()
+  for _ in range(batches):
+    next(batches_it)
+  return batches * batch_size / (time.process_time() - cpu_start)
+
+
+def hub_row(data_dir: str, hub_root: str, batches: int, rounds: int = 3) -> dict:
+  """TFDS and the hub's layout on the same JPEGs, alternated `rounds` times (a shared machine's
+  load shifts between them): each one's best images per CPU-second, and hub over TFDS."""
+  hub = write_hub_copy(data_dir, hub_root)
+  cache = os.path.join(hub_root, "cache")
+  rates = {"tfds": [], "hub": []}
+  for _ in range(rounds):
+    rates["tfds"].append(images_per_cpu_second(NAME, data_dir, batches))
+    rates["hub"].append(images_per_cpu_second(hub, cache, batches))
+  best = {source: max(values) for source, values in rates.items()}
+  return {
+      "images_per_cpu_second": rates,
+      "best": best,
+      "hub_over_tfds": best["hub"] / best["tfds"],
+      "cores": cores(),
+      "load_average": os.getloadavg()[0],
+  }
+
+
+def write_webdataset(data_dir: str, out_dir: str, per_shard: int = 64) -> str:
+  """The benchmark's JPEGs as webdataset shards (KEY.jpg, KEY.cls; the TFDS records' bytes);
+  returns the dataset name."""
+  builder = tfds.builder(NAME, data_dir=data_dir)
+  examples = builder.as_dataset(
+      split="train", shuffle_files=False, decoders={"image": tfds.decode.SkipDecoding()}
+  )
+  tar = None
+  for i, example in enumerate(examples.as_numpy_iterator()):
+    if i % per_shard == 0:
+      if tar:
+        tar.close()
+      tar = tarfile.open(os.path.join(out_dir, f"{NAME}-train-{i // per_shard:04d}.tar"), "w")
+    label = str(example["label"]).encode()
+    for name, data in ((f"{i:06d}.jpg", example["image"]), (f"{i:06d}.cls", label)):
+      member = tarfile.TarInfo(name)
+      member.size = len(data)
+      tar.addfile(member, io.BytesIO(data))
+  tar.close()
+  return "wds:" + out_dir
+
+
+# Other formats of the same JPEGs: name -> (data_dir, a new folder) -> the dataset to read.
+SOURCES = {"webdataset": write_webdataset}
+
+
+def source_rows(data_dir: str, rounds: int = 3, batches: int = 32, batch_size: int = 32) -> list:
+  """Images per CPU-second of the TFDS path and of each of SOURCES on the same JPEGs, through the
+  same training pipeline (Inception crop, flip, 224 px). A round reads each source in turn, alone
+  in the process: a new pipeline, one epoch to fill its buffers, then `batches` timed batches;
+  each source's median round."""
+  # pylint: disable-next=g-import-not-at-top
+  from vit_jax import data
+  from vit_jax.data.image import pipeline
+
+  datasets = {"tfds": NAME}
+  folder = tempfile.mkdtemp(dir=data_dir)
+  for name, write in SOURCES.items():
+    os.makedirs(os.path.join(folder, name))
+    datasets[name] = write(data_dir, os.path.join(folder, name))
+  per_cpu_second = {name: [] for name in datasets}
+  for _ in range(rounds):
+    for name, dataset in datasets.items():
+      batches_it = pipeline.train_iterator(
+          dataset,
+          "train",
+          global_batch_size=batch_size,
+          image_size=224,
+          seed=0,
+          data_dir=data_dir,
+          augment=pipeline.Augment(inception_crop=True, flip=True),
+          process_index=0,
+          process_count=1,
+          read_options=data.ReadOptions(label_key="label"),  # a sample's KEY.cls is read first
+      )
+      for _ in range(BenchmarkJpegs.NUM_IMAGES // batch_size):
+        next(batches_it)
+      cpu_start = time.process_time()
+      for _ in range(batches):
+        next(batches_it)
+      per_cpu_second[name].append(batches * batch_size / (time.process_time() - cpu_start))
+      del batches_it
+      gc.collect()  # the pipeline's threads stop before the next source is timed
+  tfds_rate = statistics.median(per_cpu_second["tfds"])
+  return [
+      {
+          "source": name,
+          "dataset": datasets[name],
+          "images_per_cpu_second": statistics.median(rates),
+          "rounds": rates,
+          "over_tfds": statistics.median(rates) / tfds_rate,
+          "cores": cores(),
+          "load_average": os.getloadavg()[0],
+      }
+      for name, rates in per_cpu_second.items()
+  ]
+
+
 def cores() -> int:
   return len(os.sched_getaffinity(0))
 
@@ -159,9 +327,35 @@ def main():
   parser.add_argument("--recipe", default="dataset=imagenet2012,variant=B/16")
   parser.add_argument("--images", type=int, default=512, help="JPEGs generated")
   parser.add_argument("--batches", type=int, default=3, help="timed batches, after one warm-up")
+  parser.add_argument(
+      "--hub", action="store_true", help="hf: (hub parquet) against TFDS on the same JPEGs"
+  )
+  parser.add_argument(
+      "--sources", action="store_true", help="the TFDS path against the other formats instead"
+  )
   args = parser.parse_args()
+  if args.hub:
+    with tempfile.TemporaryDirectory() as data_dir:
+      prepare(data_dir, args.images)
+      row = hub_row(data_dir, os.path.join(data_dir, "hub"), batches=max(args.batches, 16))
+    print(json.dumps(row, indent=2))
+    print(
+        f"hub parquet {row['best']['hub']:.1f} img per CPU-second, TFDS "
+        f"{row['best']['tfds']:.1f}: {row['hub_over_tfds']:.3f} of TFDS's rate",
+        flush=True,
+    )
+    return
   with tempfile.TemporaryDirectory() as data_dir:
     prepare(data_dir, args.images)
+    if args.sources:
+      for row in source_rows(data_dir):
+        print(json.dumps(row))
+        print(
+            f"{row['source']}: {row['images_per_cpu_second']:.1f} img per CPU-second, "
+            f"{row['over_tfds']:.2f}x the TFDS path's",
+            flush=True,
+        )
+      return
     row = recipe_row(data_dir, args.recipe, batches=args.batches)
   print(json.dumps(row, indent=2))
   print(

@@ -126,7 +126,9 @@ def prepare(dataset: str, out: str, tokenizer: str | None = None) -> dict:
 def compare_formats(dataset: str, store: str, scratch: str, args) -> dict:
   """(d): {extension: its median tokens per CPU-second, median ratio to .txt's, reading's CPU
   seconds}."""
-  from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import data
+  from vit_jax.data.text import files
 
   names = write_formats(dataset, os.path.join(scratch, "formats"), args.format_files)
   tokenizer = os.path.join(store, "tokenizer", "tokenizer.json")
@@ -147,10 +149,11 @@ def compare_formats(dataset: str, store: str, scratch: str, args) -> dict:
     os.environ["TOKENIZERS_PARALLELISM"] = parallelism
   result = {}
   for ext, name in names.items():
+    options = data.read_options(load_config("GPT-2 124M", name, None))  # as prepare reads them
     started = time.process_time()
-    inventory = files.scan(name, report=None)
+    inventory = files.scan(name, options, report=None)
     for split in ("train", "validation"):
-      for _ in files.documents(name, split, inventory=inventory, warn=False):
+      for _ in files.documents(name, split, options, inventory=inventory, warn=False):
         pass
     over_txt = [
         a["tokens_per_cpu_second"] / b["tokens_per_cpu_second"]

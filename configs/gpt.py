@@ -5,7 +5,8 @@ Arguments after the colon (`k=v`, comma separated):
   dataset   stream:embedded (default: ~2 MB of English that ships with Python, read as one text
             whose last 10% is held out, as nanoGPT's char-level data; docs/text.md), embedded
             (the same corpus as documents, every 20th held out), stream:files:/path/*.txt,
-            tiny_shakespeare, lm1b, c4, wikipedia, or files:/path/*.txt.
+            tiny_shakespeare, lm1b, c4, wikipedia, files:/path/*.txt, or mixture (the token
+            stores of --config.mixture at its weights, below).
   variant   GPT preset: pico, nano (default), micro, gpt2, gpt2-medium, gpt2-large, gpt2-xl.
             The gpt2 presets get GPT-2's pretraining recipe (below).
   runlocal  a few steps only.
@@ -33,6 +34,22 @@ a token store (docs/text.md), then trained on by index:
      about 4 days of training" to a validation loss of about 2.85 (its README); GPT-2's own
      figures are zero-shot (e.g. WikiText-103 perplexity 37.50, GPT-2 paper Table 3) after
      training on WebText, which is not public. Not reproduced here (C4 is a different corpus).
+
+The same on a mixture, C4 at 0.8 and Wikipedia at 0.2 (docs/text.md, "Mixtures"): Wikipedia's
+store is prepared with the C4 store's tokenizer file (a mixture reads one vocabulary), and the
+run names both stores and their weights (GPU/TPU; not run here):
+  python -m vit_jax.prepare --config=configs/gpt.py:dataset=wikipedia,variant=gpt2 \
+      --config.tokenizer.path=gs://BUCKET/c4-gpt2/tokenizer/tokenizer.json \
+      --output=gs://BUCKET/wikipedia-gpt2
+  python -m vit_jax.main --config=configs/gpt.py:dataset=mixture,variant=gpt2 \
+      --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 \
+      --config.mixture.stores=c4=gs://BUCKET/c4-gpt2,wiki=gs://BUCKET/wikipedia-gpt2 \
+      --config.mixture.weights=c4=0.8,wiki=0.2 --workdir=gs://BUCKET/gpt2-mix
+  -> every train record of metrics.jsonl has tokens/c4 and tokens/wiki, the tokens read from
+     each so far: 80% and 20% of them (each block of 2,048 rows holds 1,638 of C4 and 410 of
+     Wikipedia); every eval has eval/c4/loss and eval/wiki/loss (each store's validation
+     split) beside eval/loss (the two pooled). Stages anneal on another mixture from a step on:
+     --config.mixture.weights='c4=0.8,wiki=0.2;400000:c4=0.5,wiki=0.5' (a cooldown branch too).
 """
 
 import ml_collections

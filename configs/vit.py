@@ -175,7 +175,11 @@ def get_config(arg=None):
   # validation/ or val/).
   c = defaults.dataset_defaults("image_classification", options["dataset"], eval_split=None)
   c.download = False  # a missing TFDS dataset is an error naming `python -m vit_jax.prepare`
-  c.bad_images = "skip"  # a folder: dataset's undecodable files (config/defaults.py CHOICES)
+  # What an image that does not decode is, in a folder: or wds: dataset (config/defaults.py CHOICES)
+  c.bad_images = "skip"
+  # An hf: dataset's Image and ClassLabel columns; label_key is also the field of a wds: sample's
+  # KEY.json that holds its class (where the sample has no KEY.cls).
+  c.image_key, c.label_key = "image", "label"
   # folder: datasets whose train and eval splits hold different classes are refused unless true
   c.allow_class_mismatch = False
   c.num_classes = placeholder(int)  # None: read from the dataset
@@ -360,16 +364,19 @@ def _imagenet1k_evals(c):
   steps: besides `eval` on validation, top-1 on 2% of train, on the held-out 1% of train
   (minival), on ImageNet-v2 and on ReaL (validation relabelled: prec@1 against its labels). The
   papers quote validation, ReaL and v2; v2 and ReaL are skipped with a line where they are not
-  prepared (they download: python -m vit_jax.prepare fetches them with the config's dataset)."""
+  prepared (they download: python -m vit_jax.prepare fetches them with the config's dataset).
+  `train` and `minival` read the run's dataset: imagenet2012, or its webdataset shards
+  (docs/imagenet.md)."""
   c.eval_every = 2_500
   for name, dataset, split, optional in (
-      ("train", "imagenet2012", "train[:2%]", False),
-      ("minival", "imagenet2012", "train[99%:]", False),
+      ("train", None, "train[:2%]", False),
+      ("minival", None, "train[99%:]", False),
       ("v2", "imagenet_v2", "test", True),
       ("real", "imagenet2012_real", "validation", True),
   ):
+    elsewhere = {"dataset": dataset} if dataset else {}  # None: the run's
     c.evals[name] = evaluators.entry(
-        c, "classification", dataset=dataset, split=split, optional=optional
+        c, "classification", split=split, optional=optional, **elsewhere
     )
 
 

@@ -46,6 +46,16 @@ LOSS_SCOPE = (
     "weighted_cross_entropy",
 )
 PROPERTIES = "tests/models/test_properties.py"
+# A save that fails and is tried again, in-process (the file's command-line runs are left out).
+SAVE_FAILURES = [
+    f"tests/survival/test_save_failures.py::{name}"
+    for name in (
+        "test_a_forced_save_whose_first_try_fails_is_tried_again",
+        "test_a_save_whose_commit_landed_before_its_error_is_not_saved_again",
+        "test_a_due_save_that_fails_is_left_to_the_next_one",
+        "test_a_forced_save_past_the_budget_is_one_line_and_keeps_the_last_step",
+    )
+]
 # module -> (targeted tests, functions to mutate (None: the whole module)). Each list holds the
 # tests that check the module against something independent (formulas, NumPy, timm or Hugging
 # Face), fastest first: pytest stops at the first failure (-x), so a killed mutant costs little.
@@ -179,6 +189,49 @@ TARGETS = {
     "vit_jax/tasks/masked_lm.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/seq2seq.py": (TASK_TESTS, LOSS_SCOPE),
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
+    # The retry and save paths: a bucket's outage ridden out, appends that land once, saves that
+    # fail and are tried again, damaged steps read past.
+    "vit_jax/storage.py": (
+        ["tests/test_storage.py", *SAVE_FAILURES],
+        (
+            "outage",
+            "_unanswered",
+            "answers",
+            "_answered",
+            "ride_out",
+            "_pause",
+            "client_deadline_s",
+            "_longest_wait_s",
+            "_patiently",
+            "_removing",
+            "flush",
+            "_send",
+            "_landed",
+            "create_object",
+            "replace_object",
+            "delete_object",
+            "read_object",
+        ),
+    ),
+    "vit_jax/checkpoint.py": (
+        [
+            *SAVE_FAILURES,
+            "tests/test_storage.py::test_the_clients_retry_a_request_for_a_quarter_of_the_budget",
+            "tests/survival/test_damaged_checkpoint.py",
+        ],
+        (
+            "step_dirs",
+            "discard_partial_saves",
+            "set_aside",
+            "_read_retrying",
+            "_everywhere",
+            "tensorstore_retries",
+            "first_intact",
+            "manager",
+            "save",
+            "_save",
+        ),
+    ),
     "vit_jax/training/train.py": (
         [
             "tests/training/test_train_step.py",

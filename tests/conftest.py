@@ -1,8 +1,11 @@
 """Test setup for every test process: quiet TF logging, the peers' imports in a safe order, and
 the fixtures that tests in several folders share."""
 
+import atexit
 import importlib.util
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -12,6 +15,13 @@ from tests import helpers
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Read when JAX's backend starts, after this (tests/helpers.py says why).
 os.environ["XLA_FLAGS"] = f"{helpers.TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
+# Hugging Face's `datasets` and hub client never reach the network, and the datasets cache (what
+# hf: datasets convert into when no data_dir is given) is the session's own; read at their import.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+if "HF_DATASETS_CACHE" not in os.environ:
+  os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="hf_datasets_cache_")
+  atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=True)
 # gs:// paths go to the emulator of the `gcs` fixture (below); these settings are read once.
 os.environ.update(gcs_emulator.PROCESS_SETTINGS)
 

@@ -11,11 +11,13 @@ checkpoint's write, say).
 The emulator speaks GCS's JSON API but ignores generation preconditions, which the workdir lock
 and TensorStore's OCDBT manifests (orbax's arrays) rely on; `serve` adds them to its object
 handlers as Cloud Storage documents them (see `_with_preconditions`). `GET /received` answers the
-request body bytes it has received, for tests of how much a client sends.
+request body bytes it has received, for tests of how much a client sends. `POST /faults` makes
+chosen requests fail (`Emulator.fail`, through tests/faults.py), whichever process sends them.
 """
 
 import contextlib
 import http
+import json
 import os
 import signal
 import socket
@@ -103,6 +105,78 @@ def _counting_received(server):
   server.HANDLERS = ((r"^/received$", {"GET": answer}), *server.HANDLERS)
 
 
+def _request_object(request) -> str:
+  """BUCKET/NAME of the object a request names (an upload's name, or a listing's prefix)."""
+  params = request.params or {}
+  name = params.get("object_id") or request.query.get("prefix", [""])[0]
+  if request.method in ("POST", "PUT") and not name:
+    name = _upload_name(request) or ""
+  return f"{params.get('bucket_name', '')}/{name}"
+
+
+def _faulty(server):
+  """Makes `server` fail the requests its fault rules pick: `POST /faults` with a JSON rule
+  {path, nth, times, status, methods} answers the nth to (nth + times - 1)th request whose
+  BUCKET/NAME contains `path` (and whose method is in `methods`, if given) with HTTP `status`,
+  with a dropped connection for status "reset", or for "lost" handles the request and then drops
+  the connection (done, its answer lost); `GET /faults` answers how many each rule
+  failed, `DELETE /faults` ends them all (their counts stay). Batch requests are never failed."""
+  rules, rules_lock = [], threading.Lock()
+
+  def picked(request) -> dict | None:
+    with rules_lock:
+      if not rules:
+        return None
+      target = _request_object(request)
+      for rule in rules:
+        if rule["healed"]:
+          continue
+        if rule["path"] in target and request.method in rule.get("methods", [request.method]):
+          rule["seen"] += 1
+          if rule["nth"] <= rule["seen"] < rule["nth"] + rule["times"]:
+            rule["failed"] += 1
+            return rule
+    return None
+
+  def with_faults(handler):
+    def checked(request, response, storage, *args, **kwargs):
+      rule = picked(request)
+      if rule is None:
+        return handler(request, response, storage, *args, **kwargs)
+      if request.method in ("POST", "PUT", "PATCH"):
+        request.data  # pylint: disable=pointless-statement  (the body read, as a server does)
+      if rule["status"] == "lost":  # done, and its answer lost on the way back
+        handler(request, response, storage, *args, **kwargs)
+      if rule["status"] in ("reset", "lost"):
+        connection = request._request_handler.connection  # pylint: disable=protected-access
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
+        raise ConnectionAbortedError("fault injected: connection dropped")
+      response.status = http.HTTPStatus(rule["status"])
+      response.json({"error": {"code": rule["status"], "message": "fault injected"}})
+      return None
+
+    return checked
+
+  def control(request, response, storage):
+    del storage
+    with rules_lock:
+      if request.method == "POST":
+        rule = {"nth": 1, "times": 1, **json.loads(request.data)}
+        rules.append({**rule, "seen": 0, "failed": 0, "healed": False})
+      elif request.method == "DELETE":
+        for rule in rules:
+          rule["healed"] = True
+      response.json([rule["failed"] for rule in rules])
+
+  for _, methods in server.HANDLERS:
+    for method, handler in methods.items():
+      methods[method] = with_faults(handler)
+  faults = {"GET": control, "POST": control, "DELETE": control}
+  server.HANDLERS = ((r"^/faults$", faults), *server.HANDLERS)
+  return with_faults
+
+
 def _dying(server, die_on: str | None):
   """Makes `server` answer one request at a time, exit between two at SIGTERM, and exit at once
   (before answering) at a request whose decoded path names `die_on`."""
@@ -141,7 +215,9 @@ def serve(port: int, bucket: str, data_dir: str | None = None, die_on: str | Non
   for _, methods in server.HANDLERS:
     for method, handler in methods.items():
       methods[method] = patched.get(handler, handler)
-  objects.insert = patched[objects.insert]  # the router's fallback for uploads looks it up here
+  with_faults = _faulty(server)
+  # The router's fallback for uploads looks it up here.
+  objects.insert = with_faults(patched[objects.insert])
   in_memory = data_dir is None
   server.create_server(
       "localhost", port, in_memory=in_memory, data_dir=data_dir, default_bucket=bucket
@@ -163,6 +239,31 @@ class Emulator:
 
   def new_dir(self, label: str = "t") -> str:
     return f"gs://{self.bucket}/{label}-{uuid.uuid4().hex[:8]}"
+
+  def fail(self, path: str, status=503, nth: int = 1, times: int = 1, methods=None) -> None:
+    """From now on, the `nth` to (`nth` + `times` - 1)th request naming an object whose
+    BUCKET/NAME contains `path` (of `methods`, e.g. ["POST"], if given) fails with HTTP `status`,
+    a dropped connection ("reset"), or is done and its answer lost ("lost"); tests/faults.py is
+    the way in."""
+    rule = {"path": path, "status": status, "nth": nth, "times": times}
+    if methods:
+      rule["methods"] = list(methods)
+    self._faults("POST", json.dumps(rule).encode())
+
+  def failed(self) -> list[int]:
+    """How many requests each rule of `fail` has failed so far."""
+    return self._faults("GET")
+
+  def heal(self) -> None:
+    """Ends every rule of `fail`: the requests after it are answered."""
+    self._faults("DELETE")
+
+  def _faults(self, method: str, body: bytes | None = None) -> list[int]:
+    request = urllib.request.Request(
+        f"http://localhost:{self.port}/faults", data=body, method=method
+    )
+    with urllib.request.urlopen(request) as answer:
+      return json.loads(answer.read())
 
   def received(self) -> int:
     """The request body bytes the emulator has received so far."""

@@ -372,7 +372,8 @@ import atexit, runpy, sys
 out = sys.argv[1]
 def dump():
   with open(out, "w") as f:
-    f.write("\\n".join(m for m in sys.modules if m.split(".")[0] in ("vit_jax", "keras", "torch")))
+    names = ("vit_jax", "keras", "torch", "datasets")
+    f.write("\\n".join(m for m in sys.modules if m.split(".")[0] in names))
 atexit.register(dump)
 sys.argv = ["vit_jax.main"] + sys.argv[2:]
 runpy.run_module("vit_jax.main", run_name="__main__", alter_sys=True)
@@ -407,8 +408,10 @@ def _imported_vit_jax_modules(config: str, tmp_path) -> set[str]:
   assert run.returncode == 0, run.stderr[-3000:]
   modules = set(listing.read_text().split())
   # Neither TF's eager import of Keras nor tensorboardX's of PyTorch, which a run never uses:
-  # together over 3 s of each start (vit_jax/startup.py, training/metrics_log.py).
-  assert not {m.split(".")[0] for m in modules} & {"keras", "torch"}, sorted(modules)[:20]
+  # together over 3 s of each start (vit_jax/startup.py, training/metrics_log.py); nor Hugging
+  # Face's `datasets` (the data extra), which only a config naming an hf: dataset loads.
+  unwanted = {"keras", "torch", "datasets"}
+  assert not {m.split(".")[0] for m in modules} & unwanted, sorted(modules)[:20]
   return modules
 
 
@@ -416,16 +419,20 @@ def test_a_run_imports_what_its_config_needs(tmp_path):
   (tmp_path / "vit").mkdir()
   (tmp_path / "gpt").mkdir()
   vit = _imported_vit_jax_modules("configs/vit.py:runlocal", tmp_path / "vit")
-  # Of the 41, the digits config's two evaluators take 4 (vit_jax.evaluate and its registry, base
-  # and fewshot modules), and the step's parameter EMA 1 (training/ema.py, read by the step).
-  assert len(vit) <= 41, sorted(vit)
+  # Of the 43, the digits config's two evaluators take 4 (vit_jax.evaluate and its registry, base
+  # and fewshot modules), the step's parameter EMA 1 (training/ema.py, read by the step), the
+  # preemption watcher 1 (training/preemption.py) and a job's ending 1 (training/job_end.py).
+  assert len(vit) <= 43, sorted(vit)
   needless = {m for m in vit if re.match(r"vit_jax\.(interop|data\.tokenizers|data\.text)", m)}
   assert not needless, f"a ViT run without init_from imports {sorted(needless)}"
   gpt = _imported_vit_jax_modules("configs/gpt.py:runlocal", tmp_path / "gpt")
-  # Of the 47, 4 are its evaluator's (evaluate, registry, base, lm), 1 the stream: text form's,
-  # 1 the step's parameter EMA and 1 the token loss (tasks/token_cross_entropy.py).
-  assert len(gpt) <= 47, sorted(gpt)
-  assert not {"vit_jax.data.text.masking", "vit_jax.data.image.shapes"} & (vit | gpt)
+  # Of the 49, 4 are its evaluator's (evaluate, registry, base, lm), 1 the stream: text form's,
+  # 1 the step's parameter EMA, 1 the preemption watcher, 1 a job's ending and 1 the token loss
+  # (tasks/token_cross_entropy.py).
+  assert len(gpt) <= 49, sorted(gpt)
+  # Readers that only the datasets naming them load (hf: datasets, wds: shards).
+  readers = {"vit_jax.data.hub", "vit_jax.data.image.webdataset"}
+  assert not {"vit_jax.data.text.masking", "vit_jax.data.image.shapes", *readers} & (vit | gpt)
   assert "vit_jax.models.vit" not in gpt and not any(m.startswith("vit_jax.interop") for m in gpt)
 
 

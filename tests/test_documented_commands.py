@@ -6,7 +6,8 @@ inside `gcloud ... --command "..."`), never copied by hand. A training command's
 resolved by vit_jax.main's own flag parser (the locked config: an unknown key fails), then its
 task and first batch are built and the model's init and forward pass are traced with
 jax.eval_shape at the real batch size: no training, no compile. TFDS datasets come from
-tfds.testing.mock_data; the embedded corpus, toy tasks and digits are the real thing.
+tfds.testing.mock_data, hf: datasets from a small one in the hub's layout written in their place
+(tests/data/hub_data.py stand_in); the embedded corpus, toy tasks and digits are the real thing.
 generate and convert commands get their flags parsed.
 """
 
@@ -26,8 +27,11 @@ import pytest
 import tensorflow_datasets as tfds
 
 from tests import helpers
+from tests.data import hub_data
+from tests.data.image import wds_shards
 from tests.data.text import corpora
 from vit_jax import convert
+from vit_jax import data
 from vit_jax import main
 from vit_jax import tasks
 from vit_jax.config import checks
@@ -132,6 +136,10 @@ def with_local_paths(command: Command, tmp_path) -> list[str]:
     name, sep, value = arg.partition("=")
     if sep and (name == "--workdir" or re.match(r"(workdirs/|gs://|/)", value)):
       arg = f"{name}={local_path(value, tmp_path)}"
+    elif sep and value.startswith(WDS + "/"):  # webdataset shards: `data_for` writes them
+      arg = f"{name}={WDS}{local_path(value[len(WDS) :], tmp_path)}"
+    elif name == "--config.mixture.stores":  # NAME=STORE,...
+      arg = f"{name}=" + ",".join(f"{n}={local_path(s, tmp_path)}" for n, s in mixed(value))
     # the files a files: dataset names (in a --config argument too)
     arg = re.sub(
         r"\b(files:|paragraphs:)((?:/|gs://)[^,]*)",
@@ -145,8 +153,12 @@ def with_local_paths(command: Command, tmp_path) -> list[str]:
 def write_files(config) -> None:
   """A files: dataset's files, in the format its pattern names (tests/data/text/corpora.py)."""
   if config.dataset.startswith("files:") and not glob.glob(config.dataset.split(":", 1)[1]):
-    text_key = config.text_key or "text"
-    corpora.write(config.dataset.split(":", 1)[1], corpora.documents(120), text_key=text_key)
+    corpora.write(config.dataset.split(":", 1)[1], corpora.documents(120), text_key=config.text_key)
+
+
+def mixed(stores: str) -> list[tuple[str, str]]:
+  """(name, store) of each source of a `--config.mixture.stores` value."""
+  return [tuple(entry.split("=", 1)) for entry in stores.split(",")] if stores else []
 
 
 def resolve_config(argv: list[str], monkeypatch, capsys):
@@ -197,8 +209,20 @@ class Imagenet21k(tfds.core.GeneratorBasedBuilder):
     raise NotImplementedError("only mocked")
 
 
+WDS = "wds:"
+
+
 def data_for(config):
-  """TFDS mock data, except for the embedded digits (a local TFDS dataset, built for real)."""
+  """TFDS mock data, except for the embedded digits (a local TFDS dataset, built for real) and
+  webdataset shards (a few written where the command names them)."""
+  if config.dataset.startswith(WDS):
+    root = config.dataset[len(WDS) :]
+    if not os.path.exists(root):
+      # Labels up to 999, so that the shards have a recipe's 1,000 classes.
+      wds_shards.write_shades(
+          root, {"train": (24, 24), "validation": (8,)}, label_of=lambda n: 999 - n
+      )
+    return contextlib.nullcontext()
   if config.dataset == "sklearn_digits":
     return contextlib.nullcontext()
   return tfds.testing.mock_data(num_examples=32)
@@ -240,6 +264,8 @@ def prepare_store(command: Command, tmp_path, monkeypatch, capsys) -> None:
   argv = [a for a in with_local_paths(command, tmp_path) if not a.startswith("--output=")]
   config = resolve_config(argv, monkeypatch, capsys)
   shrink_vocabulary(config)
+  if config.dataset.startswith(data.HUB_PREFIX):
+    hub_data.stand_in(config, tmp_path)
   with data_for(config):
     store_writer.prepare(
         config, local_path(command.flag("output"), tmp_path), workers=1, report=lambda _: None
@@ -308,8 +334,11 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   if config.dataset == "sklearn_digits" and config.data_dir is None:
     config.data_dir = digits_dir
   write_files(config)
-  store = command.flag("config.token_store")
-  if store:  # a streamed dataset: its documented prepare command makes the store first
+  if config.dataset.startswith(data.HUB_PREFIX):
+    hub_data.stand_in(config, tmp_path)
+  stores = [command.flag("config.token_store")] if command.flag("config.token_store") else []
+  stores += [store for _, store in mixed(command.flag("config.mixture.stores") or "")]
+  for store in stores:  # each store's documented prepare command makes it first, in order
     preparing = prepare_command(store)
     assert preparing, f"{command.text}: no documented vit_jax.prepare command writes {store}"
     if not os.path.exists(local_path(store, tmp_path)):
@@ -467,6 +496,14 @@ def test_prepare_command_feeds_a_documented_run(command):
   flags = lambda c: sorted(
       a for a in c.argv if a.startswith("--config=") or (a.startswith("--config.tokenizer."))
   )
-  users = [c for c in TRAINING if c.flag("config.token_store") == command.flag("output")]
-  assert users, f"{command.text}: no documented training command reads {command.flag('output')}"
-  assert any(flags(c) == flags(command) for c in users), command.text
+  output = command.flag("output")
+  users = [c for c in TRAINING if c.flag("config.token_store") == output]
+  # A mixture's run names one tokenizer's settings for all its stores (each store's fingerprint
+  # is checked when the run starts): a store prepared for one is read by its run as a source.
+  mixing = [
+      c
+      for c in TRAINING
+      if output in [store for _, store in mixed(c.flag("config.mixture.stores") or "")]
+  ]
+  assert users or mixing, f"{command.text}: no documented training command reads {output}"
+  assert mixing or any(flags(c) == flags(command) for c in users), command.text

@@ -6,9 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
+from tests import faults
 from tests import gcs_emulator
 from tests import helpers
 from vit_jax import errors
@@ -98,16 +100,29 @@ def test_a_bucket_append_cut_off_before_its_compose_leaves_no_trace(gcs, monkeyp
   assert storage.listdir(storage.parent(path)) == ["log"]
 
 
-def test_a_bucket_append_over_another_writer_s_change_is_refused(gcs):
+# Another writer's file: longer than ours would be, or as long with other bytes at the end.
+@pytest.mark.parametrize("theirs", ["another writer\n", "1\nX\n"])
+def test_a_bucket_append_over_another_writer_s_change_is_refused(gcs, theirs):
   path = storage.join(gcs.new_dir("append"), "log")
   log = storage.appender(path)
   log.write("1\n")
   log.flush()
-  storage.write_text(path, "another writer\n")
+  storage.write_text(path, theirs)
   log.write("2\n")
   with pytest.raises(errors.StorageError, match="changed while this process appended"):
     log.flush()
-  assert storage.read_text(path) == "another writer\n"
+  assert storage.read_text(path) == theirs
+
+
+def test_a_delete_is_done_once_even_if_its_answer_is_lost(gcs, monkeypatch):
+  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
+  path = storage.join(gcs.new_dir("delete"), "x")
+  with pytest.raises(FileNotFoundError):  # nothing there: the first try says so
+    storage.remove(path)
+  storage.write_text(path, "x")
+  lost = faults.inject(gcs, path.split("//", 1)[1], "lost", only=["DELETE"])
+  storage.remove(path)  # deleted, its answer lost: the next try finds it gone, which is done
+  assert lost.failed() == 1 and not storage.exists(path)
 
 
 def test_a_bucket_append_rewrites_the_file_before_compose_s_component_limit(gcs, monkeypatch):
@@ -302,6 +317,40 @@ def test_an_outage_is_tried_again_after_waits_that_double_with_jitter(clock, mon
   assert "while writing gs://b/w/x; trying again for up to 100 s" in err
 
 
+def test_the_longest_wait_is_an_eighth_of_the_budget(clock, monkeypatch):
+  monkeypatch.setattr(storage, "_probe", lambda path: None)
+  assert storage.ride_out(failing(8), "gs://b/x", "reading gs://b/x") == "done"
+  longest = storage.outage_budget() / 8  # 12.5 s of the 100 s: under LONGEST_WAIT_S
+  assert all(wait < longest + 1 for wait in clock.waits) and clock.waits[-1] >= longest
+
+
+def test_a_bucket_answers_or_not_in_one_request(gcs, tmp_path):
+  folder = gcs.new_dir("answers")
+  assert storage.answers(str(tmp_path)) and storage.answers(folder)  # a local path always does
+  faults.inject(gcs, folder.split("//", 1)[1], 503, only=["GET"])
+  assert not storage.answers(folder)
+  seconds, cause = storage.outage(folder)
+  assert seconds >= 0 and "503" in cause
+  assert storage.answers(folder) and storage.outage(folder) is None  # it answers again
+  faults.inject(gcs, folder.split("//", 1)[1], 403, only=["GET"])
+  with pytest.raises(Exception, match="403|Forbidden"):  # a refusal is no outage
+    storage.answers(folder)
+  assert storage.outage(folder) is None
+
+
+def test_a_request_tried_once_notes_the_bucket_s_outage(gcs, monkeypatch):
+  monkeypatch.setattr(storage, "_budget_s", 8.0)  # the client's own retries: 2 s
+  path = storage.join(gcs.new_dir("once"), "lock")
+  generation = storage.create_object(path, "1")
+  faults.inject(gcs, path.split("//", 1)[1], 503, times=100, only=["POST"])
+  with pytest.raises(Exception):
+    storage.replace_object(path, "2", generation, wait=False)
+  assert storage.outage(path) is not None  # the next request starts with a cheap probe
+  gcs.heal()
+  assert storage.replace_object(path, "2", generation, wait=False) is not None
+  assert storage.outage(path) is None
+
+
 @pytest.mark.parametrize("status", [408, 429, 500, 503])
 def test_each_transient_status_is_ridden_out(clock, monkeypatch, status):
   from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
@@ -357,6 +406,39 @@ def test_an_outage_past_the_budget_is_one_line_and_then_fails_at_once(clock, mon
   assert storage.ride_out(failing(0), "gs://other/x", "reading gs://other/x") == "done"
 
 
+def test_an_operation_that_keeps_failing_ends_at_its_budget_while_others_are_answered(
+    clock, monkeypatch
+):
+  monkeypatch.setattr(storage, "_probe", lambda path: None)
+
+  def another_request_answered(where, seconds):  # a lock renewal, a metrics flush
+    clock.sleep(seconds)
+    storage._answered(where)  # pylint: disable=protected-access
+
+  monkeypatch.setattr(storage, "_pause", another_request_answered)
+  times_out = failing(10**6, TimeoutError("The write operation timed out"))
+  with pytest.raises(errors.StorageUnavailableError, match="did not answer for 100 s"):
+    storage.ride_out(times_out, "gs://b/w/x", "writing gs://b/w/x")
+  assert sum(clock.waits) == pytest.approx(100) and len(times_out.calls) < 20
+
+
+def test_an_operation_failing_forever_beside_a_renewed_lock_ends_at_its_budget(gcs, monkeypatch):
+  workdir = gcs.new_dir("lock")
+  monkeypatch.setattr(workdir_lib, "LOCK_RENEW_S", 0.2)  # a renewal answered every 0.2 s
+  monkeypatch.setattr(storage, "_budget_s", 2.0)
+  workdir_lib.lock(workdir)
+  try:
+    started = time.time()
+    with pytest.raises(errors.StorageUnavailableError, match="storage_outage_s=2"):
+      storage.ride_out(
+          failing(10**6, TimeoutError("timed out")), storage.join(workdir, "x"), "writing x"
+      )
+    assert 2 <= time.time() - started < 6
+    workdir_lib.check_lock(workdir)  # renewed all along
+  finally:
+    workdir_lib.unlock(workdir)
+
+
 def test_the_clients_retry_a_request_for_a_quarter_of_the_budget():
   # pylint: disable=g-import-not-at-top  (orbax)
   from orbax.checkpoint._src.serialization import tensorstore_utils
@@ -377,22 +459,14 @@ def test_the_clients_retry_a_request_for_a_quarter_of_the_budget():
 
 
 def test_a_flush_whose_answer_was_lost_is_appended_once(gcs, monkeypatch):
-  from google.cloud import storage as gcs_client  # pylint: disable=g-import-not-at-top
-
   monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
   path = storage.join(gcs.new_dir("append"), "log")
   _append_flushes(gcs, path, ["1\n"])
-  compose, lost = gcs_client.Blob.compose, []
-
-  def landed_but_unanswered(self, *args, **kwargs):
-    compose(self, *args, **kwargs)
-    if not lost:
-      lost.append(1)
-      raise ConnectionResetError(104, "Connection reset by peer")
-
-  monkeypatch.setattr(gcs_client.Blob, "compose", landed_but_unanswered)
+  # The next flush's uploads: its part (the 1st), then the compose (the 2nd), done but its
+  # answer lost; the client tries it again, which the object's precondition refuses.
+  lost = faults.inject(gcs, path.split("//", 1)[1], "lost", nth=2, only=["POST"])
   _append_flushes(gcs, path, ["2\n", "3\n"])
-  assert lost and storage.read_text(path) == "1\n2\n3\n"
+  assert lost.failed() == 1 and storage.read_text(path) == "1\n2\n3\n"
 
 
 def test_a_held_lock_taken_over_stops_its_holder_and_is_left_to_the_new_one(gcs, monkeypatch):

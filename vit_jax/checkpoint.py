@@ -7,6 +7,7 @@ holds the run config of the attempt that saved the step (a rerun may change it),
 off that step is compared with (training/branch.py).
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -149,6 +150,21 @@ def discard_partial_saves(workdir: str) -> list[str]:
   return partial
 
 
+def refused_write_error(exc: BaseException, workdir: str) -> errors.StorageError:
+  """A write the file system refused (`exc`, full, over quota, read-only) while training in
+  `workdir`, as one line naming the last good checkpoint, with the unfinished step it interrupted
+  deleted: rerunning the same command once the cause is fixed resumes exactly."""
+  discard_partial_saves(workdir)
+  saved = step_dirs(workdir)
+  then = (
+      f"rerun the same command to resume from step {storage.name(saved[0])}, the last good "
+      f"checkpoint ({saved[0]})"
+      if saved
+      else "rerun the same command (no checkpoint was saved yet)"
+  )
+  return errors.storage_error(exc, where=workdir, then=then)
+
+
 def set_aside(step_dir: str) -> str:
   """Moves a damaged step to `checkpoints/damaged/STEP` (never deletes it); returns the new path."""
   damaged = workdir_lib.damaged_dir(storage.parent(step_dir))
@@ -222,12 +238,13 @@ def quiet_abandoned_reads() -> None:
 
 
 class _RefusedWriteLogFilter(logging.Filter):
-  """Drops orbax's log of a save's writer thread failing on a full or read-only disk: the same
-  error reaches the trainer, which reports it in one line (see train.train_and_evaluate)."""
+  """Drops orbax's log of a save's writer thread failing on a full or read-only disk, a bucket's
+  refusal or an outage: the same error reaches the trainer, which reports it in one line (see
+  train.train_and_evaluate), or the save's retries (storage.ride_out), which warn once."""
 
   def filter(self, record):
-    error = record.exc_info[1] if record.exc_info else None
-    return errors.storage_cause(error or Exception(record.getMessage())) is None
+    error = record.exc_info[1] if record.exc_info else Exception(record.getMessage())
+    return errors.storage_cause(error) is None and errors.transient_cause(error) is None
 
 
 def quiet_refused_writes() -> None:
@@ -254,13 +271,15 @@ def _everywhere(answer: bool) -> bool:
 def tensorstore_retries() -> None:
   """TensorStore, which reads and writes orbax's arrays, retries a bucket's requests as
   vit_jax/storage.py's policy does for `client_deadline_s` (its default: 32 tries, about 15
-  minutes, during which a save would hold the loop). Orbax builds its TensorStore context from
-  these module defaults and offers no setting for it."""
+  minutes, during which a save would hold the loop), or in a job of several processes for the
+  whole outage budget (a save there is not tried again: see `Checkpointer.save`). Orbax builds
+  its TensorStore context from these module defaults and offers no setting for it."""
   # pylint: disable-next=g-import-not-at-top
   from orbax.checkpoint._src.serialization import tensorstore_utils
 
+  deadline = storage.client_deadline_s() if jax.process_count() == 1 else storage.outage_budget()
   tries, waited = 0, 0.0
-  while waited < storage.client_deadline_s():
+  while waited < deadline:
     waited += min(storage.FIRST_WAIT_S * 2**tries, storage.LONGEST_WAIT_S)
     tries += 1
   retries = {
@@ -329,11 +348,14 @@ class Checkpointer:
       save_every: int,
       keep: int,
       record: dict,
-      async_save: bool = False,
+      async_save: bool | None = False,
       keep_steps: tuple[int, ...] = (),
   ):
     """Saves every `save_every` steps and at `keep_steps`; keeps the newest `keep` and every
-    one of `keep_steps`."""
+    one of `keep_steps`. `async_save` None: saves overlap training on accelerators, and a CPU
+    run saves in line."""
+    if async_save is None:
+      async_save = jax.default_backend() != "cpu"
     self.directory = workdir_lib.checkpoints_dir(workdir)
     quiet_refused_writes()
     tensorstore_retries()
@@ -438,22 +460,26 @@ class Checkpointer:
     return step % self.save_every == 0 or step in self.keep_steps
 
   def save(self, step: int, state, force: bool = False) -> bool:
-    """Saves `state` as `step` if it is due (or `force`); whether it did. In a bucket that does
-    not answer, a due save is left to the next interval (False, with a warning line); a forced one
-    rides out the outage and is finished before this returns."""
+    """Saves `state` as `step` if it is due (or `force`); whether it did. Where the storage does
+    not answer (a bucket's outage, a network file system's timeout), a due save is left to the
+    next interval (False, with a warning line); a forced one rides out the outage and is finished
+    before this returns.
+
+    In a job of several processes a save is collective, and a try that fails on one process
+    leaves the others inside one of orbax's barriers, where no later collective of this one may
+    meet them: no try is repeated or skipped after it started. A failed save ends the job, in
+    one line on every process (training/job_end.py), and the last finished step is kept. Its
+    arrays' writes get the whole outage budget instead (`tensorstore_retries`), so that this
+    happens only where one process alone would also end.
+    """
     if not (force or self.should_save(step)):
       return False
-    if not storage.is_remote(self.directory):
-      return self._save(step, state)
-    if force:
-      return storage.ride_out(
-          lambda: self._save(step, state, finish=True),
-          self.directory,
-          f"saving checkpoint {step} in {self.directory}",
-      )
+    what = f"saving checkpoint {step} in {self.directory}"
+    if force and jax.process_count() == 1:
+      return storage.ride_out(lambda: self._save(step, state, finish=True), self.directory, what)
     try:  # one cheap request first: a save into an outage would hold the loop for its retries
-      if _everywhere(storage.answers(self.directory)):
-        return self._save(step, state)
+      if force or _everywhere(storage.answers(self.directory)):
+        return self._save(step, state, finish=force)
       away = storage.outage(self.directory)
       cause = "on another process of the job"
       if away:
@@ -462,8 +488,14 @@ class Checkpointer:
       cause = errors.transient_cause(e)
       if cause is None:
         raise
+      if jax.process_count() > 1:
+        raise errors.StorageUnavailableError(
+            f"{storage.holder(self.directory)} did not answer ({cause}) while {what} on process "
+            f"{jax.process_index()}: a save that fails on one process of a job ends the job. "
+            "Nothing saved was lost; rerun the same command once it answers."
+        ) from e
     print(
-        f"warning: checkpoint {step} not saved: {storage.bucket(self.directory)} does not answer "
+        f"warning: checkpoint {step} not saved: {storage.holder(self.directory)} does not answer "
         f"({cause}); training goes on, and the next checkpoint is saved at step "
         f"{step + self.save_every - step % self.save_every} if it answers by then.",
         file=sys.stderr,
@@ -472,12 +504,16 @@ class Checkpointer:
     return False
 
   def _save(self, step: int, state, finish: bool = False) -> bool:
-    """One try of a save; `finish`: wait for an asynchronous one to be finished."""
+    """One try of a save; `finish`: wait for an asynchronous one to be finished. After a failed
+    try, the unfinished steps it left are deleted first, and a step whose commit landed before
+    its try failed (e.g. while orbax deleted an older step) is not saved again."""
     if not _everywhere(not self._unfinished):  # nothing is in flight now: the failed one ended
       if jax.process_index() == 0:
         discard_partial_saves(storage.parent(self.directory))
-      multihost_utils.sync_global_processes("vit_jax_discarded_unfinished_steps")
+      multihost_utils.sync_global_devices("vit_jax_discarded_unfinished_steps")
       self._unfinished = False
+      if step in self.manager.all_steps():  # finished: its commit marker is there
+        return True
     try:
       saved = self.manager.save(
           step,
@@ -490,7 +526,10 @@ class Checkpointer:
         self.manager.wait_until_finished()
       return saved
     except Exception:
-      self._manager, self._unfinished = None, True
+      failed, self._manager, self._unfinished = self._manager, None, True
+      if jax.process_count() == 1:  # its commit thread, if one started, ends first (in a job,
+        with contextlib.suppress(Exception):  # closing is a barrier the others never reach)
+          failed.close()
       raise
 
   def close(self):

@@ -85,13 +85,18 @@ _STORAGE_CAUSES = {
     errno.EDQUOT: "is over its quota",
     errno.EROFS: "is read-only",
     errno.EACCES: "does not let this user write there",
+    errno.ENOENT: "no longer holds it (the bucket or the folder was deleted)",
 }
 _FIXES = {
     errno.ENOSPC: "free some space",
     errno.EDQUOT: "free some space or raise the quota",
     errno.EROFS: "use a writable location",
     errno.EACCES: "fix the permissions or use a writable location",
+    errno.ENOENT: "restore it or use another location",
 }
+# A bucket's refusals, as the errno of the same refusal on a disk: no access (401, 403), or no
+# such bucket (404). Only HTTP answers map to ENOENT: a local file that is missing is no refusal.
+_HTTP_REFUSALS = {401: errno.EACCES, 403: errno.EACCES, 404: errno.ENOENT}
 # TensorStore (orbax's writer) wraps the OS error in a message: ... [os_error_code='28'].
 _TENSORSTORE_ERRNO = re.compile(r"os_error_code='?(\d+)")
 _TENSORSTORE_FILE = re.compile(r'(?:local )?file "([^"]+)"')
@@ -99,12 +104,16 @@ _TENSORSTORE_FILE = re.compile(r'(?:local )?file "([^"]+)"')
 
 def storage_cause(exc: BaseException) -> tuple[int, str | None] | None:
   """(errno, path or None) when `exc` or an exception it was raised from or during is a refused
-  write (ENOSPC, EDQUOT, EROFS, EACCES), as an OSError or TensorStore's message; else None."""
+  write (ENOSPC, EDQUOT, EROFS, EACCES), as an OSError or TensorStore's message, or a bucket's
+  refusal (HTTP 401, 403: EACCES; 404: ENOENT); else None."""
   found, seen = [], set()
   while exc is not None and id(exc) not in seen:
     seen.add(id(exc))
-    if isinstance(exc, OSError) and exc.errno in _STORAGE_CAUSES:
+    if isinstance(exc, OSError) and exc.errno in _STORAGE_CAUSES and exc.errno != errno.ENOENT:
       found.append((exc.errno, exc.filename))
+    status = _http_status(exc)
+    if status in _HTTP_REFUSALS:
+      found.append((_HTTP_REFUSALS[status], None))
     code = _TENSORSTORE_ERRNO.search(str(exc))
     if code and int(code.group(1)) in _STORAGE_CAUSES:
       path = _TENSORSTORE_FILE.search(str(exc))
@@ -140,7 +149,24 @@ _TRANSIENT_CLASSES = {
 }
 # TensorStore's status codes for a storage that did not answer, and the HTTP code it quotes.
 _TENSORSTORE_TRANSIENT = re.compile(r"(UNAVAILABLE|DEADLINE_EXCEEDED): ")
-_HTTP_STATUS = re.compile(r"HTTP (?:response code|status)[: ]+(\d{3})")
+# An HTTP status in a message: Google's and gcsfs's wording, and TensorStore's (which wraps a
+# request's last answer as [http_response_code='503'] in an error of another code, e.g. ABORTED).
+_HTTP_STATUS = re.compile(r"(?:HTTP (?:response code|status)[: ]+|http_response_code='?)(\d{3})")
+
+
+def _http_status(exc: BaseException) -> int | None:
+  """The HTTP status of a request's error (google.api_core's and gcsfs's `code`, or in its
+  message), or None."""
+  code = getattr(exc, "code", None)
+  if isinstance(code, int) and 100 <= code <= 599:
+    return code
+  text = str(exc)
+  if isinstance(exc, OSError) and text.startswith("Forbidden: http"):  # gcsfs's 403
+    return 403
+  if isinstance(exc, FileNotFoundError) and text.startswith("http") and "/b/" in text:
+    return 404  # gcsfs's: the request's URL as the missing file
+  found = _HTTP_STATUS.search(text)
+  return int(found.group(1)) if found else None
 
 
 def _retryable_status(code) -> bool:
@@ -163,10 +189,7 @@ def transient_cause(exc: BaseException) -> str | None:
       return first
     if _TRANSIENT_CLASSES & {cls.__name__ for cls in type(exc).__mro__}:
       return first
-    if _retryable_status(getattr(exc, "code", None)):  # google.api_core, gcsfs.retry.HttpError
-      return first
-    http = _HTTP_STATUS.search(str(exc))
-    if _TENSORSTORE_TRANSIENT.match(str(exc)) or (http and _retryable_status(int(http.group(1)))):
+    if _TENSORSTORE_TRANSIENT.match(str(exc)) or _retryable_status(_http_status(exc)):
       return first
     exc = exc.__cause__ or exc.__context__
   return None
@@ -198,16 +221,19 @@ def user_problem(exc: BaseException, where: str | None = None) -> BaseException 
 
 
 @contextlib.contextmanager
-def exit_on_user_error(code: int = 2, where: str | None = None):
+def exit_on_user_error(code: int = 2, where: str | None = None, end=None):
   """Inside a command: a `user_problem` ends the process with one `error:` line and exit `code`
   (EXIT_STORAGE_UNAVAILABLE for a storage that did not answer); any other exception keeps its
-  traceback."""
+  traceback. `end(line, code)`, if given, ends the process in place of printing and exiting
+  (the trainer's: training/job_end.py, which ends a job's other processes the same way)."""
   try:
     yield
   except Exception as e:  # pylint: disable=broad-except
     problem = user_problem(e, where)
     if problem is None:
       raise
+    if end is not None:
+      end(str(problem).strip(), exit_code(problem, code))
     print(f"error: {str(problem).strip()}", file=sys.stderr, flush=True)
     sys.exit(exit_code(problem, code))
 

@@ -49,6 +49,7 @@ def main(argv):
   import jax
 
   from vit_jax import errors
+  from vit_jax.training import job_end
   from vit_jax.training import mesh
   from vit_jax.training import train
 
@@ -60,7 +61,7 @@ def main(argv):
   if note and jax.process_index() == 0:
     print(note, file=sys.stderr)
   try:
-    with errors.exit_on_user_error(where=FLAGS.workdir):
+    with errors.exit_on_user_error(where=FLAGS.workdir, end=job_end.end):
       result = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   except train.NonFiniteError as e:
     print(f"error: {e}", file=sys.stderr)

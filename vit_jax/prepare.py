@@ -11,6 +11,11 @@ ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar.
   python -m vit_jax.main --config=configs/vit.py:variant=S/16,dataset=imagenet2012 \
       --config.data_dir=/data/tfds --workdir=W
 
+An hf: dataset (vit_jax/data/hub.py) is downloaded from the hub, or converted from a local folder
+in the hub's layout, into the datasets cache (--config.data_dir, else Hugging Face's), which runs
+then read, offline too. webdataset shards (wds:, vit_jax/data/image/webdataset.py) are indexed and
+checked, as a run's first read would.
+
 An evaluator's dataset that cannot be prepared here (no manual download, or no network: each
 file is tried tfds_builders.DOWNLOAD_RETRIES + 1 times, a few seconds) is skipped with one line,
 as the run then skips that evaluator;
@@ -124,7 +129,9 @@ def _prepare_image_datasets(config) -> None:
   """The config's dataset, then each evaluator's other dataset (skipped with a line if it cannot
   be prepared here)."""
   # pylint: disable=g-import-not-at-top
+  from vit_jax import data
   from vit_jax import errors
+  from vit_jax.data import hub
   from vit_jax.data import tfds_builders
   from vit_jax.data.image import sources
   from vit_jax.evaluate import registry
@@ -140,6 +147,13 @@ def _prepare_image_datasets(config) -> None:
     if dataset.startswith(sources.FOLDER_PREFIX):
       continue  # a folder is read as it is
     try:
+      if dataset.startswith(sources.WDS_PREFIX):  # shards are read as they are, by their index
+        _index_shards(dataset, config)
+        continue
+      if dataset.startswith(data.HUB_PREFIX):  # into the datasets cache, read offline by runs
+        hub.prepare_images(dataset, data.read_options(config), config.data_dir)
+        print(f"{dataset}: in the datasets cache", flush=True)
+        continue
       prepared = tfds_builders.prepare(
           dataset, data_dir=config.data_dir, manual_dir=FLAGS.manual_dir
       )
@@ -149,6 +163,23 @@ def _prepare_image_datasets(config) -> None:
       print(f"skipped {dataset!r} (its evaluators are skipped too): {e}", flush=True)
       continue
     print(f"{dataset}: {'prepared' if prepared else 'already prepared'}", flush=True)
+
+
+def _index_shards(dataset: str, config) -> None:
+  """Indexes webdataset shards (their checks included), as the first run would."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import data
+  from vit_jax.data.image import sources
+
+  source = sources.open_source(
+      dataset,
+      data_dir=config.data_dir,
+      download=config.download,
+      read_options=data.read_options(config),
+  )
+  splits = dict.fromkeys(s for s in (source.train_split, source.eval_split) if s)
+  counts = ", ".join(f"{s} {int(source.read(s, 0, 1).cardinality()):,}" for s in splits)
+  print(f"{dataset}: shards indexed ({counts} samples; {source.num_classes} classes)", flush=True)
 
 
 def _prepare_text_dataset(config) -> bool:

@@ -33,8 +33,9 @@ import sys
 
 VERBOSE_ENV = "VIT_JAX_VERBOSE"
 # Python loggers of libraries that report benign events at WARNING (orbax logs through absl;
-# urllib3 each retry of a download, which its failure sums up in one line: data/tfds_builders.py).
-_QUIETED_LOGGERS = ("absl", "tensorflow", "urllib3.connectionpool")
+# urllib3 each retry of a download, which its failure sums up in one line: data/tfds_builders.py;
+# Hugging Face's datasets, at INFO on import, the frameworks it finds: data/hub.py).
+_QUIETED_LOGGERS = ("absl", "tensorflow", "urllib3.connectionpool", "datasets")
 
 
 class _ErrorsOnly(logging.Filter):

@@ -192,17 +192,22 @@ def _answered(where: str) -> None:
 
 def ride_out(operation, path, what: str):
   """`operation()`, tried again while the storage holding `path` does not answer: after waits
-  that double from FIRST_WAIT_S to `_longest_wait_s()`, with jitter, until that bucket has been
-  away for the outage budget (counted from its first unanswered request, whichever operation made
-  it); then a StorageUnavailableError naming the bucket, the error, how long it was away and
+  that double from FIRST_WAIT_S to `_longest_wait_s()`, with jitter, until the outage budget is
+  spent; then a StorageUnavailableError naming the bucket, the error, how long it was away and
   `what` was being done ("writing gs://.../metrics.jsonl"). Other errors are raised as they are.
+
+  The budget runs from this operation's first unanswered try, or from the bucket's first
+  unanswered request if that came sooner (whichever operation made it). Another request's
+  answer ends the bucket's outage, not this operation's: one that keeps failing (an upload that
+  always times out, a 503 on one object) ends at its budget while other requests (a lock's
+  renewal, a metrics flush) are answered.
 
   `operation` must be safe to repeat: a retried write whose first try landed must find that out
   (the preconditions of `create_object` and the appender do). A local path is tried the same
   way: its file system may be a network one.
   """
-  where = bucket(path) if is_remote(path) else f"the file system holding {path}"
-  wait, warned = FIRST_WAIT_S, False
+  where = holder(path)
+  wait, warned, first_unanswered = FIRST_WAIT_S, False, None
   while True:
     started = time.time()
     try:
@@ -215,7 +220,8 @@ def ride_out(operation, path, what: str):
       cause = errors.transient_cause(e)
       if cause is None:
         raise
-      away = _unanswered(where, started, cause)
+      first_unanswered = started if first_unanswered is None else first_unanswered
+      away = max(_unanswered(where, started, cause), time.time() - first_unanswered)
       left = _budget_s - away
       if left <= 0:
         raise errors.StorageUnavailableError(
@@ -297,6 +303,11 @@ def bucket(path) -> str:
   """The bucket of a gs:// path, as gs://BUCKET."""
   parts = urllib.parse.urlsplit(os.fspath(path))
   return f"{parts.scheme}://{parts.netloc}"
+
+
+def holder(path) -> str:
+  """What holds `path`, as a message names it: gs://BUCKET, or the file system holding it."""
+  return bucket(path) if is_remote(path) else f"the file system holding {path}"
 
 
 def is_within(path, folder) -> bool:
@@ -653,10 +664,26 @@ def makedirs(path) -> None:
 
 
 def remove(path) -> None:
-  if is_remote(path):
-    ride_out(_removing(_epath(path).unlink), path, f"deleting {path}")
-  else:
+  """Deletes file `path`; FileNotFoundError if there is none. In a bucket, through Google's
+  client, once the object is known to exist: a retried delete (the client's own, or the next
+  try's) whose first one landed finds it gone, which is then done."""
+  if not is_remote(path):
     os.remove(path)
+    return
+  blob, seen = _blob(path), []
+
+  def delete():
+    try:
+      if not seen:
+        blob.reload(retry=_client_retry())
+        seen.append(True)
+      blob.delete(retry=_client_retry())
+    except _refused()[1] as e:  # NotFound
+      if not seen:
+        raise FileNotFoundError(f"{path} does not exist") from e
+
+  ride_out(delete, path, f"deleting {path}")
+  _forget_listings(os.fspath(path))
 
 
 def _removing(delete):

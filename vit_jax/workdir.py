@@ -132,7 +132,16 @@ def checkpoints_of(path: str) -> str:
   return checkpoints_dir(path) if storage.isdir(checkpoints_dir(path)) else path
 
 
-DATA_KEYS = ("dataset", "train_split")
+# What the training data is; an hf: dataset's subset and held-out slice, a mixture's stores and
+# weights too (None elsewhere).
+DATA_KEYS = (
+    "dataset",
+    "train_split",
+    "hf_subset",
+    "hf_holdout",
+    "mixture.stores",
+    "mixture.weights",
+)
 TOKENIZER_KEYS = ("tokenizer.kind", "tokenizer.vocab_size", "tokenizer.path")
 
 

@@ -1,6 +1,8 @@
 """vit_jax.predict's classes: ImageNet's read as names beside their WordNet ids, and probabilities
 as the model was trained (a sigmoid per class for a sigmoid-trained workdir)."""
 
+import shutil
+
 import jax
 import numpy as np
 from PIL import Image
@@ -44,6 +46,18 @@ def test_an_imported_imagenet_model_predicts_names_with_their_ids(tmp_path, imag
   result, _ = predicting.classify_images(loaded, image_files, top_k=3, image_size=32)
   assert all(t["name"] == names[t["label"]] for t in result["top_k"])
   assert predicting.describe_image(result).startswith(f"0.png: {result['top_k'][0]['name']} ")
+
+
+def test_a_folder_workdir_names_its_classes_by_their_folders(tmp_path, image_files):
+  for split, cls in (("train", "cat"), ("train", "dog"), ("test", "dog")):
+    (tmp_path / "images" / split / cls).mkdir(parents=True)
+    shutil.copy(image_files[0], tmp_path / "images" / split / cls / "0.png")
+  workdir = lambda dataset: loading.Loaded(
+      path=str(tmp_path / "w"), model={"name": "vit"}, module=None, params={}, flat={},
+      workdir_config={"task": "image_classification", "dataset": dataset}, notes=[],
+  )  # fmt: skip
+  assert images.class_names(workdir(f"folder:{tmp_path}/images"), 2) == ["cat", "dog"]
+  assert images.class_names(workdir(f"wds:{tmp_path}/shards"), 2) == ["class_0", "class_1"]
 
 
 @pytest.mark.parametrize("loss", ["softmax_xent", "sigmoid_xent"])

@@ -37,6 +37,7 @@ OPTIONAL_INTS = [
     ("bert.py", "model.mlp_dim"),
     ("bert_classifier.py", "model.mlp_dim"),
     ("seq2seq.py", "model.num_decoder_layers"),
+    ("vit.py", "hf_holdout"),
 ]
 
 

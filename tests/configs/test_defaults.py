@@ -34,4 +34,6 @@ def test_an_older_saved_config_gets_the_keys_added_since():
       "softmax_xent",
       "crop",
   )
+  # What the image sources read (data.read_options): undecodable images were skipped.
+  assert config["bad_images"] == "skip"
   assert "loss" not in defaults.from_saved({"task": "causal_lm"})

@@ -5,6 +5,7 @@ import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import pytest
 
@@ -109,6 +110,27 @@ def test_fp32_logits_gradients_match_the_plain_products_within_bf16():
     scale = float(jnp.abs(want.astype(jnp.float32)).max())
     diff = jnp.abs(got.astype(jnp.float32) - want.astype(jnp.float32)).max()
     assert float(diff) <= 2**-7 * scale
+
+
+def test_fp32_logits_keep_a_float16_gradient_that_float16_would_flush_to_zero():
+  """(softmax - one-hot) / tokens over 4 x 1024 tokens and 8,192 classes is mostly below float16's
+  smallest value: the head's backward keeps it in fp32 for float16 operands."""
+  tokens, vocab, width = 4 * 1024, 8192, 32
+  keys = jax.random.split(jax.random.PRNGKey(0), 3)
+  h = jax.random.normal(keys[0], (4, 1024, width), jnp.float32)
+  embedding = jax.random.normal(keys[1], (vocab, width), jnp.float32) * 0.1
+  targets = jax.random.randint(keys[2], (4, 1024), 0, vocab)
+
+  def loss(h, e):
+    logits = gpt.fp32_logits(h, e)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, targets).sum() / tokens
+
+  grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+  reference = grad(h, embedding)
+  ours = grad(h.astype(jnp.float16), embedding.astype(jnp.float16))
+  for got, want in zip(ours, reference):
+    got, want = np.asarray(got, np.float32), np.asarray(want)
+    assert np.linalg.norm(got - want) <= 1e-2 * np.linalg.norm(want)
 
 
 RECIPES = {  # config argument -> first-moment dtype of Adam in the reference

@@ -50,11 +50,31 @@ def cudnn_on_cpu(monkeypatch):
   return calls
 
 
+def assert_close_in_bf16(got, want, where: str = ""):
+  """Equal to bf16's precision: each element within 2% of the largest."""
+  got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+  worst = float(np.max(np.abs(got - want)))
+  assert worst <= 0.02 * float(np.max(np.abs(want))), (where, worst, float(np.max(np.abs(want))))
+
+
+def _with_random_biases(params, seed: int = 1):
+  """`params` with every bias drawn from N(0, 1) (init's are zero)."""
+  rng = np.random.default_rng(seed)
+  return jax.tree_util.tree_map_with_path(
+      lambda path, x: (
+          jnp.asarray(rng.standard_normal(x.shape), x.dtype)
+          if jax.tree_util.keystr(path).endswith("['bias']")
+          else x
+      ),
+      params,
+  )
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_odd_lengths_padded_for_cudnn_attend_as_unpadded(cudnn_on_cpu, causal):
-  batch, length, width = 2, 197, 64
+  batch, length, width, offset = 2, 197, 64, 3.0
   rng = np.random.default_rng(0)
-  x_BxTxD = jnp.asarray(rng.standard_normal((batch, length, width)), jnp.bfloat16)
+  x_BxTxD = jnp.asarray(offset + rng.standard_normal((batch, length, width)), jnp.bfloat16)
   mask = masks.MaskSpec(causal=causal)
 
   def module(implementation):
@@ -62,7 +82,14 @@ def test_odd_lengths_padded_for_cudnn_attend_as_unpadded(cudnn_on_cpu, causal):
         num_heads=2, implementation=implementation, dtype=jnp.bfloat16
     )
 
-  params = module("xla").init(jax.random.PRNGKey(0), x_BxTxD, mask=mask)
+  params = _with_random_biases(module("xla").init(jax.random.PRNGKey(0), x_BxTxD, mask=mask))
+  # The zero row the padding adds makes a key of the key bias alone, where every real key also
+  # holds kernel @ x, about kernel @ offset: queries pointed away from that direction would give
+  # the padded key (value: the value bias alone) nearly all their attention if it were visible
+  # (without causality; with it, the padded key, the last, is after every real query anyway).
+  real_key_HxK = jnp.einsum("d,dhk->hk", jnp.full(width, offset), params["params"]["key"]["kernel"])
+  away_HxK = -4 * real_key_HxK / jnp.linalg.norm(real_key_HxK, axis=-1, keepdims=True)
+  params["params"]["query"]["bias"] = away_HxK * np.sqrt(width // 2)
 
   def loss(params, x, implementation):
     out = module(implementation).apply(params, x, mask=mask)
@@ -79,7 +106,7 @@ def test_odd_lengths_padded_for_cudnn_attend_as_unpadded(cudnn_on_cpu, causal):
   (padded_length, key_lengths), *_ = cudnn_on_cpu
   assert padded_length == 198 and out.shape == (batch, length, width)
   np.testing.assert_array_equal(key_lengths, [length] * batch)
-  np.testing.assert_allclose(out.astype(np.float32), ref_out.astype(np.float32), atol=0.05)
+  assert_close_in_bf16(out, ref_out)
   np.testing.assert_allclose(value, ref_value, rtol=0.02)
   # Every gradient to bf16 precision, against the largest (the key bias's is rounding noise:
   # softmax does not change when the same amount is added to a row's logits).
@@ -87,6 +114,34 @@ def test_odd_lengths_padded_for_cudnn_attend_as_unpadded(cudnn_on_cpu, causal):
   for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads)):
     got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
     assert np.linalg.norm(got - want) <= 0.02 * scale
+
+
+# (queries, keys): equal, more keys and more queries, even and odd.
+LENGTHS = [(4, 4), (3, 3), (4, 6), (3, 4), (4, 3), (3, 5), (5, 3), (2, 4)]
+
+
+@pytest.mark.parametrize("padding", [False, True], ids=["unpadded", "padded"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_auto_attends_as_xla_for_any_lengths_and_mask(cudnn_on_cpu, causal, padding):
+  """On a GPU, `auto` takes cuDNN where it computes the attention exactly (padding odd lengths
+  where that is exact) and XLA elsewhere: the same outputs for every combination."""
+  rng = np.random.default_rng(0)
+  width, batch = 16, 2
+  for q_len, kv_len in LENGTHS:
+    x_q = jnp.asarray(3 + rng.standard_normal((batch, q_len, width)), jnp.bfloat16)
+    x_kv = jnp.asarray(3 + rng.standard_normal((batch, kv_len, width)), jnp.bfloat16)
+    mask = masks.MaskSpec(causal=causal)
+    if padding:  # the second example's last key is padding
+      key_valid = jnp.stack([jnp.ones(kv_len, bool), jnp.arange(kv_len) < kv_len - 1])
+      mask = mask.with_padding(jnp.ones((batch, q_len), bool), key_valid)
+    inputs = (x_q,) if q_len == kv_len else (x_q, x_kv)
+    module = lambda impl: attention.MultiHeadAttention(2, implementation=impl, dtype=jnp.bfloat16)
+    params = _with_random_biases(module("xla").init(jax.random.PRNGKey(0), *inputs, mask=mask))
+    out = {
+        impl: np.asarray(jax.jit(module(impl).apply)(params, *inputs, mask=mask), np.float32)
+        for impl in ("auto", "xla")
+    }
+    assert_close_in_bf16(out["auto"], out["xla"], f"T={q_len} S={kv_len}")
 
 
 def _gpt_loss(config, dtype="float32"):

@@ -116,8 +116,43 @@ def assert_ends_as_a_straight_run(bucket, workdir, trained, tmp_path):
     np.testing.assert_array_equal(straight[key], ours[key], err_msg=key)
 
 
-def test_a_run_trains_on_through_an_outage_longer_than_its_clients_deadline(
-    bucket, compiled, digits_dir, trained, tmp_path
+def down_twice(bucket, workdir, back_in: float, times: dict):
+  """An `on_line` taking the bucket down once step 3 is logged (its checkpoint 2 saved) and
+  bringing it back after `back_in` s, to die at the final checkpoint's first array write (6,
+  once its folder's first files are written and the waiting records sent) and come back
+  `back_in` s after that."""
+
+  def outages():
+    time.sleep(back_in)
+    bucket.up(die_on=f"{workdir.split('/', 3)[3]}/checkpoints/6/state/")
+    times["up"] = time.time()
+    while not bucket.is_down():
+      time.sleep(0.05)
+    times["died"] = time.time()
+    time.sleep(back_in)
+    bucket.up()
+    times["up_again"] = time.time()
+
+  def on_line(line):
+    if line.startswith("step 3/") and "down" not in times:
+      bucket.down()
+      times["down"] = time.time()
+      threading.Thread(target=outages, daemon=True).start()
+
+  return on_line
+
+
+@pytest.mark.parametrize(
+    "outage_s, budget_s",
+    [
+        (5, 10),  # past the clients' own retries (2.5 s), within the budget
+        # Minutes: the final save starts during the first outage (the tiny run trains its last
+        # steps in seconds), so it waits through both, about 300 s: the budget must cover it.
+        pytest.param(150, 400, marks=pytest.mark.slow),
+    ],
+)
+def test_a_run_trains_on_through_an_outage_and_rides_out_another_in_its_final_save(
+    bucket, compiled, digits_dir, trained, tmp_path, outage_s, budget_s
 ):
   workdir, times = bucket.new_dir("through"), {}
   run = Watched(
@@ -126,14 +161,16 @@ def test_a_run_trains_on_through_an_outage_longer_than_its_clients_deadline(
       digits_dir,
       tmp_path,
       compiled,
-      "--config.storage_outage_s=10",  # the clients' own retries: 2.5 s
-      on_line=down_after_step_3(bucket, back_in=5, times=times),
+      f"--config.storage_outage_s={budget_s}",
+      on_line=down_twice(bucket, workdir, outage_s, times),
   )
   assert run.returncode == 0, run.stderr[-3000:]
   assert "Traceback" not in run.stderr and "error:" not in run.stderr
   # Training went on while the bucket was away: the last step before it was back.
   assert run.started + run.when("step 6/6: grad_norm") < times["up"]
   assert "warning: checkpoint 4 not saved: gs://vit-jax-test does not answer" in run.stderr
+  assert "died" in times, "the bucket did not die during checkpoint 6's write"
+  assert "while saving checkpoint 6" in run.stderr  # its save waited for the bucket
   assert "answers again" in run.stdout
   assert_ends_as_a_straight_run(bucket, workdir, trained, tmp_path)
 

@@ -10,9 +10,9 @@ import warnings
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
+from tests import faults
 from tests import helpers
 from tests.survival import conftest
 from vit_jax import checkpoint
@@ -169,20 +169,12 @@ def _two_steps(tmp_path):
 
 
 def _storage_fails(monkeypatch, step, times, error):
-  """Orbax's reads of `step` raise `error` the first `times` times (a bucket's timeouts)."""
-  restore, failures = ocp.CheckpointManager.restore, []
-
-  def flaky(self, s, *args, **kwargs):
-    if s == step and len(failures) < times:
-      failures.append(s)
-      raise error
-    return restore(self, s, *args, **kwargs)
-
-  monkeypatch.setattr(ocp.CheckpointManager, "restore", flaky)
-  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)  # tries again at once, for a second
+  """Orbax's reads of `step` raise `error` the first `times` times (a bucket's timeouts), tried
+  again at once, for a second."""
+  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
   monkeypatch.setattr(storage, "_budget_s", 1.0)
   monkeypatch.setattr(storage, "_away", {})
-  return failures
+  return faults.inject(monkeypatch, f"checkpoints/{step}", error, times=times, only=["restore"])
 
 
 def _api_exceptions():
@@ -196,12 +188,12 @@ def test_a_storage_that_recovers_restores_the_newest_step(tmp_path, monkeypatch,
   else:
     error = _api_exceptions().ServiceUnavailable("backend error")
   ckpt, read = _two_steps(tmp_path)
-  failures = _storage_fails(monkeypatch, 4, 2, error)
+  fault = _storage_fails(monkeypatch, 4, 2, error)
   step_dir, restored = checkpoint.first_intact(
       checkpoint.step_dirs(str(tmp_path)), read, move_damaged=True
   )
   ckpt.close()
-  assert len(failures) == 2
+  assert fault.failed() == 2
   assert step_dir.endswith("/4") and restored["w"][0, 0] == 1
   assert not (tmp_path / "checkpoints" / "damaged").exists()
   err = capsys.readouterr().err
@@ -222,6 +214,9 @@ def test_only_a_storage_that_did_not_answer_is_transient():
   api_exceptions = _api_exceptions()
   assert errors.transient_cause(api_exceptions.TooManyRequests("slow down"))
   assert errors.transient_cause(ValueError("UNAVAILABLE: HTTP response code: 503"))
+  # TensorStore's error once its own retries are spent: another code, the status in brackets.
+  spent = "ABORTED: Error writing x: All 6 retry attempts failed [http_response_code='503']"
+  assert errors.transient_cause(ValueError(spent))
   try:
     raise ValueError("orbax wrapper") from TimeoutError("deadline")
   except ValueError as e:

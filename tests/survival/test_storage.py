@@ -40,6 +40,18 @@ TENSORSTORE_FULL = (
         (OSError(errno.EROFS, "Read-only file system", "/ro/x.npz"), "/ro/x.npz", "read-only"),
         (PermissionError(errno.EACCES, "Permission denied", "/p/f"), "/p/f", "does not let"),
         (ValueError(TENSORSTORE_FULL), "/d/w/checkpoints/4.orbax-checkpoint-tmp", "is full"),
+        # A bucket's refusals: gcsfs's words for a 403 and a 404, and TensorStore's.
+        (
+            OSError("Forbidden: http://h/upload/storage/v1/b/b/o?name=w%2Fx\nno access"),
+            "/d/w",
+            "does not let this user write there",
+        ),
+        (FileNotFoundError("http://h/upload/storage/v1/b/b/o?name=w"), "/d/w", "no longer holds"),
+        (
+            ValueError("PERMISSION_DENIED: Error writing x [http_response_code='403']"),
+            "/d/w",
+            "does not let this user write there",
+        ),
     ],
 )
 def test_refused_writes_name_the_path_and_the_cause(exc, path, cause):

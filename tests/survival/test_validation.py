@@ -45,6 +45,9 @@ def config_with(module, arg="", **overrides):
         ("optimizer__name", "adam", "optimizer.name"),
         ("optimizer__b2", 1.0, "optimizer.b2"),
         ("bad_images", "ignore", "bad_images"),
+        # float16 without loss scaling: its gradients underflow
+        ("model__dtype", "float16", "model.dtype='float16' must be float32 or bfloat16: float16"),
+        ("model__param_dtype", "float16", "model.param_dtype='float16' must be float32 or"),
         ("storage_outage_s", 0.0, "storage_outage_s"),
         # longer than a bucket workdir's lock is safe from a takeover
         ("storage_outage_s", 600.0, r"storage_outage_s=600.0 must be in \(0, 420\]: a bucket"),

@@ -66,3 +66,17 @@ def test_nan_logits_give_a_nan_loss_for_the_guard():
       logits.at[0, 1, 7].set(jnp.nan), targets, weights
   )
   assert np.isnan(float(nll))
+
+
+def test_logits_masked_to_minus_infinity_give_optax_s_loss():
+  """Two parts of a row whose maxima are both -inf merge into a finite sum: the reduction may
+  combine any two parts (a GPU's tree does), not only an element with the running value."""
+  minus_inf = jnp.float32(-jnp.inf)
+  part = (minus_inf, jnp.int32(3), jnp.float32(1.0), jnp.float32(0.0))
+  row_max, _, exp_sum, _ = token_cross_entropy._combine(part, part)  # pylint: disable=protected-access
+  assert row_max == minus_inf and float(exp_sum) == 2.0  # two elements at the row's max
+  logits, targets, weights = _case(4, shape=(2, 3, 64))
+  masked = logits.at[..., 1::2].set(minus_inf)  # every other token impossible
+  targets = targets - targets % 2  # the targets among the possible ones
+  ours = jax.jit(token_cross_entropy.weighted_cross_entropy)(masked, targets, weights)
+  np.testing.assert_allclose(ours[0], _reference(masked, targets, weights)[0], rtol=1e-6)

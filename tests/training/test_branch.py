@@ -18,7 +18,8 @@ from vit_jax.training import branch
 from vit_jax.training import train
 
 BRANCH_POINT, PARENT_STEPS, BRANCH_STEPS, BRANCH_COOLDOWN = 6, 12, 9, 3
-IN_COOLDOWN = 10  # a step the parent keeps after its cooldown began (at step 8)
+COOLDOWN_START = 8  # the parent's cooldown of 4 steps to step 12 starts here: a step it keeps
+IN_COOLDOWN = 10  # a step the parent keeps after its cooldown began
 
 
 def config(digits_dir, total_steps, cooldown_steps, **extra):
@@ -33,7 +34,7 @@ def config(digits_dir, total_steps, cooldown_steps, **extra):
 
 @pytest.fixture(scope="module")
 def parent(digits_dir, tmp_path_factory):
-  """A 12-step rsqrt run keeping its steps 6 and 10, trained in two attempts: 6 steps without a
+  """A 12-step rsqrt run keeping its steps 6, 8 and 10, trained in two attempts: 6 steps without a
   cooldown or an EMA, then resumed to 12 with a cooldown of 4 and an EMA (as a long run is
   extended, and its EMA turned on, along the way)."""
   workdir = str(tmp_path_factory.mktemp("branch") / "parent")
@@ -43,7 +44,7 @@ def parent(digits_dir, tmp_path_factory):
       digits_dir,
       PARENT_STEPS,
       4,
-      keep_checkpoint_steps=(BRANCH_POINT, IN_COOLDOWN),
+      keep_checkpoint_steps=(BRANCH_POINT, COOLDOWN_START, IN_COOLDOWN),
       keep_checkpoints=1,
       ema_decay=0.9,
   )
@@ -54,7 +55,7 @@ def parent(digits_dir, tmp_path_factory):
 def test_a_branch_equals_the_run_trained_from_scratch_to_its_length(digits_dir, parent, tmp_path):
   """Branched at a step saved before the parent's last attempt turned its EMA on: the config
   the branch repeats is the one that saved the step, without one."""
-  assert sorted(os.listdir(os.path.join(parent, "checkpoints")), key=int) == ["6", "10", "12"]
+  assert sorted(os.listdir(os.path.join(parent, "checkpoints")), key=int) == ["6", "8", "10", "12"]
   untouched = helpers.snapshot(parent)
   straight, branched = str(tmp_path / "straight"), str(tmp_path / "branch")
   train.train_and_evaluate(config(digits_dir, BRANCH_STEPS, BRANCH_COOLDOWN), straight)
@@ -79,7 +80,7 @@ def test_a_branch_equals_the_run_trained_from_scratch_to_its_length(digits_dir, 
     [
         (
             dict(branch_from="{parent}:5"),
-            "has no finished checkpoint at step 5 (its steps: 6, 10, 12); branch at one of "
+            "has no finished checkpoint at step 5 (its steps: 6, 8, 10, 12); branch at one of "
             "those, or give the parent --config.keep_checkpoint_steps=(5,)",
         ),
         (dict(branch_from="{parent}"), "must be WORKDIR:STEP, e.g. workdirs/long_run:8000"),
@@ -126,6 +127,14 @@ def test_a_branch_that_cannot_continue_its_parent_is_refused_untouched(
   assert helpers.snapshot(parent) == untouched
 
 
+def test_a_branch_at_the_start_of_its_parents_cooldown_is_allowed(digits_dir, parent, tmp_path):
+  """Both cooldowns start at the branch point: the parent's (step 8 of 12, 4 steps) and the
+  branch's (step 8 of 11, 3 steps); the step before the parent's cooldown is still its
+  schedule's, so the branch is the run trained straight to its length."""
+  c = config(digits_dir, 11, 3, branch_from=f"{parent}:{COOLDOWN_START}", ema_decay=0.9)
+  branch.check(c, str(tmp_path / "branch"))  # no error
+
+
 def test_the_command_line_names_the_problem_in_one_line(parent, tmp_path):
   done = helpers.run(
       helpers.main_command(
@@ -149,7 +158,7 @@ def _as_saved_before(parent, tmp_path, steps_record_config: bool):
   in its steps (only config.json, its last attempt's, with the EMA turned on after step 6)."""
   old = tmp_path / "old_parent"
   shutil.copytree(parent, old)
-  records = [old / "checkpoints" / step / "model" / "metadata" for step in ("6", "10", "12")]
+  records = [old / "checkpoints" / step / "model" / "metadata" for step in ("6", "8", "10", "12")]
   for path in [old / "config.json", *records]:
     saved = json.loads(path.read_text())
     if path.name == "config.json":

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data import tfds_builders
@@ -103,7 +104,14 @@ def _dataset_names(loaded, num_classes: int) -> list:
     return _imported_names(loaded.path, num_classes)
   dataset = loaded.workdir_config["dataset"]
   if dataset.startswith(sources.FOLDER_PREFIX):
-    return list(image_folder.ImageFolder.scan(dataset[len(sources.FOLDER_PREFIX) :]).class_names)
+    return list(image_folder.ImageFolder.open(dataset[len(sources.FOLDER_PREFIX) :]).class_names)
+  if dataset.startswith(data.HUB_PREFIX):  # its ClassLabel's names
+    from vit_jax.data import hub  # pylint: disable=g-import-not-at-top  (hf: datasets only)
+
+    config = loaded.workdir_config
+    return list(hub.open_images(dataset, data.read_options(config), config["data_dir"]).class_names)
+  if dataset.startswith(sources.WDS_PREFIX):  # class ids only
+    return _numbered_names(num_classes)
   return _tfds_names(dataset, loaded.workdir_config["data_dir"])
 
 
@@ -113,6 +121,10 @@ def _imported_names(path: str, num_classes: int) -> list:
     id2label = json.loads(storage.read_text(hf_config)).get("id2label") or {}
     if len(id2label) == num_classes:
       return [id2label[str(i)] for i in range(num_classes)]
+  return _numbered_names(num_classes)
+
+
+def _numbered_names(num_classes: int) -> list:
   if num_classes == 1000:  # ImageNet's, by TFDS's imagenet2012 label file (offline)
     return _tfds_names("imagenet2012")
   return [f"class_{i}" for i in range(num_classes)]

@@ -11,6 +11,7 @@ import sys
 
 import jax
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
@@ -75,6 +76,14 @@ def config_problems(config) -> list[str]:
     value = get(config, key)
     if value is not _MISSING and value not in allowed:
       problems.append(f"--config.{key}={value!r} must be one of {', '.join(allowed)}")
+  for key in ("model.dtype", "model.param_dtype"):
+    value = get(config, key)
+    if value is not _MISSING and value not in defaults.MODEL_DTYPES:
+      problems.append(
+          f"--config.{key}={value!r} must be float32 or bfloat16: float16 needs loss scaling, "
+          "which this trainer does not do (its small gradients would round to 0); use bfloat16 "
+          "on TPUs, A100s and newer, float32 on V100s and T4s"
+      )
   if get(config, "task") not in tasks.TASKS:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"
@@ -86,6 +95,10 @@ def config_problems(config) -> list[str]:
     if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1):
       problems.append(f"--config.{key}={value!r} must be in (0, 1)")
   problems += evaluators.config_problems(config)
+  dataset = get(config, "dataset")
+  for key in ("hf_subset", "hf_holdout"):  # what they say applies to hf: datasets alone
+    if get(config, key) not in (None, _MISSING) and not str(dataset).startswith(data.HUB_PREFIX):
+      problems.append(f"--config.{key} applies to hf: datasets only, not {dataset!r}; unset it")
   if not problems and has_key(config, "optimizer.cooldown_steps"):
     problems += optimizer.schedule_problems(config.optimizer, get(config, "total_steps"))
   magnitude = get(config, "augment.randaugment_magnitude")
@@ -207,7 +220,7 @@ def validate_training(config, workdir: str) -> None:
     return
   from vit_jax.data.text import checks as text_checks
 
-  text_checks.check_config(config, task.examples, streams=task.streams)
+  text_checks.check_config(config, task.examples, streams=task.streams, mixes=task.mixes)
 
 
 def validate_preparation(config, output: str, split_names=None) -> None:

@@ -30,6 +30,9 @@ def follows(c: ml_collections.ConfigDict, key: str):
 # OPTIMIZERS, SCHEDULES and COOLDOWN_SHAPES) and the
 # image classification loss (tasks/classification.py LOSSES). The tokenizer kinds are
 # data/tokenizers TRAINABLE_KINDS.
+# A model's compute and parameter dtypes (model.dtype, model.param_dtype). Not float16: its
+# gradients underflow without loss scaling, which this trainer does not do.
+MODEL_DTYPES = ("float32", "bfloat16")
 CHOICES = {
     # a non-finite loss or gradient: stop (naming the step), or skip that update
     "nonfinite": ("stop", "skip"),
@@ -72,6 +75,7 @@ AT_LEAST = {
     "optimizer.rsqrt_timescale": (1, False),
     "tokenizer.vocab_size": (1, True),
     "tokenizer.max_train_texts": (1, False),
+    "hf_holdout": (2, True),
 }
 BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "hbm_headroom")  # [0, 1)
 # key -> whether None is allowed; otherwise in (0, 1)
@@ -170,6 +174,11 @@ def dataset_defaults(task: str, dataset: str, eval_split: str | None) -> ml_coll
   c.data_dir = placeholder(str)  # TFDS data_dir; None: TFDS's default (~/tensorflow_datasets)
   c.train_split = "train"
   c.eval_split = placeholder(str) if eval_split is None else eval_split
+  # An hf: dataset's (data/hub.py): its subset (the config name `datasets.load_dataset` takes),
+  # and, for one without a validation split of its own, N: about one in N training examples is
+  # held out as "validation" (None: none is).
+  c.hf_subset = placeholder(str)
+  c.hf_holdout = placeholder(int)
   # {name: {kind, every, ...}}, each logged as name/metric (kinds: vit_jax/evaluate/registry.py).
   # "eval": the task's own metrics on eval_split every eval_every steps.
   c.evals = evaluators.default_evals(c)
@@ -189,9 +198,14 @@ def text_defaults(
   # reads it by index (vit_jax/data/text/token_store.py). Streamed TFDS datasets (c4, lm1b,
   # wikipedia, wmt14) need one; None: the dataset is tokenized in memory when the run starts.
   c.token_store = placeholder(str)
-  # files: datasets of jsonl or parquet files (vit_jax/data/text/files.py): the field or column
-  # that holds the text (None: "text"), and what a bad document is (CHOICES).
-  c.text_key = placeholder(str)
+  # `dataset=mixture` (configs/gpt.py:dataset=mixture): a causal LM reads several token stores at
+  # stated weights (vit_jax/data/text/mixture.py). stores: "NAME=STORE,..."; weights:
+  # "NAME=WEIGHT,..." for every store (>= 0, normalized; 0 evaluates a source without training
+  # on it), then stages ";STEP:NAME=WEIGHT,..." that take over at STEP (an annealing mixture).
+  c.mixture = ml_collections.ConfigDict(dict(stores=placeholder(str), weights=placeholder(str)))
+  # The field or column holding a document's text (files: jsonl and parquet, hf:), and what a
+  # files: document that is not text is (CHOICES: refused, or skipped with a count).
+  c.text_key = "text"
   c.bad_documents = "error"
   c.tokenizer = ml_collections.ConfigDict(
       dict(
@@ -231,16 +245,19 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
   return ml_collections.ConfigDict({**defaults, **settings})
 
 
-# What image runs saved before these keys existed trained with.
-_IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop"}
-# What text runs saved before these keys existed read: every file's field `text`, no bad ones.
-_TEXT_KEYS_ADDED_LATER = {"text_key": None, "bad_documents": "error"}
+# What image and text runs saved before these keys existed trained with.
+_IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop", "bad_images": "skip"}
+_TEXT_KEYS_ADDED_LATER = {
+    "mixture": {"stores": None, "weights": None},
+    "text_key": "text",
+    "bad_documents": "error",
+}
 
 
 def from_saved(saved: dict) -> dict:
   """A workdir's config.json, each key added since it was saved set to what that run did
-  without it (a training key's default; an image run's loss and eval view above), so that every
-  key is read as `config[key]`."""
+  without it (a training key's default; an image run's loss and eval view, a text run's
+  mixture, above), so that every key is read as `config[key]`."""
 
   def filled(default: dict, given: dict) -> dict:
     nested = {
@@ -249,10 +266,9 @@ def from_saved(saved: dict) -> dict:
     return {**default, **given, **nested}
 
   added = training_defaults().to_dict()
-  if tasks.TASKS[saved["task"]].reads_images:
-    added.update(_IMAGE_KEYS_ADDED_LATER)
-  else:
-    added.update(_TEXT_KEYS_ADDED_LATER)
+  added.update(
+      _IMAGE_KEYS_ADDED_LATER if tasks.TASKS[saved["task"]].reads_images else _TEXT_KEYS_ADDED_LATER
+  )
   return filled(added, saved)
 
 

@@ -6,6 +6,7 @@ is opened once, so the checks, the input pipeline and the evaluators share it.
 """
 
 import contextlib
+import dataclasses
 import importlib
 import os
 from typing import Callable, Hashable, TypeVar
@@ -14,8 +15,35 @@ from vit_jax import errors
 from vit_jax import startup
 
 SPLIT_KEYS = ("train_split", "eval_split")  # the config keys that name a split of the dataset
+HUB_PREFIX = "hf:"  # a Hugging Face hub dataset or a folder of one (data/hub.py)
 # The readers of parquet, jsonl.zst, the Hugging Face hub and webdataset shards need the data extra.
 INSTALL_DATA = 'pip install -e ".[data]"'
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+  """How a config says its dataset is read, beside its name and data_dir (`read_options`): the
+  field or column that holds text (files: jsonl and parquet, hf:), images and labels (label_key is
+  also the field of a wds: sample's KEY.json that holds its class), an hf: dataset's subset and
+  held-out slice, what an image that does not decode is ("error" refuses it, else (skip, None) it
+  is left out with a warning) and what a files: document that is not text is ("error" refuses it,
+  "skip" leaves it out). A field is None where the config has no such key (an image config has no
+  text_key)."""
+
+  text_key: str | None = None
+  image_key: str | None = None
+  label_key: str | None = None
+  hf_subset: str | None = None
+  hf_holdout: int | None = None
+  bad_images: str | None = None
+  bad_documents: str | None = None
+
+
+def read_options(config) -> ReadOptions:
+  """The config's ReadOptions: the value of each of its keys that the config has."""
+  names = [field.name for field in dataclasses.fields(ReadOptions)]
+  return ReadOptions(**{name: config[name] for name in names if name in config})
+
 
 _T = TypeVar("_T")
 _opened: dict[Hashable, object] | None = None  # key -> opened thing, inside `opened_once()`

@@ -13,6 +13,7 @@ import abc
 import jax
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax.training import host_input
@@ -71,8 +72,12 @@ class TaskEval(Evaluator):
     )
 
   def run(self, params) -> dict:
+    return self.task.eval_summary(self.sums(params, self.batches()))
+
+  def sums(self, params, batches) -> dict:
+    """The task's `eval_sums` of `params` added up over `batches` (this process's rows)."""
     mesh, sums, pending = self.setup.mesh, None, None
-    for batch in self.batches():
+    for batch in batches:
       with jax.set_mesh(mesh):  # the target platform for attention_impl=auto, as in aot.py
         out = self.setup.eval_step(params, self.global_batch(batch))
       if pending is not None:  # the previous batch's sums, fetched while this one runs
@@ -80,7 +85,7 @@ class TaskEval(Evaluator):
       pending = out
     if pending is not None:
       sums = add_sums(sums, pending)
-    return self.task.eval_summary(sums)
+    return sums
 
 
 def add_sums(sums, out):
@@ -111,8 +116,7 @@ class Classification(TaskEval):
           key=self.config_key("split"),
           data_dir=c.data_dir,
           token_store=c.token_store if s.dataset == c.dataset else None,  # the run's store
-          text_key=c.text_key,
-          bad_documents=c.bad_documents,
+          read_options=data.read_options(c),
       )
       return
     from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top

@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax.evaluate import base
 from vit_jax.models import build_model
@@ -131,7 +132,12 @@ class FewShot(base.Evaluator):
     from vit_jax.data.image import sources  # pylint: disable=g-import-not-at-top
 
     c = self.config
-    source = sources.open_source(self.settings.dataset, data_dir=c.data_dir, download=c.download)
+    source = sources.open_source(
+        self.settings.dataset,
+        data_dir=c.data_dir,
+        download=c.download,
+        read_options=data.read_options(c),
+    )
     labels = source.read(split, 0, 1).map(lambda example: example["label"])
     return np.fromiter(labels.as_numpy_iterator(), np.int64)
 

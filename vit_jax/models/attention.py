@@ -67,7 +67,8 @@ def choose_implementation(
 
   "auto" is splash on TPU (XLA's where the kernel's lane-padded activations would take more
   memory: `splash_attention.keeps_more_than_xla`), cuDNN on GPU for bf16/fp16 and the head widths
-  and lengths it takes, XLA otherwise.
+  and lengths it takes (`cudnn_takes_lengths`; "cudnn" itself falls back to XLA for the lengths
+  it cannot take exactly), XLA otherwise.
   A dense mask (the KV cache's, or a caller's array) goes to XLA instead of splash, which takes
   only a MaskSpec's parts; so do causal masks with more queries than keys.
   """
@@ -81,12 +82,11 @@ def choose_implementation(
         requested = "xla"
     elif platform == "gpu" and jnp.dtype(dtype) in CUDNN_DTYPES:
       takes = head_dim % 8 == 0 and head_dim <= CUDNN_MAX_HEAD_DIM
-      lengths_fit = q_len % CUDNN_LENGTH_MULTIPLE == 0 and kv_len % CUDNN_LENGTH_MULTIPLE == 0
-      parts = (spec.q_segment_ids_BxT, spec.kv_segment_ids_BxS, spec.q_valid_BxT, spec.kv_valid_BxS)
-      only_causal = not dense_mask and all(part is None for part in parts)
-      requested = "cudnn" if takes and (lengths_fit or only_causal) else "xla"
+      requested = "cudnn" if takes else "xla"
     else:
       requested = "xla"
+  if requested == "cudnn" and not cudnn_takes_lengths(q_len, kv_len, spec, dense_mask):
+    return "xla"
   if requested == "splash":
     # pylint: disable-next=g-import-not-at-top
     from vit_jax.models import splash_attention  # TPU kernels: loaded only where chosen
@@ -94,6 +94,20 @@ def choose_implementation(
     if dense_mask or not splash_attention.supports(q_len, kv_len, spec):
       return "xla"
   return requested
+
+
+def cudnn_takes_lengths(q_len: int, kv_len: int, spec: masks_lib.MaskSpec, dense_mask: bool):
+  """Whether cuDNN can compute an attention of these lengths exactly: even lengths, or odd ones
+  that MultiHeadAttention pads to even ones (`cudnn_attention`'s `kv_length`). Padding is exact
+  only where the kernel's key lengths hide the padded keys and the padded queries are sliced off:
+  no mask but causality, and causality only with as many queries as keys (cuDNN's causal mask is
+  aligned top-left, s <= t, MaskSpec's bottom-right, s <= t + S - T: padding T != S to equal
+  lengths would move the diagonal)."""
+  if q_len % CUDNN_LENGTH_MULTIPLE == 0 and kv_len % CUDNN_LENGTH_MULTIPLE == 0:
+    return True
+  parts = (spec.q_segment_ids_BxT, spec.kv_segment_ids_BxS, spec.q_valid_BxT, spec.kv_valid_BxS)
+  only_causal = not dense_mask and all(part is None for part in parts)
+  return only_causal and (not spec.causal or q_len == kv_len)
 
 
 def einsum_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None, *, dropout_fn=None):

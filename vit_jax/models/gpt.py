@@ -40,7 +40,9 @@ def fp32_logits(h_BxTxD, embedding_VxD):
   The backward pass rounds the fp32 logits' gradient to the operands' dtype before its two
   products, as every bf16 layer's backward runs. Left to JAX's transpose, the fp32 gradient
   promotes both products to fp32: under bf16 they are the largest matmuls of a GPT-2 step, and a
-  GPU runs them at a fraction of its bf16 rate.
+  GPU runs them at a fraction of its bf16 rate. float16 keeps the fp32 gradient: its range ends
+  at 6e-8, and the gradient, (softmax - one-hot) / tokens, falls below it (the trainer refuses
+  float16: config/checks.py).
   """
   return jnp.einsum("btd,vd->btv", h_BxTxD, embedding_VxD, preferred_element_type=jnp.float32)
 
@@ -51,7 +53,8 @@ def _fp32_logits_forward(h_BxTxD, embedding_VxD):
 
 def _fp32_logits_backward(saved, grad_BxTxV):
   h_BxTxD, embedding_VxD = saved
-  grad_BxTxV = grad_BxTxV.astype(h_BxTxD.dtype)
+  if h_BxTxD.dtype != jnp.float16:
+    grad_BxTxV = grad_BxTxV.astype(h_BxTxD.dtype)
   grad_h_BxTxD = jnp.einsum(
       "btv,vd->btd", grad_BxTxV, embedding_VxD, preferred_element_type=jnp.float32
   )

@@ -53,10 +53,15 @@ def check_splits(run: spec.Run, config) -> None:
   # pylint: disable-next=g-import-not-at-top  (TensorFlow only for image sweeps)
   from vit_jax.data.image import sources
 
-  if config.dataset.startswith(sources.FOLDER_PREFIX):
-    return  # a folder's splits are its subfolders, no slices; the run checks they exist
+  if config.dataset.startswith((sources.FOLDER_PREFIX, data.HUB_PREFIX)):
+    return  # a folder's or hf: dataset's splits are its own, no slices; the run checks them
   try:
-    source = sources.open_source(config.dataset, data_dir=config.data_dir, download=False)
+    source = sources.open_source(
+        config.dataset,
+        data_dir=config.data_dir,
+        download=False,
+        read_options=data.read_options(config),
+    )
   except (errors.DatasetNotPreparedError, errors.ConfigError):  # not here, or unknown here
     return
   for key in data.SPLIT_KEYS:

@@ -30,6 +30,7 @@ class TaskInfo:
   eval_kind: str
   generates: bool = False  # `python -m vit_jax.generate` can sample from it
   streams: bool = False  # trains on `stream:` datasets (vit_jax/data/text/stream.py)
+  mixes: bool = False  # trains on `dataset=mixture` (vit_jax/data/text/mixture.py)
 
   @property
   def reads_images(self) -> bool:
@@ -43,7 +44,7 @@ TASKS = {
         "classification", "ImageClassification", IMAGES, "classification"
     ),
     "causal_lm": TaskInfo(
-        "causal_lm", "CausalLM", "documents", "causal_lm", generates=True, streams=True
+        "causal_lm", "CausalLM", "documents", "causal_lm", generates=True, streams=True, mixes=True
     ),
     "masked_lm": TaskInfo("masked_lm", "MaskedLM", "documents", "masked_lm"),
     "text_classification": TaskInfo(

@@ -53,6 +53,13 @@ class Task(abc.ABC):
     every example once. Evaluators (vit_jax/evaluate) read other datasets and splits through
     it."""
 
+  def data_progress(self, step: int) -> dict:
+    """{metric: float} of what the first `step` training steps read, logged with each train
+    record (a mixture's tokens per source, `tokens/NAME`): computed from the step, so a resumed
+    run logs what an uninterrupted one does."""
+    del step
+    return {}
+
   def train_size(self) -> int | None:
     """Examples in the training split, for scaling studies; None where it is not counted (e.g.
     streamed text)."""

@@ -1,5 +1,6 @@
 """Causal language modeling (GPT): next-token loss on packed documents, or on windows of one text
-(`stream:` datasets, vit_jax/data/text/stream.py); perplexity and bits per character."""
+(`stream:` datasets, vit_jax/data/text/stream.py), or on a weighted mixture of token stores
+(`dataset=mixture`, vit_jax/data/text/mixture.py); perplexity and bits per character."""
 
 import math
 
@@ -7,6 +8,7 @@ import jax.numpy as jnp
 
 from vit_jax.data.text import batches
 from vit_jax.data.text import corpus
+from vit_jax.data.text import datasets
 from vit_jax.data.text import stream
 from vit_jax.tasks import text_common
 from vit_jax.tasks import token_cross_entropy
@@ -19,6 +21,11 @@ class CausalLM(text_common.TokenLossTask):
     super().__init__(config, workdir, vocab_size=vocab_size)
     if self.tokenizer is not None:  # eval only
       self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
+    self.mixture, self._progress = None, None  # dataset=mixture: its sources and weights
+    if config.dataset == datasets.MIXTURE:
+      from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
+
+      self.mixture = mixture.from_config(config)
     # The bar a character model must beat: entropy of the validation text's character frequencies.
     self.unigram_bits = None
     if config.dataset == "embedded":
@@ -31,9 +38,14 @@ class CausalLM(text_common.TokenLossTask):
   def holdout(self) -> float:
     return self.config.stream.holdout
 
-  def eval_batches(self, shard, shard_count, *, dataset=None, split=None, stride=None):
-    """As every task's; `stride`: a `stream:` dataset's sliding-window step (None: seq_len)."""
+  def eval_batches(self, shard, shard_count, *, dataset=None, split=None, stride=None, source=None):
+    """As every task's; `stride`: a `stream:` dataset's sliding-window step (None: seq_len);
+    `source`: which source of the run's mixture (`dataset=mixture`), read from its store."""
     dataset, split = dataset or self.config.dataset, split or self.config.eval_split
+    if dataset == datasets.MIXTURE:
+      args = self._batch_args(split, False, 0, shard, shard_count)
+      args.update(dataset=source, token_store=self.mixture.stores[source])
+      return self._batches(**args)
     if not stream.is_stream(dataset):
       return super().eval_batches(shard, shard_count, dataset=dataset, split=split)
     train_N, held_out_M = stream.stream_tokens(dataset, self.tokenizer, self.holdout)
@@ -62,7 +74,20 @@ class CausalLM(text_common.TokenLossTask):
           process_index=batch_args["shard"],
           process_count=batch_args["shard_count"],
       )
+    if batch_args["dataset"] == datasets.MIXTURE:  # training rows (eval: a source's own store)
+      for key in ("dataset", "train", "token_store", "data_dir", "read_options"):
+        del batch_args[key]
+      return batches.mixed_clm_batches(self.mixture, seq_len=self.config.seq_len, **batch_args)
     return batches.clm_batches(seq_len=self.config.seq_len, **batch_args)
+
+  def data_progress(self, step):
+    """A mixture's tokens of each source in the first `step` steps: `tokens/NAME`."""
+    if self.mixture is None:
+      return {}
+    if self._progress is None:
+      self._progress = self.mixture.schedule(self.config.batch_size, self.config.seed)
+    rows = self._progress.rows_before(step * self.config.batch_size)
+    return {f"tokens/{n}": float(r * self.config.seq_len) for n, r in zip(self.mixture.names, rows)}
 
   def batch_spec(self, batch_size):
     """As `batches.clm_batches` yields them: every key (B, L)."""

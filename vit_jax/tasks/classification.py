@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from vit_jax import data
 from vit_jax.tasks import base
 
 
@@ -46,7 +47,10 @@ class ImageClassification(base.Task):
     super().__init__(config, workdir)
     if num_classes is None:
       info = _pipeline().dataset_info(
-          config.dataset, data_dir=config.data_dir, download=config.download
+          config.dataset,
+          data_dir=config.data_dir,
+          download=config.download,
+          read_options=data.read_options(config),
       )
       num_classes = config.num_classes or info.num_classes
     self.num_classes = num_classes
@@ -105,7 +109,11 @@ class ImageClassification(base.Task):
   def train_size(self) -> int:
     c = self.config
     return _pipeline().split_size(
-        c.dataset, c.train_split, data_dir=c.data_dir, download=c.download
+        c.dataset,
+        c.train_split,
+        data_dir=c.data_dir,
+        download=c.download,
+        read_options=data.read_options(c),
     )
 
   def _pipeline_settings(self, shard: int, shard_count: int) -> dict:
@@ -118,7 +126,9 @@ class ImageClassification(base.Task):
         process_index=shard,  # the pipeline reads share `shard` of `shard_count`
         process_count=shard_count,
         download=c.download,
-        bad_images=c.bad_images,  # a folder's undecodable files: skipped or refused when read
+        # the label field, an hf: dataset's columns, subset and held-out slice, and whether an
+        # image that does not decode is skipped or refused
+        read_options=data.read_options(c),
     )
 
   def model_inputs(self, batch):

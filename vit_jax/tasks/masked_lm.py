@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from vit_jax import data
 from vit_jax.data.text import batches
 from vit_jax.data.text import datasets
 from vit_jax.data.text import masking
@@ -38,8 +39,7 @@ class MaskedLM(text_common.TextTask):
         tokenizer=self.tokenizer,
         token_store_path=c.token_store,
         data_dir=c.data_dir,
-        text_key=c.text_key,
-        bad_documents=c.bad_documents,
+        read_options=data.read_options(c),
     )
     documents = split.examples("text", np.arange(min(200, split.num_examples)))
     counts = np.bincount(

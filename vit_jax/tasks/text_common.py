@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vit_jax import data
 from vit_jax import storage
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
@@ -26,7 +27,12 @@ def tokenizer_for(config, workdir: str):
   """
   tc = config.tokenizer
   directory = workdir_lib.tokenizer_dir(workdir)
-  store = datasets.open_store(config.token_store) if config.token_store else None
+  store_path = config.token_store
+  if config.dataset == datasets.MIXTURE:  # its stores share one tokenizer (data/text/checks.py)
+    from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
+
+    store_path = next(iter(mixture.from_config(config).stores.values()))
+  store = datasets.open_store(store_path) if store_path else None
   if storage.exists(storage.join(directory, base.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (
@@ -66,8 +72,7 @@ def tokenizer_for(config, workdir: str):
         "train",
         max_texts=tc.max_train_texts,
         data_dir=config.data_dir,
-        text_key=config.text_key,
-        bad_documents=config.bad_documents,
+        read_options=data.read_options(config),
     )
 
   return tokenizers.from_settings(tc, texts)
@@ -129,8 +134,7 @@ class TextTask(task_base.Task):
         start_step=start_step,
         token_store=c.token_store,
         data_dir=c.data_dir,
-        text_key=c.text_key,
-        bad_documents=c.bad_documents,
+        read_options=data.read_options(c),
         shard=shard,  # the data functions read input shard `shard` of `shard_count`
         shard_count=shard_count,
     )

@@ -27,8 +27,12 @@ def _combine(a, b):
   index = jnp.where(
       max_a > max_b, index_a, jnp.where(max_b > max_a, index_b, jnp.minimum(index_a, index_b))
   )
-  exp_sum = sum_a * jnp.exp(max_a - row_max) + sum_b * jnp.exp(max_b - row_max)
-  return row_max, index, exp_sum, target_a + target_b
+  # exp(max - row_max), 1 for the larger side: two parts whose maxima are both -inf (logits
+  # masked to -inf, which the reduction may combine before the init value) would give
+  # exp(-inf + inf) = NaN.
+  scale_a = jnp.where(max_a == row_max, 1.0, jnp.exp(max_a - row_max))
+  scale_b = jnp.where(max_b == row_max, 1.0, jnp.exp(max_b - row_max))
+  return row_max, index, sum_a * scale_a + sum_b * scale_b, target_a + target_b
 
 
 def _row_statistics(logits_BxLxV, targets_BxL):

@@ -6,11 +6,13 @@ total_steps, cooling down over the last optimizer.cooldown_steps. The parent is 
 schedule must not depend on total_steps before the cooldown (optimizer.BRANCHABLE_SCHEDULES), and
 STEP must come no later than the start of the parent's own cooldown, so up to STEP the branch's
 learning rate is the parent's: one long run gives a point of a scaling curve at every budget it
-is branched at (Zhai et al. 2022, "Scaling Vision Transformers"; Hägele et al. 2024). Everything
-else that shapes the steps (model, data, seed, batch, optimizer, EMA) must be the parent's, so
-the branch continues exactly the run it names: the config it is compared with is that of the
-parent's attempt that saved STEP (recorded with the step, checkpoint.RUN_CONFIG), each key added
-since as that run had it.
+is branched at (Zhai et al. 2022, "Scaling Vision Transformers"; Hägele et al. 2024). A branch of
+a mixture run (data/text/mixture.py) may read other weights from STEP on, as mid-training and
+annealing mixtures do: its `mixture.weights` repeat the parent's up to STEP and add the stage
+from there, which its config (and so its record) holds. Everything else that shapes the steps
+(model, data, seed, batch, optimizer, EMA) must be the parent's, so the branch continues exactly
+the run it names: the config it is compared with is that of the parent's attempt that saved STEP
+(recorded with the step, checkpoint.RUN_CONFIG), each key added since as that run had it.
 
 Once the branch has saved a checkpoint of its own, a rerun resumes from that and no longer reads
 the parent.
@@ -56,6 +58,10 @@ MAY_DIFFER = (
     "nonfinite",
     "debug_nan_at_step",
 )
+
+
+# May differ only from the branch point on (mixture.branch_problem says how).
+MIXTURE_WEIGHTS = "mixture.weights"
 
 
 def parse(branch_from: str) -> tuple[str, int]:
@@ -121,7 +127,7 @@ def check(config, workdir: str) -> None:
   differ = [
       key
       for key in sorted(set(ours) | set(parents))
-      if not any(key == k or key.startswith(k + ".") for k in MAY_DIFFER)
+      if not any(key == k or key.startswith(k + ".") for k in (*MAY_DIFFER, MIXTURE_WEIGHTS))
       and ours.get(key) != parents.get(key)
   ]
   if differ:
@@ -130,8 +136,32 @@ def check(config, workdir: str) -> None:
     raise errors.ConfigError(
         f"--config.branch_from: this config differs from the parent's at step {step} ({listing}"
         f"{more}); a branch continues its parent's run, so only its length, cooldown and "
-        "reporting may change. Use the parent's config."
+        "reporting may change (and a mixture's weights from the branch point on). Use the "
+        "parent's config."
     )
+  if ours.get(MIXTURE_WEIGHTS) != parents.get(MIXTURE_WEIGHTS):
+    from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
+
+    mixture.from_config(config)  # its own form first: a ConfigError naming what is wrong
+    problem = mixture.branch_problem(
+        config.mixture.stores, parents.get(MIXTURE_WEIGHTS), ours.get(MIXTURE_WEIGHTS), step
+    )
+    if problem:
+      raise errors.ConfigError(f"--config.branch_from: {problem}.")
+
+
+def announcement(config) -> str:
+  """What a branch says when it starts: where it branched from, and the mixture it reads from
+  there when a stage of its weights starts at the branch point."""
+  text = f"Branched from {step_dir(config.branch_from)}."
+  step = parse(config.branch_from)[1]
+  if "mixture" in config and config.mixture.weights:
+    from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
+
+    stage = mixture.stage_from(config, step)
+    if stage is not None:
+      text += f" From step {step} it reads the mixture {stage.text()}."
+  return text
 
 
 def parents_config(branch_from: str) -> dict:

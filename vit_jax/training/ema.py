@@ -15,6 +15,8 @@ so the average forgets the initialization within the first steps instead of the 
 import jax
 import jax.numpy as jnp
 
+from vit_jax import checkpoint
+
 
 def decay_at(step, ema_decay: float):
   """The decay of the update after `step` steps (a scalar array or int)."""
@@ -26,6 +28,11 @@ def start(params):
   """A new average: a float32 copy of `params` (a copy: the train state's buffers are donated
   one by one, so the two must not share one)."""
   return jax.tree.map(lambda p: jnp.array(p, jnp.float32, copy=True), params)
+
+
+def start_placed(params, state_shardings: dict):
+  """`start(params)` placed where the train state keeps its average."""
+  return jax.jit(start, out_shardings=state_shardings[checkpoint.EMA_PARAMS])(params)
 
 
 def update(ema_params, params, decay):

@@ -35,6 +35,7 @@ from jax.sharding import PartitionSpec as P
 import numpy as np
 
 from vit_jax import errors
+from vit_jax.training import job_end
 
 GOOGLE_PCI_VENDOR = "0x1ae0"  # TPU chips' PCI vendor id
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -87,6 +88,7 @@ def initialize(
       process_id=process_id,
       heartbeat_timeout_seconds=heartbeat_timeout_seconds,
   )
+  job_end.watch()  # a process that stops on a user error stops the others the same way
 
 
 def parse_mesh(spec: str, num_devices: int, num_slices: int = 1) -> dict[str, int]:

@@ -4,8 +4,9 @@ Read top to bottom: the model, mesh, optimizer and state shardings (`prepare`); 
 (`update_step`: the loss, its gradients accumulated over microbatches, the non-finite guard and
 the optimizer update) and the eval step; then `train_and_evaluate`: state (fresh, resumed or
 fine-tuned), the evaluators (`config.evals`, vit_jax/evaluate) and the loop with logging,
-checkpoints, preemption and non-finite checks, each log window's time breakdown and the run's
-goodput (training/metrics_log.py), and `profile_steps` traces (training/profiling.py).
+checkpoints, preemption (training/preemption.py) and non-finite checks, each log window's time
+breakdown and the run's goodput (training/metrics_log.py), and `profile_steps` traces
+(training/profiling.py).
 `vit_jax.compile` compiles the same jitted step for a TPU slice (`prepare` and `jit_update_step`
 over the slice's devices).
 
@@ -18,13 +19,10 @@ import contextlib
 import dataclasses
 import functools
 import json
-import signal
-import threading
 import time
 from typing import Any, Callable
 
 import jax
-from jax.experimental import multihost_utils
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -46,6 +44,7 @@ from vit_jax.training import host_input
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
 from vit_jax.training import optimizer as optimizer_lib
+from vit_jax.training import preemption
 
 # ---- Model, mesh, optimizer and state shardings --------------------------------------------------
 
@@ -293,56 +292,6 @@ def eval_step(params, batch: dict, *, task, model) -> dict:
   return task.eval_sums(task.apply(model, params, batch, train=False), batch)
 
 
-# ---- Preemption ----------------------------------------------------------------------------------
-# A preemption notice (SIGTERM) makes the trainer checkpoint at the next step and exit.
-#
-# One process: a Python SIGTERM handler sets a flag that the loop reads after each step.
-#
-# Several processes must all save the same step (the save is collective), without a per-step host
-# sync. JAX's distributed runtime does this (`jax.distributed.initialize` starts its preemption
-# sync manager, on by default: `jax_enable_preemption_service`): its notifier catches SIGTERM on
-# any host and tells the coordination service; each host's manager then, in the background,
-# publishes the last step this host reported, and all agree to stop at the largest plus one.
-# `multihost_utils.reached_preemption_sync_point(step)`, called after every step, only reads that
-# agreement, so no host waits for another until a notice comes. Steps are the global step, as
-# orbax's saves also report them. A notice that comes before the loop (during set-up, or while the
-# step compiles) stops the run after its first step. The notifier polls for the signal once a
-# second; Cloud TPU gives about 30 s between the notice and the kill.
-
-
-class PreemptionWatcher:
-  """`should_stop(step)`, asked after each step: True at the step to save and exit."""
-
-  def __init__(self, start_step: int):
-    self.requested = False
-    self._previous = None
-    # With several processes, the runtime's notifier owns SIGTERM: a Python handler installed
-    # after it would take the signal from it.
-    self._agreed_by_runtime = jax.process_count() > 1
-    if self._agreed_by_runtime and start_step:
-      # The runtime's count starts at 0, so a notice during a resumed run's set-up made the
-      # hosts agree on step 1: report step 1 (True then, on every host), then where this attempt
-      # starts, so that a later notice agrees on the step after it.
-      reports = [multihost_utils.reached_preemption_sync_point(s) for s in sorted({1, start_step})]
-      self.requested = any(reports)
-    elif not self._agreed_by_runtime and threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
-
-  def _on_sigterm(self, signum, frame):
-    del signum, frame
-    self.requested = True
-
-  def should_stop(self, step: int) -> bool:
-    """Whether to save and exit after `step` (the same answer on every host)."""
-    if self._agreed_by_runtime:
-      return multihost_utils.reached_preemption_sync_point(step) or self.requested
-    return self.requested
-
-  def close(self):
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
-
-
 # ---- The run: state, evaluators and the loop ----------------------------------------------------
 
 
@@ -372,15 +321,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
       raise device_memory.ran_out(config, e) from e
     if errors.storage_cause(e) is None:
       raise
-    checkpoint.discard_partial_saves(workdir)
-    saved = checkpoint.step_dirs(workdir)
-    then = (
-        f"rerun the same command to resume from step {storage.name(saved[0])}, the last good "
-        f"checkpoint ({saved[0]})"
-        if saved
-        else "rerun the same command (no checkpoint was saved yet)"
-    )
-    raise errors.storage_error(e, where=workdir, then=then) from e
+    raise checkpoint.refused_write_error(e, workdir) from e
   finally:
     workdir_lib.unlock(workdir)
 
@@ -419,9 +360,6 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     aot.require_fit(report)
 
   # ---- State: resumed, fine-tuned or fresh; sharded by the rules of mesh.py -----------------
-  async_save = config.async_checkpoints
-  if async_save is None:  # overlap saves with training on accelerators; CPU runs save in line
-    async_save = jax.default_backend() != "cpu"
   ckpt = checkpoint.Checkpointer(
       workdir,
       config.checkpoint_every,
@@ -432,7 +370,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           task.record(),
           run_config=json.loads(config.to_json_best_effort()),
       ),
-      async_save=async_save,
+      async_save=config.async_checkpoints,
       keep_steps=tuple(config.keep_checkpoint_steps),
   )
   # Damaged newer steps are moved aside.
@@ -444,12 +382,12 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           f"note: checkpoint step {latest} has no EMA of the params; it starts from them now.",
           flush=True,
       )
-      state[checkpoint.EMA_PARAMS] = _start_ema(state["params"], state_shardings)
+      state[checkpoint.EMA_PARAMS] = ema.start_placed(state["params"], state_shardings)
   elif config.branch_from:  # the parent's state at the branch point; the parent is only read
     from vit_jax.training import branch  # pylint: disable=g-import-not-at-top  (only a branch)
 
     state = branch.restore(config, setup.sharded_abstract_state(), ckpt.record)
-    print(f"Branched from {branch.step_dir(config.branch_from)}.", flush=True)
+    print(branch.announcement(config), flush=True)
   else:
     state = jax.jit(setup.init_state, out_shardings=state_shardings)(setup.init_rng)
     if config.init_from:
@@ -465,7 +403,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
       state = {**state, "params": params, "opt_state": opt_state}
       if setup.ema_decay is not None:
-        state[checkpoint.EMA_PARAMS] = _start_ema(params, state_shardings)
+        state[checkpoint.EMA_PARAMS] = ema.start_placed(params, state_shardings)
   start_step = int(state["step"])
   startup_clock.lap("state")
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
@@ -534,7 +472,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   batches = host_input.prefetch_to_mesh(
       train_batches, mesh, config.batch_size, config.prefetch_batches
   )
-  watcher = PreemptionWatcher(start_step)
+  watcher = preemption.Watcher(start_step)
   trace = None  # a jax.profiler trace of config.profile_steps (by default on process 0 only)
   if config.profile_steps and (jax.process_index() == 0 or config.profile_all_processes):
     from vit_jax.training import profiling  # pylint: disable=g-import-not-at-top  (only if set)
@@ -606,6 +544,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           averaged = {k: float(np.mean([m[k] for m in window])) for k in window[0] if k != "finite"}
           averaged["examples_per_sec"] = config.batch_size * (done - logged_step) / train_seconds
           averaged["mfu"] = mfu_meter.mfu(averaged["examples_per_sec"])
+          averaged.update(task.data_progress(done))  # e.g. a mixture's tokens per source
           if skipped:
             averaged["skipped_steps"] = skipped
           log.write(done, {**averaged, **times.window(log.elapsed())})
@@ -651,8 +590,3 @@ def _close(trace, watcher, ckpt, log, quietly: bool) -> None:
         close()
     else:
       close()
-
-
-def _start_ema(params, state_shardings: dict):
-  """A new EMA of `params` (training/ema.py), placed as the state's params."""
-  return jax.jit(ema.start, out_shardings=state_shardings[checkpoint.EMA_PARAMS])(params)

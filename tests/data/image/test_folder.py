@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import pipeline
@@ -213,6 +214,7 @@ def test_an_undecodable_eval_image_is_not_scored(folder, capsys):
 
 def test_bad_images_error_refuses_the_file_when_its_batch_is_read(folder):
   broken = _break(folder, "train", "eel", "broken.png")
-  it = _train("folder:" + folder, global_batch_size=13, bad_images="error")  # the whole epoch
+  refuse = data.ReadOptions(bad_images="error")  # the config's --config.bad_images=error
+  it = _train("folder:" + folder, global_batch_size=13, read_options=refuse)  # the whole epoch
   with pytest.raises(errors.DataError, match=f"{broken} is not a decodable image.*bad_images=skip"):
     next(it)

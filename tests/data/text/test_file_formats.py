@@ -44,6 +44,11 @@ def _quiet(_):
   pass
 
 
+def _read(text_key: str = "text", bad_documents: str = "error") -> data.ReadOptions:
+  """How a config with these keys reads files (data.read_options)."""
+  return data.ReadOptions(text_key=text_key, bad_documents=bad_documents)
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
   """{extension: files: dataset} of DOCS in each format."""
@@ -59,13 +64,13 @@ def corpus(tmp_path_factory):
 @pytest.mark.parametrize("ext", list(FORMATS))
 def test_each_format_reads_as_the_text_files_do(corpus, ext):
   """The same documents in the same splits, whole and in parts (as a store's shards)."""
-  text_key = FORMATS[ext] if FORMATS[ext] != "text" else None
+  options = _read(FORMATS[ext])
   for split in ("train", "validation"):
     expected = datasets.memory_examples(corpus[".txt"], split)
-    read = datasets.memory_examples(corpus[ext], split, text_key=text_key)
+    read = datasets.memory_examples(corpus[ext], split, read_options=options)
     assert read == expected and len(expected) == {"train": 124, "validation": 6}[split]
     parts = [
-        datasets.read_examples(corpus[ext], split, text_key=text_key, shard=k, shard_count=4)
+        datasets.read_examples(corpus[ext], split, read_options=options, shard=k, shard_count=4)
         for k in range(4)
     ]
     assert sum(map(list, parts), []) == expected
@@ -77,9 +82,9 @@ def test_files_in_a_bucket_read_as_local_ones(corpus, gcs):
     local = corpus[ext].split(":", 1)[1]
     gcs.upload(os.path.dirname(local), f"{remote}/{ext.strip('.')}")
     name = f"files:{remote}/{ext.strip('.')}/*{ext}"
-    text_key = FORMATS[ext]
-    assert datasets.memory_examples(name, "validation", text_key=text_key) == (
-        datasets.memory_examples(corpus[ext], "validation", text_key=text_key)
+    options = _read(FORMATS[ext])
+    assert datasets.memory_examples(name, "validation", read_options=options) == (
+        datasets.memory_examples(corpus[ext], "validation", read_options=options)
     )
 
 
@@ -95,7 +100,7 @@ def test_a_store_of_each_format_holds_what_is_read_directly(corpus, ext, workers
   )
   assert "prepare: 130 documents in 3 files" in said
   store = token_store.open_store(out, ["train", "validation"])
-  assert store.manifest["text_key"] == FORMATS[ext]
+  assert store.manifest["read_settings"] == {"text_key": FORMATS[ext], "bad_documents": "error"}
   assert json.load(open(f"{out}/{token_store.FILES_FILE}"))["files"][0][1] == 43
   tok = tokenizers.load_tokenizer(store.tokenizer_dir())
   for split in ("train", "validation"):
@@ -107,7 +112,7 @@ def test_a_store_of_each_format_holds_what_is_read_directly(corpus, ext, workers
   with pytest.raises(errors.DataError, match="other settings.*text_key: the store's"):
     store_writer.prepare(config, out, examples_per_shard=10, workers=1, report=_quiet)
   config.token_store = out
-  with data.opened_once(), pytest.raises(errors.DataError, match="give --config.text_key="):
+  with data.opened_once(), pytest.raises(errors.DataError, match="read with --config.text_key="):
     checks.validate_training(config, str(tmp_path / "w"))
 
 
@@ -159,7 +164,7 @@ def test_documented_commands_prepare_train_and_evaluate(ext, tmp_path, monkeypat
   argv = documented.with_local_paths(training, tmp_path) + list(TINY)
   config = documented.resolve_config(argv, monkeypatch, capsys)
   documented.shrink_vocabulary(config)  # as prepare_store shrinks the store's
-  corpora.write(config.dataset.split(":", 1)[1], DOCS, text_key=config.text_key or "text")
+  corpora.write(config.dataset.split(":", 1)[1], DOCS, text_key=config.text_key)
   documented.prepare_store(prepare, tmp_path, monkeypatch, capsys)
   assert config.token_store == documented.local_path(prepare.flag("output"), tmp_path)
   assert config.eval_split == "validation"
@@ -243,10 +248,11 @@ def test_skipped_bad_documents_are_warned_counted_and_keep_the_others_splits(
   store = token_store.open_store(out, ["train", "validation"])
   assert store.manifest["files"]["skipped"] == 1
   validation = [DOCS[19], DOCS[39]] + ([] if case == "parquet" else [DOCS[59]])
-  assert datasets.memory_examples(config.dataset, "validation", bad_documents="skip") == validation
+  skip = _read(bad_documents="skip")
+  assert datasets.memory_examples(config.dataset, "validation", read_options=skip) == validation
   tok = tokenizers.load_tokenizer(store.tokenizer_dir())
   for split in ("train", "validation"):
-    direct = datasets.memory_examples(config.dataset, split, bad_documents="skip")
+    direct = datasets.memory_examples(config.dataset, split, read_options=skip)
     stored = store.split(split)
     assert [tok.decode(d) for d in stored.examples("text", np.arange(stored.num_examples))] == (
         direct
@@ -311,22 +317,24 @@ def test_without_the_data_extra_one_line_names_the_install(corpus, tmp_path, mon
   assert not out.exists()
   monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # in-process: parquet too
   with pytest.raises(errors.MissingExtraError, match=r'pip install -e "\.\[data\]"'):
-    files.check(corpus[".parquet"])
+    files.check(corpus[".parquet"], _read())
   assert glob.glob(corpus[".parquet"].split(":", 1)[1])  # the files are there: only pyarrow is not
 
 
 _IMPORTED = """
 import json, sys
+from vit_jax import data
 from vit_jax.data.text import datasets
 readers = ("pyarrow", "zstandard", "vit_jax.data.parquet", "vit_jax.data.jsonl")
 for name, text_key in json.loads(sys.argv[1]):
-  datasets.memory_examples(name, "validation", text_key=text_key)
+  options = data.ReadOptions(text_key=text_key)
+  datasets.memory_examples(name, "validation", read_options=options)
   print(json.dumps(sorted(m for m in sys.modules if m in readers)))
 """
 
 
 def test_a_run_imports_only_the_reader_its_files_need(corpus):
-  names = [[corpus[".jsonl.gz"], None], [corpus[".parquet"], None]]
+  names = [[corpus[".jsonl.gz"], "text"], [corpus[".parquet"], "text"]]
   result = subprocess.run(
       [sys.executable, "-c", _IMPORTED, json.dumps(names)],
       env=helpers.env(),

@@ -142,11 +142,23 @@ class ImageFolder:
 def decode_problem(path: str) -> str | None:
   """Why the file at `path` does not decode as an image (one short line), or None if it does."""
   try:
-    tf.io.decode_image(storage.read_bytes(path), channels=3, expand_animations=False)
+    return image_problem(storage.read_bytes(path))
+  except OSError as e:
+    return _reason(e)
+
+
+def image_problem(data: bytes) -> str | None:
+  """Why encoded image `data` does not decode (one short line), or None if it does."""
+  try:
+    tf.io.decode_image(data, channels=3, expand_animations=False)
     return None
-  except (tf.errors.OpError, OSError) as e:
-    reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\].*", "", reason)[:120]  # TF's op and device tags
+  except tf.errors.OpError as e:
+    return _reason(e)
+
+
+def _reason(e: Exception) -> str:
+  reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+  return re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\].*", "", reason)[:120]  # TF's op and device tags
 
 
 def warn_skipped(path: str, reason: str) -> None:

@@ -24,7 +24,12 @@ Each epoch reads the share's files in a new order, drawn from (seed, process, e)
 (a folder's images are files, so its whole share is permuted), then shuffles
 examples in a buffer of `shuffle_buffer` (big_vision: 250k for ImageNet), at most
 the share (`host_shuffle_buffer`). Sources without a file list (mocked TFDS data)
-are read in their fixed order.
+are read in their fixed order. A source that can start reading at any example
+(`ImageSource.read_from`: webdataset shards, through their index) is shuffled in
+blocks instead: consecutive blocks of half the buffer (the whole share when the
+buffer holds it), each permuted by a seed from (seed, process, e, block), the next
+read while one is consumed, so about `shuffle_buffer` encoded images are held; a
+resume then reads from the start of the block that holds its example, not the epoch.
 
 Host input at pod scale: a process's share is the split divided by the input
 shards (one per process by default), so it shrinks as the slice grows: ImageNet's
@@ -34,10 +39,11 @@ before each epoch's first batch and on each resume; the pipeline says so when it
 happens. Every pipeline runs with `data.tf_data_options()` (a private thread pool
 per pipeline as large as the host's cores, an autotune RAM budget).
 
-A folder's images are checked where they are decoded, not at start: a file that does not decode
-(`bad_images="skip"`) is warned about once, naming it, and its row of the training batch is
-filled with a good row of the same batch (an eval row gets mask 0); `bad_images="error"` raises a
-DataError naming it when its batch is reached. Batch shapes and the example numbering stay those
+A folder's images are checked where they are decoded, not at start (webdataset shards' when they
+are indexed): a file that does not decode is warned about once, naming it, and its row of the
+training batch is filled with a good row of the same batch (an eval row gets mask 0); with the
+config's `bad_images="error"` (in its `read_options`) it raises a DataError naming it when its
+batch is reached. Batch shapes and the example numbering stay those
 of the complete share, so a resumed run still makes the same batches.
 """
 
@@ -83,17 +89,30 @@ class DatasetInfo:
 
 
 def dataset_info(
-    dataset: str, *, data_dir: str | None = None, download: bool = False
+    dataset: str,
+    *,
+    data_dir: str | None = None,
+    download: bool = False,
+    read_options: data.ReadOptions | None = None,
 ) -> DatasetInfo:
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   return DatasetInfo(source.name, source.num_classes, source.train_split, source.eval_split)
 
 
 def split_size(
-    dataset: str, split: str | None = None, *, data_dir: str | None = None, download: bool = False
+    dataset: str,
+    split: str | None = None,
+    *,
+    data_dir: str | None = None,
+    download: bool = False,
+    read_options: data.ReadOptions | None = None,
 ) -> int:
   """Examples in `split` (a slice such as "train[:10%]" counts its share); None: the train split."""
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   split = _split_or_default(split, source.train_split, source, "train")
   return _cardinality(source.read(split, 0, 1), f"{dataset} {split}")
 
@@ -112,7 +131,7 @@ def train_iterator(
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
-    bad_images: str = "skip",
+    read_options: data.ReadOptions | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
   """Infinite, shuffled, augmented batches of this process's share.
 
@@ -122,7 +141,9 @@ def train_iterator(
   """
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   split = _split_or_default(split, source.train_split, source, "train")
   share = source.read(split, process_index, process_count)
   share_size = _cardinality(share, f"{dataset} {split}")
@@ -130,7 +151,9 @@ def train_iterator(
     raise errors.DataError(f"{dataset} {split} has no examples for process {process_index}.")
   base_seed_2 = tf.constant([seed, process_index], tf.int64)
   read_files_shuffled = source.read_files_shuffled(split, process_index, process_count)
+  read_from = source.read_from and source.read_from(split, process_index, process_count)
   buffer_size = host_shuffle_buffer(shuffle_buffer, share_size)
+  first_epoch, skip_in_epoch = divmod(start_step * batch_size, share_size)
   if buffer_size < shuffle_buffer:
     print(
         f"note: shuffle_buffer={shuffle_buffer} is more than the {share_size:,} examples of input "
@@ -140,6 +163,16 @@ def train_iterator(
     )
 
   def epoch(e):
+    if read_from is not None:  # the first epoch from where the run resumes, not replayed
+      start = tf.where(e == first_epoch, tf.constant(skip_in_epoch, tf.int64), 0)
+      shuffled = _block_shuffled(
+          read_from,
+          image_augment.fold_in(base_seed_2, _FILE_ORDER_SEEDS, e),
+          image_augment.fold_in(base_seed_2, _SHUFFLE_SEEDS, e),
+          share_size if buffer_size == share_size else max(1, buffer_size // 2),
+          start,
+      )
+      return shuffled.enumerate(start).map(lambda i, ex: (e * share_size + i, ex))
     if read_files_shuffled is None:
       examples = share
     else:
@@ -214,14 +247,33 @@ def train_iterator(
     return mixed
 
   checked = "path" in share.element_spec  # a folder's files, checked as they are decoded
-  first_epoch, skip_in_epoch = divmod(start_step * batch_size, share_size)
   ds = tf.data.Dataset.counter(first_epoch).flat_map(epoch)
-  ds = ds.skip(skip_in_epoch)  # Still encoded bytes here, so skipping is cheap.
+  if read_from is None:
+    ds = ds.skip(skip_in_epoch)  # Still encoded bytes here, so skipping is cheap.
   ds = _decode(ds, preprocess, undecodable if checked else None)
   ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.map(mix, num_parallel_calls=tf.data.AUTOTUNE)
   ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
-  return _checked_batches(ds.as_numpy_iterator(), bad_images)
+  return _checked_batches(ds.as_numpy_iterator(), read_options and read_options.bad_images)
+
+
+def _block_shuffled(read_from, file_seed_2, shuffle_seed_2, block_size: int, start):
+  """The examples from `start` on of the epoch `read_from` reads in `file_seed_2`'s file order,
+  shuffled within consecutive blocks of `block_size`, each permuted by a seed from
+  `shuffle_seed_2` and its number. Starting inside a block reads from that block's first example;
+  the next block is read while one is consumed, so two blocks of encoded images are held."""
+  first_block = start // block_size
+  blocks = read_from(file_seed_2, first_block * block_size).batch(block_size).prefetch(1)
+
+  def permuted(number, block):
+    n = tf.shape(block["label"])[0]
+    order = tf.random.experimental.stateless_shuffle(
+        tf.range(n), image_augment.fold_in(shuffle_seed_2, number)
+    )
+    return tf.data.Dataset.from_tensor_slices({k: tf.gather(v, order) for k, v in block.items()})
+
+  shuffled = blocks.enumerate(first_block).flat_map(permuted)
+  return shuffled.skip(start - first_block * block_size)
 
 
 class EvalIterator:
@@ -232,7 +284,7 @@ class EvalIterator:
   """
 
   def __init__(
-      self, ds: tf.data.Dataset, num_examples: int, num_batches: int, bad_images: str = "skip"
+      self, ds: tf.data.Dataset, num_examples: int, num_batches: int, bad_images: str | None = None
   ):
     self.num_examples = num_examples
     self.num_batches = num_batches
@@ -265,14 +317,16 @@ def eval_iterator(
     process_index: int | None = None,
     process_count: int | None = None,
     download: bool = False,
-    bad_images: str = "skip",
+    read_options: data.ReadOptions | None = None,
 ) -> EvalIterator:
   """Every example of `split` exactly once, as central crops of the image
   resized to image_size / crop_fraction (crop_fraction=1: no border cut; None: the whole image
   resized to image_size x image_size)."""
   process_index, process_count = _process(process_index, process_count)
   batch_size = _per_process_batch(global_batch_size, process_count)
-  source = sources.open_source(dataset, data_dir=data_dir, download=download)
+  source = sources.open_source(
+      dataset, data_dir=data_dir, download=download, read_options=read_options
+  )
   split = _split_or_default(split, source.eval_split, source, "eval")
   name = f"{dataset} {split}"
   whole_split = source.read(split, 0, 1)
@@ -328,6 +382,7 @@ def eval_iterator(
   ds = ds.concatenate(padding_rows)
   ds = ds.batch(batch_size, drop_remainder=True)
   ds = ds.with_options(data.tf_data_options()).prefetch(tf.data.AUTOTUNE)
+  bad_images = read_options and read_options.bad_images
   return EvalIterator(ds, num_examples=num_examples, num_batches=num_batches, bad_images=bad_images)
 
 
@@ -375,13 +430,13 @@ def _fill_bad_rows(batch: dict) -> dict:
   return {k: v if k in kept else tf.gather(v, take_b) for k, v in batch.items()}
 
 
-def _checked_batches(batches, bad_images: str):
-  """`batches` without their 'bad_path' rows: each named file is warned about once (skip) or
-  refused (error)."""
+def _checked_batches(batches, bad_images: str | None):
+  """`batches` without their 'bad_path' rows: each named file is refused (`bad_images` "error")
+  or warned about once (skip, None)."""
   for batch in batches:
     bad_paths = [p.decode() for p in batch.pop("bad_path", ()) if p]
     for path in bad_paths:
-      if path in _WARNED and bad_images == "skip":
+      if path in _WARNED and bad_images != "error":
         continue
       # pylint: disable-next=g-import-not-at-top  (only folders have paths to report)
       from vit_jax.data.image import folder

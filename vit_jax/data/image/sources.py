@@ -11,9 +11,12 @@ skipping examples on resume costs no JPEG decode.
 Names: any TFDS image classification dataset ('imagenet2012', 'cifar10',
 'imagenet_v2/matched-frequency', 'cifar10:3.0.2', ...) or 'folder:/path/to/root' for
 root/<split>/<class>/*.jpg|png, listed once into an index (data/image/folder.py); a folder's eval
-split is its test/, else validation/, else val/ folder. The datasets with default splits of
-their own, and those built here (prepared on first use), are the rows of data/tfds_builders.py
-IMAGE_DATASETS.
+split is its test/, else validation/, else val/ folder; or 'hf:NAME_OR_DIR', a Hugging Face hub
+dataset or a folder of one (data/hub.py), whose eval split is its validation split (its own or
+held out of train), else its test split; or 'wds:PATTERN' for webdataset shards
+(data/image/webdataset.py: tars of KEY.jpg with KEY.cls, splits named in the shards' names). The
+datasets with default splits of their own, and those built here (prepared on first use), are the
+rows of data/tfds_builders.py IMAGE_DATASETS.
 """
 
 import dataclasses
@@ -28,9 +31,11 @@ from vit_jax import errors
 from vit_jax.data import tfds_builders
 
 FOLDER_PREFIX = "folder:"
+WDS_PREFIX = "wds:"
 
 _FOLDER_EVAL_SPLITS = ("test", "validation", "val")
 _FILES_READ_AT_ONCE = 16  # TFDS's default interleave cycle length.
+_HUB_ROWS_READ_AT_ONCE = 64  # an hf: dataset's images fetched by one call into its Arrow table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,13 +60,33 @@ class ImageSource:
   multi_label: bool = False
   # Whether `labels` alone are the targets, without `label` (data/tfds_builders.py ImageDataset).
   labels_alone: bool = False
+  # (split, process_index, process_count) -> a function from (seed, start) to
+  # `read_files_shuffled`'s share for that seed from its example `start` on, reached without
+  # reading the examples before it; None: the source can only be read from the start. A source
+  # that has it is shuffled in blocks, so a resume reads one block (data/image/pipeline.py).
+  read_from: Callable[[str, int, int], Callable[[tf.Tensor, tf.Tensor], tf.data.Dataset]] | None = (
+      None
+  )
 
 
 def open_source(
-    dataset: str, *, data_dir: str | None = None, download: bool = False
+    dataset: str,
+    *,
+    data_dir: str | None = None,
+    download: bool = False,
+    read_options: data.ReadOptions | None = None,
 ) -> ImageSource:
+  """`read_options`: the config's (data.read_options), which hf: and wds: datasets need: the
+  columns or the JSON field that hold images and labels, and whether an image that does not
+  decode is left out or refused (`bad_images`)."""
   if dataset.startswith(FOLDER_PREFIX):
     return _folder_source(dataset[len(FOLDER_PREFIX) :])
+  if dataset.startswith((data.HUB_PREFIX, WDS_PREFIX)) and read_options is None:
+    raise ValueError(f"{dataset}: open_source needs the config's read_options.")
+  if dataset.startswith(data.HUB_PREFIX):
+    return _hub_source(dataset, data_dir, read_options)
+  if dataset.startswith(WDS_PREFIX):
+    return _webdataset_source(dataset[len(WDS_PREFIX) :], read_options)
   return _tfds_source(dataset, data_dir=data_dir, download=download)
 
 
@@ -94,6 +119,93 @@ def _check_folder_split(folder, key: str, split: str) -> None:
     raise errors.DataError(f"--config.{key}={split!r} of {name!r} has no images.")
 
 
+def _hub_source(dataset: str, cache_dir: str | None, read_options) -> ImageSource:
+  """An hf: dataset's rows: each process reads every process_count-th row of a split (as a
+  folder's files), and training permutes its whole share each epoch (the rows are read by
+  index, so any order costs the same)."""
+  # pylint: disable-next=g-import-not-at-top  (only hf: datasets load the `datasets` library)
+  from vit_jax.data import hub
+
+  images = data.opened(
+      ("hf images", dataset, read_options, cache_dir),
+      lambda: hub.open_images(dataset, read_options, cache_dir),
+  )
+
+  def read(split: str, process_index: int, process_count: int) -> tf.data.Dataset:
+    share = images.rows(split)[process_index::process_count]
+    return _hub_rows(images, split, share, len(share))
+
+  def read_files_shuffled(split: str, process_index: int, process_count: int):
+    share = images.rows(split)[process_index::process_count]
+
+    def read_in_order(seed_2):
+      order = tf.random.experimental.stateless_shuffle(tf.range(len(share)), seed_2)
+      return _hub_rows(images, split, tf.gather(share, order), len(share))
+
+    return read_in_order
+
+  return ImageSource(
+      name=dataset,
+      num_classes=len(images.class_names),
+      train_split="train" if "train" in images.splits else None,
+      eval_split=images.eval_split,
+      read=read,
+      read_files_shuffled=read_files_shuffled,
+      check_split=lambda key, split: images.rows(split, key=key),
+  )
+
+
+def _hub_rows(images, split: str, rows, count: int) -> tf.data.Dataset:
+  """{'image', 'label'} of the `count` `rows` (int64, a tensor or array) of `split`, in that
+  order: fetched _HUB_ROWS_READ_AT_ONCE at a time from the Arrow table (no image decoded)."""
+
+  def fetch(rows_n):
+    return images.fetch(split, rows_n.numpy())
+
+  def fetch_op(rows_n):
+    encoded_n, labels_n = tf.py_function(fetch, [rows_n], [tf.string, tf.int64])
+    encoded_n.set_shape([None])
+    labels_n.set_shape([None])
+    return {"image": encoded_n, "label": labels_n}
+
+  chunks = tf.data.Dataset.from_tensor_slices(rows).batch(_HUB_ROWS_READ_AT_ONCE)
+  examples = chunks.map(fetch_op, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  return examples.unbatch().apply(tf.data.experimental.assert_cardinality(count))
+
+
+def _webdataset_source(pattern: str, read_options: data.ReadOptions) -> ImageSource:
+  # pylint: disable-next=g-import-not-at-top  (only runs that name wds: index shards)
+  from vit_jax.data.image import webdataset
+
+  label_key = read_options.label_key
+  shards = data.opened(
+      ("wds", pattern, label_key), lambda: webdataset.Shards.open(pattern, label_key)
+  )
+  shards.check_images(read_options.bad_images)
+
+  def read_files_shuffled(split: str, process_index: int, process_count: int):
+    read_from = shards.read_from(split, process_index, process_count)
+    return lambda seed_2: read_from(seed_2, tf.constant(0, tf.int64))
+
+  return ImageSource(
+      name=WDS_PREFIX + pattern,
+      num_classes=shards.num_classes,
+      train_split="train" if "train" in shards.splits else None,
+      eval_split=shards.eval_split,
+      read=shards.read,
+      read_files_shuffled=read_files_shuffled,
+      check_split=functools.partial(_check_webdataset_split, shards),
+      read_from=shards.read_from,
+  )
+
+
+def _check_webdataset_split(shards, key: str, split: str) -> None:
+  try:
+    shards.num_examples(split)
+  except errors.DataError as e:
+    raise errors.DataError(f"--config.{key}={e}") from None
+
+
 def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> ImageSource:
   base_name = tfds_builders.base_name(dataset)
   if base_name not in tfds_builders.IMAGE_DATASETS:
@@ -103,7 +215,8 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       raise errors.ConfigError(
           f"Unknown dataset {dataset!r}. Known: {sorted(tfds_builders.IMAGE_DATASETS)}, any "
           f"other TFDS image classification dataset, or "
-          f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png)."
+          f"'{FOLDER_PREFIX}/path/to/root' (root/<split>/<class>/*.jpg|png), or "
+          f"'{WDS_PREFIX}/path/to/shards' (webdataset tars)."
       ) from e
   builder = tfds_builders.open_builder(dataset, data_dir=data_dir, prepare=download)
   features = builder.info.features
@@ -194,9 +307,21 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
 def check_config(config) -> None:
   """The image dataset `config.dataset` opens and both splits read. A folder's images are not
   decoded here: the pipeline checks each where it decodes it."""
-  source = open_source(config.dataset, data_dir=config.data_dir, download=config.download)
+  source = open_source(
+      config.dataset,
+      data_dir=config.data_dir,
+      download=config.download,
+      read_options=data.read_options(config),
+  )
   for key in data.SPLIT_KEYS:
     _check_split(source, config.dataset, key, config[key] or getattr(source, key))
+  if config.num_classes is not None and source.num_classes != config.num_classes:
+    raise errors.DataError(
+        f"{config.dataset!r} has {source.num_classes} classes (labels 0 to "
+        f"{source.num_classes - 1}), not --config.num_classes={config.num_classes}: the labels "
+        "are one-hot over the dataset's classes. Set it to the dataset's count, or leave it "
+        "unset to read it from the dataset."
+    )
   if source.classes_in is not None and not config.allow_class_mismatch:
     _check_classes_agree(config, source)
 
@@ -205,7 +330,12 @@ def check_split(config, dataset: str, split: str | None, *, key: str) -> int:
   """`split` of `dataset` (its default eval split when None) exists and holds examples, read
   with the run's data_dir; returns the dataset's class count. `key` is the config key that names
   the split (`--config.<key>`), for the error message."""
-  source = open_source(dataset, data_dir=config.data_dir, download=config.download)
+  source = open_source(
+      dataset,
+      data_dir=config.data_dir,
+      download=config.download,
+      read_options=data.read_options(config),
+  )
   _check_split(source, dataset, key, split or source.eval_split)
   return source.num_classes
 

@@ -12,6 +12,8 @@ documents; classification: examples). Masking and next-sentence draws are seeded
 a batch is a function of (seed, step, shard) alone: `start_step=k` reads exactly batch k with
 nothing skipped or replayed, and the global batch (the shards' batches in order) is the same for
 any shard_count.
+`mixed_clm_batches` reads a weighted mixture of token stores so too: each position's row from the
+source (and the row of it) that vit_jax/data/text/mixture.py gives that position.
 train=False: one pass over the units in stored order, shard i taking units i, i + n, i + 2n...;
 the last batch is padded with rows of zero weight (all-pad rows with input_mask 0).
 """
@@ -21,6 +23,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.text import datasets
 from vit_jax.data.text import order
@@ -47,10 +50,9 @@ class Reading:
   start_step: int = 0
   token_store: Optional[str] = None  # the run's token store (a dataset name is read from it)
   data_dir: Optional[str] = None
-  text_key: Optional[str] = None  # files with fields: the text's (datasets.open_split)
-  bad_documents: str = "error"
   shard: int = 0
   shard_count: int = 1
+  read_options: Optional[data.ReadOptions] = None  # how files and an hf: dataset are read
 
   def open(self, kind: str, tokenizer) -> stores.Split:
     return datasets.as_split(
@@ -60,8 +62,7 @@ class Reading:
         split=self.split,
         token_store_path=self.token_store,
         data_dir=self.data_dir,
-        text_key=self.text_key,
-        bad_documents=self.bad_documents,
+        read_options=self.read_options,
     )
 
   def units(self, units_per_epoch: int, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -185,6 +186,52 @@ def clm_batches(
     starts_B = np.where(units >= 0, units * seq_len, stream.length)
     tokens_BxT, doc_BxT = stream.read(starts_B, seq_len + 1)
     yield _clm_batch(tokens_BxT, doc_BxT, pad_id)
+
+
+def mixed_clm_batches(
+    mixture,
+    tokenizer,
+    *,
+    batch_size: int,
+    seq_len: int,
+    split: str = "train",
+    seed: int = 0,
+    start_step: int = 0,
+    shard: int = 0,
+    shard_count: int = 1,
+    add_eos: bool = True,
+) -> Iterator[Batch]:
+  """Endless causal-LM training batches of a weighted mixture of token stores (a
+  data/text/mixture.py Mixture), as `clm_batches` yields them: the schedule gives each training
+  position its source and its row of that source, and that row is a window of the source's own
+  epochs (keyed by its name). A row holds one source's tokens."""
+  splits = [
+      datasets.open_split(name, split, kind="documents", tokenizer=tokenizer, token_store_path=path)
+      for name, path in mixture.stores.items()
+  ]
+  streams = [DocumentStream(s, tokenizer.eos_id if add_eos else None) for s in splits]
+  windows = [-(-max(0, stream.length - 1) // seq_len) for stream in streams]
+  keys = mixture.epoch_keys()
+  schedule = mixture.schedule(batch_size * shard_count, seed)
+  pad_id = _pad_id(tokenizer)
+  order.check_shard(shard, shard_count)
+  step = start_step
+  while True:
+    positions = order.shard_positions(step, batch_size, shard, shard_count)
+    source_B, row_B = schedule.locate(positions)
+    tokens_BxT = np.empty((batch_size, seq_len + 1), np.int32)
+    doc_BxT = np.empty((batch_size, seq_len + 1), np.int64)
+    for k in np.unique(source_B):
+      at = source_B == k
+      if windows[k] < 1:
+        raise errors.DataError(
+            f"mixture source {mixture.names[k]!r} ({mixture.stores[mixture.names[k]]}) yields "
+            f"nothing to train on in its {split!r} split (it is empty)."
+        )
+      units = order.epoch_units(row_B[at], windows[k], seed, keys[k])
+      tokens_BxT[at], doc_BxT[at] = streams[k].read(units * seq_len, seq_len + 1)
+    yield _clm_batch(tokens_BxT, doc_BxT, pad_id)
+    step += 1
 
 
 def _clm_batch(tokens_BxT: np.ndarray, doc_BxT: np.ndarray, pad_id: int) -> Batch:

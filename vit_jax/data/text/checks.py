@@ -14,10 +14,13 @@ from vit_jax.data.text import token_store as stores
 TEXT_SPLITS = ("train", "validation", "test", "all")
 
 
-def check_config(config, examples: str, *, streams: bool = False) -> None:
+def check_config(config, examples: str, *, streams: bool = False, mixes: bool = False) -> None:
   """The text dataset `config.dataset` exists, reads `examples` (the task's kind) and has
-  non-empty `train_split` and `eval_split`; a DataError or ConfigError otherwise. `streams`:
-  the task trains on `stream:` datasets (vit_jax/tasks TaskInfo.streams)."""
+  non-empty `train_split` and `eval_split`; a DataError or ConfigError otherwise. `streams`,
+  `mixes`: the task trains on `stream:` datasets and on mixtures (vit_jax/tasks TaskInfo)."""
+  if config.dataset == datasets.MIXTURE or config.mixture.stores or config.mixture.weights:
+    check_mixture(config, mixes)
+    return
   if stream.is_stream(config.dataset) and not (streams and "stream" in config):
     raise errors.ConfigError(
         f"--config.dataset={config.dataset!r}: stream: datasets train causal LMs "
@@ -37,8 +40,7 @@ def check_config(config, examples: str, *, streams: bool = False) -> None:
         key=key,
         data_dir=config.data_dir,
         token_store=config.token_store,
-        text_key=config.text_key,
-        bad_documents=config.bad_documents,
+        read_options=data.read_options(config),
     )
 
 
@@ -57,15 +59,15 @@ def check_token_store(config, examples: str) -> None:
         f"--config.dataset={config.dataset!r} as {examples}; name the store of this dataset, or "
         "make one with python -m vit_jax.prepare."
     )
-  if "text_key" in store.manifest:  # a store of files: the field their text was read from
-    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
-
-    if store.manifest["text_key"] != files.field_name(config.text_key):
-      raise errors.DataError(
-          f"the token store {store.path} holds the field {store.manifest['text_key']!r} of "
-          f"{store.dataset}'s files, not {files.field_name(config.text_key)!r}; give "
-          f"--config.text_key={store.manifest['text_key']}, or prepare a store of this field."
-      )
+  read = datasets.read_settings(config.dataset, data.read_options(config))
+  made = store.manifest.get("read_settings", read)  # (a store made before stores recorded them)
+  if made != read:
+    differ = [k for k in read if read[k] != made.get(k)]
+    raise errors.DataError(
+        f"the token store {store.path} holds {store.dataset!r} read with "
+        + ", ".join(f"--config.{k}={made.get(k)!r} (not {read[k]!r})" for k in differ)
+        + "; give the store's settings, or prepare a store with these."
+    )
   want = stores.tokenizer_settings(config)
   differ = [k for k in want if want[k] != store.tokenizer_settings.get(k)]
   if differ:
@@ -79,6 +81,86 @@ def check_token_store(config, examples: str) -> None:
     )
 
 
+def check_mixture(config, mixes: bool) -> None:
+  """`config.mixture` names a finished token store of documents for each source, each holding
+  the run's splits, all made with one tokenizer, the one the config names, at weights that
+  parse (data/text/mixture.py); one UserError line naming the source otherwise."""
+  from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
+
+  if config.dataset != datasets.MIXTURE:
+    raise errors.ConfigError(
+        f"{mixture.STORES_KEY} and {mixture.WEIGHTS_KEY} are read by --config.dataset=mixture, "
+        f"not --config.dataset={config.dataset!r}: set dataset=mixture (configs/gpt.py:"
+        "dataset=mixture) to train on them, or leave them unset."
+    )
+  if not mixes:
+    raise errors.ConfigError(
+        f"--config.dataset=mixture trains causal LMs (configs/gpt.py:dataset=mixture), not "
+        f"--config.task={config.task!r}."
+    )
+  if config.token_store:
+    raise errors.ConfigError(
+        f"--config.token_store: a mixture reads the stores {mixture.STORES_KEY} names; leave "
+        "token_store unset."
+    )
+  mix = mixture.from_config(config)
+  splits = [config[key] for key in data.SPLIT_KEYS]
+  opened = {name: _mixture_store(name, path, splits) for name, path in mix.stores.items()}
+  first, *others = mix.names
+  for name in others:
+    if opened[name].tokenizer_fingerprint != opened[first].tokenizer_fingerprint:
+      raise errors.DataError(
+          f"{mixture.STORES_KEY}: the stores of {first!r} ({mix.stores[first]}) and {name!r} "
+          f"({mix.stores[name]}) hold ids of different tokenizers (fingerprints "
+          f"{opened[first].tokenizer_fingerprint}, {opened[name].tokenizer_fingerprint}); "
+          "prepare every source with one tokenizer: the same --config.tokenizer.path (e.g. "
+          f"the file in {opened[first].tokenizer_dir()})."
+      )
+  want = stores.tokenizer_settings(config)
+  if all(want != store.tokenizer_settings for store in opened.values()):
+    made = opened[first].tokenizer_settings
+    raise errors.DataError(
+        f"the stores of {mixture.STORES_KEY} were made with another tokenizer than the config "
+        "names: "
+        + ", ".join(
+            f"--config.tokenizer.{k}={made.get(k)!r} (not {want[k]!r})"
+            for k in want
+            if want[k] != made.get(k)
+        )
+        + f" for {first!r}; give the settings a store of the mixture was made with."
+    )
+  trained = {n for stage in mix.stages for n, weight in stage.weights.items() if weight > 0}
+  for name in mix.names:
+    entries = opened[name].manifest["splits"][config.train_split]["shards"]
+    if name in trained and not sum(entry["examples"] for entry in entries):
+      raise errors.DataError(
+          f"{mixture.STORES_KEY}: the {config.train_split!r} split of {name!r} "
+          f"({mix.stores[name]}) is empty; give it documents, or weight 0."
+      )
+
+
+def _mixture_store(name: str, path: str, splits) -> stores.Store:
+  """Source `name`'s store at `path`: finished, of documents, holding `splits` whole."""
+  from vit_jax import storage  # pylint: disable=g-import-not-at-top
+
+  where = f"--config.mixture.stores: {name}={path}"
+  storage.check(path)
+  made = [storage.join(path, f) for f in (stores.MANIFEST_FILE, stores.PLAN_FILE)]
+  if not any(storage.exists(f) for f in made):
+    what = "is not a token store (no store.json)" if storage.exists(path) else "does not exist"
+    raise errors.DataError(
+        f"{where} {what}; make the store with python -m vit_jax.prepare "
+        f"--config=configs/gpt.py:dataset=DATASET --output={path}, or fix the path."
+    )
+  store = datasets.open_store(path, splits)  # finished, holding the splits, its files whole
+  if store.kind != "documents":
+    raise errors.DataError(
+        f"{where} holds {store.dataset!r} as {store.kind}; a causal LM reads documents: prepare "
+        "it with configs/gpt.py."
+    )
+  return store
+
+
 def check_split(
     name: str,
     split: str,
@@ -88,15 +170,15 @@ def check_split(
     data_dir: str | None = None,
     token_store: str | None = None,
     tokenizing: bool = False,
-    text_key: str | None = None,
-    bad_documents: str = "error",
+    read_options: data.ReadOptions | None = None,
 ) -> None:
   """Dataset `name` exists, reads `examples` and has a non-empty `split`; `key` is the config
   key that names the split (`--config.<key>`), for the error message. `token_store`: the run's
   store of `name`, which must hold the split, intact. A streamed TFDS dataset is read only from
-  a store, unless `tokenizing` (vit_jax.prepare reads it to make one). Files are read by
-  `text_key` and `bad_documents` (files.py); those `tokenizing` reads are checked here only as
-  far as their first records: prepare reads them whole, before it writes anything."""
+  a store, unless `tokenizing` (vit_jax.prepare reads it to make one). `read_options`: how files
+  and hf: datasets are read (the text's field or column, what a bad document of files is, an hf:
+  dataset's subset and held-out slice); files `tokenizing` reads are checked here only as far as
+  their first records: prepare reads them whole, before it writes anything."""
   if token_store and not stream.is_stream(name):
     datasets.check_kind(name, examples)
     datasets.open_store(token_store, [split])  # the split is there and its files are whole
@@ -119,6 +201,9 @@ def check_split(
     return
   # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
   datasets.check_kind(name, examples)
+  if name.startswith(data.HUB_PREFIX):
+    _check_hub_split(name, split, key, data_dir, read_options, tokenizing)
+    return
   if name in datasets.TFDS_DATASETS:
     _check_tfds_split(name, split, key, data_dir)
     return
@@ -134,11 +219,10 @@ def check_split(
     return  # the embedded corpus and the toy tasks are generated: every split has examples
   from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
 
-  options = dict(text_key=text_key, bad_documents=bad_documents)
-  files.check(name, **options)
+  files.check(name, read_options)
   if tokenizing:
     return  # prepare reads every file once, counting, before it writes (store_writer.py)
-  count = lambda split: len(datasets.memory_examples(name, split, **options))
+  count = lambda split: len(datasets.memory_examples(name, split, read_options=read_options))
   if count(split) == 0:
     raise too_few_documents(name, count("all"))
 
@@ -150,6 +234,27 @@ def too_few_documents(name: str, count: int) -> errors.DataError:
       f"validation split (every {every}th document is held out, so at least {every} are "
       "needed): add files, or use paragraphs:PATTERN to split files at blank lines."
   )
+
+
+def _check_hub_split(name, split, key, data_dir, read_options, tokenizing) -> None:
+  """The split exists and has the text column; one held in memory also a document."""
+  from vit_jax.data import hub  # pylint: disable=g-import-not-at-top  (hf: datasets only)
+
+  hub.check_text(name, split, read_options, data_dir, key=key)
+  if tokenizing:  # a dataset too big to hold is not read through here
+    return
+  if next(iter(hub.documents(name, split, read_options, data_dir)), None) is None:
+    held_out = split == hub.HELD_OUT and read_options.hf_holdout
+    raise errors.DataError(
+        f"--config.{key}={split!r} of {name} holds no documents (no non-empty "
+        f"{read_options.text_key!r})"
+        + (
+            f"; hold out more with a smaller --config.hf_holdout than {held_out}"
+            if held_out
+            else ""
+        )
+        + "."
+    )
 
 
 def _check_tfds_split(name: str, split: str, key: str, data_dir: str | None) -> None:
@@ -196,6 +301,12 @@ def check_preparation(config, examples: str, output: str, split_names) -> None:
         f"--config.dataset={config.dataset!r} is one text tokenized when a run starts: there is "
         "nothing to prepare."
     )
+  if config.dataset == datasets.MIXTURE:
+    raise errors.ConfigError(
+        "--config.dataset=mixture reads stores prepared one by one: prepare each source with "
+        "--config=configs/gpt.py:dataset=DATASET --output=STORE, then train with "
+        "--config.mixture.stores=NAME=STORE,... (docs/text.md, Mixtures)."
+    )
   datasets.check_kind(config.dataset, examples)
   from vit_jax import storage  # pylint: disable=g-import-not-at-top
 
@@ -208,6 +319,5 @@ def check_preparation(config, examples: str, output: str, split_names) -> None:
         key="splits",
         data_dir=config.data_dir,
         tokenizing=True,
-        text_key=config.text_key,
-        bad_documents=config.bad_documents,
+        read_options=data.read_options(config),
     )

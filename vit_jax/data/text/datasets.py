@@ -7,6 +7,8 @@ Names:
   files:/path/*.txt         files (local or gs://), one document per file; .jsonl, .jsonl.gz
                             and .jsonl.zst files one per line, .parquet one per row (files.py)
   paragraphs:/path/*.txt    .txt files, documents split at blank lines
+  hf:NAME_OR_DIR            a Hugging Face hub dataset or a folder of one (vit_jax/data/hub.py),
+                            documents from the column --config.text_key
   c4, lm1b, wikipedia, tiny_shakespeare          documents (TFDS)
   imdb_reviews, glue/sst2, ag_news_subset        labeled texts (TFDS)
   wmt14_translate/de-en                          translation pairs (TFDS)
@@ -18,22 +20,25 @@ dataset also serves documents (its texts), so one can language-model imdb.
 
 Splits: 'train' and 'validation' map to each dataset's own split names; any
 other string is passed to TFDS as is ('train[:1%]'). Files and the
-embedded corpus hold out every 20th document as 'validation'.
+embedded corpus hold out every 20th document as 'validation'; an hf: dataset has its own
+splits, and the slice --config.hf_holdout holds out where it has no validation split.
 
 Training reads a split as tokens by index (`open_split`, a token_store.Split): a dataset held
 in memory (`in_memory`, the embedded corpus, files, toy tasks) is tokenized whole when a run
-starts (once per run, `data.opened_once`), into the layout a token store has; a streamed TFDS
-dataset (`is_streamed`: c4, lm1b, wikipedia, wmt14) is read only from its token store, made once
-by `python -m vit_jax.prepare`, which reads it here shard by shard (`read_examples`), as it reads
-files too big to hold (streamed, never whole).
+starts (once per run, `data.opened_once`), into the layout a token store has; a streamed
+dataset (`is_streamed`: c4, lm1b, wikipedia, wmt14, an hf: dataset on the hub) is read only from
+its token store, made once by `python -m vit_jax.prepare`, which reads it here shard by shard
+(`read_examples`), as it reads files too big to hold (streamed, never whole).
 
-Files of a format with fields (jsonl, parquet) are read by `text_key` (None: the field `text`);
-a bad document of theirs is an error, or skipped with `bad_documents="skip"` (files.py).
+`read_options` (data.read_options of the config) say how files and hf: datasets are read: the
+field or column of the text (jsonl, parquet, hf:), what a bad document of files is (an error, or
+skipped with bad_documents="skip", files.py), and an hf: dataset's subset and held-out slice.
 """
 
 import dataclasses
 import functools
 import itertools
+import math
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -108,6 +113,9 @@ TFDS_DATASETS = {
 # when a run names one).
 TOY_DATASETS = {"toy_reverse": "reverse", "toy_number_words": "number_words"}
 FILE_PREFIXES = ("files:", "paragraphs:")  # vit_jax/data/text/files.py, imported when named
+# `dataset=mixture`: a causal LM reads the token stores of `config.mixture` at its weights
+# (vit_jax/data/text/mixture.py), not a dataset of this module.
+MIXTURE = "mixture"
 
 
 def known_names() -> list[str]:
@@ -116,11 +124,19 @@ def known_names() -> list[str]:
       + sorted(TFDS_DATASETS)
       + sorted(TOY_DATASETS)
       + [p + "/path/*.txt" for p in FILE_PREFIXES]
+      + [data.HUB_PREFIX + "NAME_OR_DIR"]
   )
 
 
+def _hub():
+  """data/hub.py, imported only for an hf: dataset (its module loads `datasets` when opening)."""
+  from vit_jax.data import hub  # pylint: disable=g-import-not-at-top
+
+  return hub
+
+
 def dataset_kind(name: str) -> str:
-  if name == "embedded" or name.startswith(FILE_PREFIXES):
+  if name == "embedded" or name.startswith(FILE_PREFIXES + (data.HUB_PREFIX,)):
     return "documents"
   if name in TOY_DATASETS:
     return "pairs"
@@ -144,7 +160,10 @@ def check_kind(name: str, kind: str) -> None:
 
 
 def is_streamed(name: str) -> bool:
-  """A TFDS dataset too big to hold in memory: training reads it from a token store."""
+  """A dataset too big to hold in memory (a TFDS one, or a hub dataset named hf:ORG/NAME):
+  training reads it from a token store."""
+  if name.startswith(data.HUB_PREFIX):
+    return _hub().is_streamed(name)
   return name in TFDS_DATASETS and not TFDS_DATASETS[name].in_memory
 
 
@@ -159,21 +178,22 @@ def memory_examples(
     *,
     kind: str = "documents",
     data_dir: Optional[str] = None,
-    text_key: Optional[str] = None,
-    bad_documents: str = "error",
+    read_options: Optional[data.ReadOptions] = None,
 ) -> list:
   """Every example of `kind` of a dataset held in memory, in stored order."""
   check_kind(name, kind)
+  if is_streamed(name):
+    raise errors.DataError(f"{name!r} is streamed into a token store, not held in memory.")
+  if name.startswith(data.HUB_PREFIX):
+    return list(_hub().documents(name, split, read_options, data_dir))
   if name == "embedded":
     return list(corpus.split_documents(split))
   if name.startswith(FILE_PREFIXES):
     from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
 
-    return list(files.documents(name, split, text_key=text_key, bad_documents=bad_documents))
+    return list(files.documents(name, split, read_options))
   if name in TOY_DATASETS:
     return list(_toy_examples(TOY_DATASETS[name], split))
-  if is_streamed(name):
-    raise errors.DataError(f"{name!r} is streamed from TFDS, not held in memory.")
   return list(_tfds_examples(TFDS_DATASETS[name], split, kind, data_dir))
 
 
@@ -183,46 +203,73 @@ def read_examples(
     *,
     kind: str = "documents",
     data_dir: Optional[str] = None,
-    text_key: Optional[str] = None,
-    bad_documents: str = "error",
     shard: int = 0,
     shard_count: int = 1,
+    read_options: Optional[data.ReadOptions] = None,
 ) -> Iterator[Any]:
   """The examples of `kind` of shard `shard` of `shard_count` of the split, in stored order:
-  contiguous parts that together hold the split once (a token store's shards). Files are
-  streamed, never held whole."""
+  contiguous parts that together hold the split once (a token store's shards; an hf: dataset's
+  number of them is `num_shards`'). Files are streamed, never held whole."""
   check_kind(name, kind)
   if not 0 <= shard < shard_count:
     raise ValueError(f"shard={shard} must be in [0, shard_count={shard_count}).")
+  if name.startswith(data.HUB_PREFIX):
+    return _hub().documents(
+        name, split, read_options, data_dir, shard=shard, shard_count=shard_count
+    )
   if is_streamed(name):
     return _tfds_examples(TFDS_DATASETS[name], split, kind, data_dir, shard, shard_count)
   if name.startswith(FILE_PREFIXES):
     from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
 
-    return files.documents(
-        name,
-        split,
-        text_key=text_key,
-        bad_documents=bad_documents,
-        shard=shard,
-        shard_count=shard_count,
-    )
+    return files.documents(name, split, read_options, shard=shard, shard_count=shard_count)
   examples = memory_examples(name, split, kind=kind, data_dir=data_dir)
   lo, hi = (len(examples) * k // shard_count for k in (shard, shard + 1))
   return iter(examples[lo:hi])
+
+
+def read_settings(name: str, read_options: Optional[data.ReadOptions]) -> dict:
+  """The read options that decide what `name`'s splits hold (a token store records them): the
+  text field of files and what their bad documents are, an hf: dataset's text column, subset and
+  held-out slice; none for the others."""
+  if name.startswith(FILE_PREFIXES):
+    keys = ("text_key", "bad_documents")
+  elif name.startswith(data.HUB_PREFIX):
+    keys = ("text_key", "hf_subset", "hf_holdout")
+  else:
+    return {}
+  return {k: getattr(read_options, k) for k in keys}
+
+
+def num_shards(
+    name: str,
+    split: str,
+    examples_per_shard: int,
+    *,
+    data_dir: Optional[str] = None,
+    read_options: Optional[data.ReadOptions] = None,
+) -> int:
+  """How many shards a token store of the split has: `examples_per_shard` examples each, or an
+  hf: dataset's own parts (a streamed one's data files)."""
+  if name.startswith(data.HUB_PREFIX):
+    return _hub().text_shards(name, split, read_options, data_dir, examples_per_shard)
+  count = num_examples(name, split, data_dir=data_dir, read_options=read_options)
+  return max(1, math.ceil(count / examples_per_shard))
 
 
 def num_examples(
     name: str,
     split: str,
     data_dir: Optional[str] = None,
-    text_key: Optional[str] = None,
-    bad_documents: str = "error",
+    read_options: Optional[data.ReadOptions] = None,
 ) -> int:
-  """How many examples the split holds (a TFDS dataset's from its metadata)."""
+  """How many examples the split holds (a TFDS dataset's from its metadata; an hf: dataset's
+  counted by reading it)."""
+  if name.startswith(data.HUB_PREFIX):
+    return sum(1 for _ in _hub().documents(name, split, read_options, data_dir))
   if not is_streamed(name):
-    options = dict(data_dir=data_dir, text_key=text_key, bad_documents=bad_documents)
-    return len(memory_examples(name, split, kind=dataset_kind(name), **options))
+    options = dict(kind=dataset_kind(name), data_dir=data_dir, read_options=read_options)
+    return len(memory_examples(name, split, **options))
   spec = TFDS_DATASETS[name]
   builder = _builder(spec, data_dir)
   if builder.info.splits:
@@ -247,28 +294,35 @@ def open_split(
     tokenizer,
     token_store_path: Optional[str] = None,
     data_dir: Optional[str] = None,
-    text_key: Optional[str] = None,
-    bad_documents: str = "error",
+    read_options: Optional[data.ReadOptions] = None,
 ) -> token_store.Split:
   """Split `split` of `dataset` as examples of `kind`: the store's where `token_store_path` names
-  one (made from `dataset`), else tokenized in memory (each once per run, `data.opened_once`).
-  `text_key`, `bad_documents`: how files with fields are read (files.py)."""
+  one (made from `dataset`), else tokenized in memory (each once per run, `data.opened_once`),
+  read with `read_options` (files with fields, hf: datasets)."""
   if token_store_path:  # one Split per run: the offsets it loads serve training and evals
     store = open_store(token_store_path)
     return data.opened(("token split", token_store_path, split), lambda: store.split(split))
   if is_streamed(dataset):
     raise not_prepared_error(dataset)
-  key = ("text split", dataset, split, kind, tokenizer.fingerprint, data_dir, text_key)
-  options = dict(data_dir=data_dir, text_key=text_key, bad_documents=bad_documents)
+  key = ("text split", dataset, split, kind, tokenizer.fingerprint, data_dir, read_options)
   return data.opened(
-      key + (bad_documents,),
-      lambda: tokenize(memory_examples(dataset, split, kind=kind, **options), kind, tokenizer),
+      key,
+      lambda: tokenize(
+          memory_examples(dataset, split, kind=kind, data_dir=data_dir, read_options=read_options),
+          kind,
+          tokenizer,
+      ),
   )
 
 
 def not_prepared_error(dataset: str) -> errors.DataError:
+  why = (
+      "is streamed from the hub"
+      if dataset.startswith(data.HUB_PREFIX)
+      else "is too big to tokenize at every start"
+  )
   return errors.DataError(
-      f"dataset {dataset!r} is too big to tokenize at every start: tokenize it once into a token "
+      f"dataset {dataset!r} {why}: tokenize it once into a token "
       f"store with `{config_args.prepare_command(output=True)}`, then train with "
       "--config.token_store=DIR (docs/text.md)."
   )
@@ -308,17 +362,15 @@ def dataset_texts(
     split: str = "train",
     max_texts: Optional[int] = None,
     data_dir: Optional[str] = None,
-    text_key: Optional[str] = None,
-    bad_documents: str = "error",
+    read_options: Optional[data.ReadOptions] = None,
 ) -> list[str]:
-  """Raw texts of a dataset, in stored order, to train a tokenizer on (of files, only the first
-  `max_texts` are read).
+  """Raw texts of a dataset, in stored order, to train a tokenizer on (a streamed one and files
+  are read only as far as `max_texts`).
 
   Pairs give both sides (a shared source/target vocabulary).
   """
   kind = dataset_kind(name)
-  options = dict(data_dir=data_dir, text_key=text_key, bad_documents=bad_documents)
-  examples = read_examples(name, split, kind=kind, **options)
+  examples = read_examples(name, split, kind=kind, data_dir=data_dir, read_options=read_options)
   texts = (t for example in examples for t in _example_texts(kind, example))
   return list(itertools.islice(texts, max_texts))
 

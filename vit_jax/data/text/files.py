@@ -4,13 +4,15 @@ datasets (vit_jax/data/text/datasets.py FILE_PREFIXES).
     files:/data/books/*.txt              one document per file (none for a blank file)
     paragraphs:/data/books/*.txt         .txt files split at blank lines
     files:/data/web/*.jsonl              one document per non-blank line: the string field
-    files:/data/web/*.jsonl.gz           `text` of its JSON object, or the field that
-    files:/data/web/*.jsonl.zst          --config.text_key names
-    files:/data/web/*.parquet            one document per row: the column `text`, or text_key's
+    files:/data/web/*.jsonl.gz           of its JSON object that --config.text_key names
+    files:/data/web/*.jsonl.zst          (default: text)
+    files:/data/web/*.parquet            one document per row: the column text_key names
 
 The pattern is a local path or gs://... (`*`, `?`, `[...]`, `**`: storage.glob). The files are
 read in sorted path order, each through vit_jax/storage.py by its format's reader
-(vit_jax/data/jsonl.py, vit_jax/data/parquet.py), imported only when a file needs it.
+(vit_jax/data/jsonl.py, vit_jax/data/parquet.py), imported only when a file needs it. How they
+are read comes in the config's `read_options` (data.read_options): the text's field or column
+(`text_key`) and what a bad document is (`bad_documents`).
 
 Positions and splits. Each document has a position: its place in that order. The position alone
 decides the split: every 20th (position % 20 == 19) is validation (and test), the others train;
@@ -37,11 +39,11 @@ import re
 import sys
 from typing import Callable, Iterator, Optional
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data.text import corpus
 
-DEFAULT_FIELD = "text"  # the field or column of the text where --config.text_key is None
 # a file's format, by how its name ends
 FORMATS = {
     ".txt": "txt",
@@ -56,8 +58,10 @@ _WARN_AT_MOST = 10  # bad documents named one by one per process; the rest are c
 _warned = set()  # the bad documents named so far (their `where`), and the counts said
 
 
-def field_name(text_key: Optional[str]) -> str:
-  return DEFAULT_FIELD if text_key is None else text_key
+def _options(read_options: Optional[data.ReadOptions]) -> data.ReadOptions:
+  """`read_options`, or none given: .txt files need none, and a jsonl or parquet file read
+  without a text_key is our bug (`_read_file`); bad documents are then an error."""
+  return read_options or data.ReadOptions()
 
 
 def format_of(path: str) -> Optional[str]:
@@ -221,6 +225,8 @@ def _read_file(path, prefix, field, start, begin, end, wanted):
   position in [begin, end) that `wanted` keeps, and (None, Bad) for a part that has no
   positions; returns the file's document count (None: not known, reading stopped at `end`)."""
   kind = format_of(path)
+  if kind != "txt" and field is None:
+    raise ValueError(f"{path}: a {kind} file is read by the config's read_options.text_key.")
   if kind == "txt":
     text = decode_text(path, storage.read_bytes(path))
     docs = paragraphs(text) if prefix == "paragraphs" else [text] if text.strip() else []
@@ -311,7 +317,7 @@ class _BadDocuments:
   each is counted, the first _WARN_AT_MOST of a process named in a warning each, and their count
   said once per `what` (a split) read."""
 
-  def __init__(self, name: str, what: str, bad_documents: str, warn: bool = True):
+  def __init__(self, name: str, what: str, bad_documents: Optional[str], warn: bool = True):
     self.name, self.what, self.skip, self.warn = name, what, bad_documents == "skip", warn
     self.count = 0
 
@@ -342,21 +348,21 @@ class _BadDocuments:
 def documents(
     name: str,
     split: str,
+    read_options: Optional[data.ReadOptions] = None,
     *,
-    text_key: Optional[str] = None,
-    bad_documents: str = "error",
     shard: int = 0,
     shard_count: int = 1,
     inventory: Optional["Inventory"] = None,
     warn: bool = True,
 ) -> Iterator[str]:
-  """The documents of `split` of dataset `name` in order: its part `shard` of `shard_count` (a
-  contiguous range). `inventory` (the dataset's, from `inventory`) lets a part start reading at
-  its own file; a part of a split without one counts every file's documents first."""
+  """The documents of `split` of dataset `name` in order, read as `read_options` say: its part
+  `shard` of `shard_count` (a contiguous range). `inventory` (the dataset's, from `scan`) lets a
+  part start reading at its own file; a part of a split without one counts every file's
+  documents first."""
   check_split_name(name, split)
-  field = field_name(text_key)
+  options = _options(read_options)
   if inventory is None and shard_count > 1:
-    inventory = scan(name, text_key=text_key, bad_documents=bad_documents, report=None)
+    inventory = scan(name, options, report=None)
   begin, end = 0, None
   if inventory is not None:
     size = split_size(inventory.total, split)
@@ -366,9 +372,9 @@ def documents(
     begin, end = position_of(lo, split), position_of(hi - 1, split) + 1
   files = paths(name) if inventory is None else inventory.paths
   counts = None if inventory is None else inventory.counts
-  bad = _BadDocuments(name, f"split {split}", bad_documents, warn)
+  bad = _BadDocuments(name, f"split {split}", options.bad_documents, warn)
   wanted = lambda position: in_split(position, split)
-  for _, item in _read_files(name, files, counts, begin, end, wanted, field):
+  for _, item in _read_files(name, files, counts, begin, end, wanted, options.text_key):
     if isinstance(item, Bad):
       bad.add(item)
     else:
@@ -376,21 +382,22 @@ def documents(
   bad.done()
 
 
-def check(name: str, *, text_key: Optional[str] = None, bad_documents: str = "error") -> list:
+def check(name: str, read_options: Optional[data.ReadOptions] = None) -> list:
   """What can be checked before the files are read whole: the pattern matches files of formats
   that can be read, their readers are installed, and the first jsonl record (the first that is
   not bad) and the first parquet file have the text field; a UserError otherwise. Returns the
   files."""
-  from vit_jax import data  # pylint: disable=g-import-not-at-top
-
   files = paths(name)
   kinds = {path: format_of(path) for path in files}
-  field = field_name(text_key)
+  options = _options(read_options)
+  field = options.text_key
   if any(path.lower().endswith(".zst") for path in files):
     data.import_extra("zstandard", f"dataset {name!r} (zstd-compressed JSON Lines)")
   if "parquet" in kinds.values():
     data.import_extra("pyarrow.parquet", f"dataset {name!r} (parquet)")
-  bad = _BadDocuments(name, "", bad_documents, warn=False)
+  if field is None and set(kinds.values()) - {"txt"}:
+    raise ValueError(f"{name}: jsonl and parquet files are read by read_options.text_key.")
+  bad = _BadDocuments(name, "", options.bad_documents, warn=False)
   first_parquet = next((p for p in files if kinds[p] == "parquet"), None)
   if first_parquet:
     from vit_jax.data import parquet  # pylint: disable=g-import-not-at-top
@@ -460,20 +467,21 @@ def _scan_file(job) -> tuple[int, list[Bad], int]:
 
 def scan(
     name: str,
+    read_options: Optional[data.ReadOptions] = None,
     *,
-    text_key: Optional[str] = None,
-    bad_documents: str = "error",
     workers: int = 1,
     report: Optional[Callable[[str], None]] = print,
 ) -> "Inventory":
   """Every file of dataset `name` read once (by `workers` processes at a time): its documents
   counted, the bad ones refused (bad_documents="error": the first in order, a DataError) or
   counted and named in warnings. Reads only: nothing is written."""
-  files = check(name, text_key=text_key, bad_documents=bad_documents)
-  jobs = [(name, path, field_name(text_key), bad_documents != "skip") for path in files]
+  options = _options(read_options)
+  files = check(name, options)
+  skip = options.bad_documents == "skip"
+  jobs = [(name, path, options.text_key, not skip) for path in files]
   if report:
     report(f"prepare: reading the {len(files):,} files of {name} to count their documents")
-  bad = _BadDocuments(name, "all files", bad_documents, warn=report is not None)
+  bad = _BadDocuments(name, "all files", options.bad_documents, warn=report is not None)
   counts = []
   with contextlib.ExitStack() as stack:
     if workers <= 1 or len(jobs) <= 1:

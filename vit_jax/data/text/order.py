@@ -82,15 +82,15 @@ def permute(index_N: np.ndarray, size: int, seed: int, *keys: int) -> np.ndarray
   return x.astype(np.int64).reshape(index_N.shape)
 
 
-def epoch_units(positions_N: np.ndarray, units_per_epoch: int, seed: int) -> np.ndarray:
+def epoch_units(positions_N: np.ndarray, units_per_epoch: int, seed: int, *keys: int) -> np.ndarray:
   """The unit read at each training position: position u is index u % units_per_epoch of epoch
-  u // units_per_epoch's permutation."""
+  u // units_per_epoch's permutation (drawn from seed, `keys` and the epoch)."""
   positions_N = np.asarray(positions_N, np.int64)
   epoch_N, index_N = np.divmod(positions_N, units_per_epoch)
   out = np.empty_like(positions_N)
   for epoch in np.unique(epoch_N):  # a batch spans at most a few epochs
     at = epoch_N == epoch
-    out[at] = permute(index_N[at], units_per_epoch, seed, int(epoch))
+    out[at] = permute(index_N[at], units_per_epoch, seed, *keys, int(epoch))
   return out
 
 

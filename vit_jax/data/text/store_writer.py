@@ -8,9 +8,12 @@ tokenized once, in shards, by several processes on several hosts, resumable.
    `scan`). It makes the tokenizer the config describes (trained on the first
    `tokenizer.max_train_texts` texts of the training split, or loaded from `tokenizer.path`),
    saves it in DIR/tokenizer, the files' counts in DIR/files.json, then writes DIR/plan.json:
-   the dataset and its data_dir, its kind, the tokenizer's settings and fingerprint, and each
-   split's shards. The other tasks wait for the plan. A rerun reads the plan and goes on when it
-   asks for the same store, or stops naming what differs.
+   the dataset and its data_dir, the read settings that decide what its splits hold
+   (`datasets.read_settings`: a files: dataset's text_key and bad_documents, an hf: dataset's
+   text column, subset and held-out slice), its kind, the tokenizer's settings and fingerprint,
+   and each split's shards (an hf: dataset streamed from its files: one per file). The other
+   tasks wait for the plan. A rerun reads the plan and goes on when it asks for the same store,
+   or stops naming what differs.
 2. The shards. Task i tokenizes the shards k with k % n == i that are not done yet, `workers`
    at a time in worker processes. A shard's arrays are staged on local disk and put in place
    whole (a rename, or one upload each), then its NNNNN.json: a shard counts as done only once
@@ -29,6 +32,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data import tokenizers
@@ -59,13 +63,19 @@ def shard_counts(config, split_names: Sequence[str], examples_per_shard: int, in
   shards = {}
   for split in split_names:
     if inventory is None:
-      count = datasets.num_examples(config.dataset, split, data_dir=config.data_dir)
-    else:
-      from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+      shards[split] = datasets.num_shards(
+          config.dataset,
+          split,
+          examples_per_shard,
+          data_dir=config.data_dir,
+          read_options=data.read_options(config),
+      )
+      continue
+    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
 
-      count = files.split_size(inventory.total, split)
-      if count == 0:
-        raise checks.too_few_documents(config.dataset, inventory.total)
+    count = files.split_size(inventory.total, split)
+    if count == 0:
+      raise checks.too_few_documents(config.dataset, inventory.total)
     shards[split] = max(1, math.ceil(count / examples_per_shard))
   return shards
 
@@ -78,6 +88,7 @@ def make_plan(config, shards: dict, tokenizer, inventory=None) -> dict:
       "version": token_store.VERSION,
       "dataset": config.dataset,
       "data_dir": _data_dir(config),
+      "read_settings": datasets.read_settings(config.dataset, data.read_options(config)),
       "kind": kind,
       "fields": list(token_store.fields_of(kind, datasets.texts_per_example(config.dataset))),
       "labels": kind == "labeled",
@@ -86,11 +97,7 @@ def make_plan(config, shards: dict, tokenizer, inventory=None) -> dict:
       "dtype": token_store.token_dtype(tokenizer.vocab_size).str,
       "shards": shards,
   }
-  if inventory is not None:  # files: how their documents were read, and how many there were
-    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
-
-    plan["text_key"] = files.field_name(config.text_key)
-    plan["bad_documents"] = config.bad_documents
+  if inventory is not None:  # files: how many there were, their documents, those left out
     plan["files"] = {
         "files": len(inventory.paths),
         "documents": inventory.total,
@@ -165,8 +172,7 @@ def _plan(config, output, split_names, examples_per_shard, task_index, workers, 
 
       inventory = files.scan(
           config.dataset,
-          text_key=config.text_key,
-          bad_documents=config.bad_documents,
+          data.read_options(config),
           workers=workers,
           report=report,
       )
@@ -200,11 +206,10 @@ def _plan(config, output, split_names, examples_per_shard, task_index, workers, 
   }
   if "data_dir" in plan:  # (a plan written before plans recorded it: unknown)
     have["data_dir"], want["data_dir"] = plan["data_dir"], _data_dir(config)
-  if "text_key" in plan:  # files
-    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
-
-    have["text_key"], want["text_key"] = plan["text_key"], files.field_name(config.text_key)
-    have["bad_documents"], want["bad_documents"] = plan["bad_documents"], config.bad_documents
+  if "read_settings" in plan:  # likewise: each setting named where it differs
+    read = datasets.read_settings(config.dataset, data.read_options(config))
+    for key in {**plan["read_settings"], **read}:
+      have[key], want[key] = plan["read_settings"].get(key), read.get(key)
   differ = [key for key in have if have[key] != want[key]]
   if differ:
     listing = "; ".join(f"{k}: the store's {have[k]!r}, now {want[k]!r}" for k in differ)
@@ -248,8 +253,7 @@ def _tokenizer(config, output: str, report):
           "train",
           max_texts=tc.max_train_texts,
           data_dir=config.data_dir,
-          text_key=config.text_key,
-          bad_documents=config.bad_documents,
+          read_options=data.read_options(config),
       ),
   )
   with storage.output_path(directory, overwrite=True) as staged:
@@ -281,6 +285,10 @@ def _run(jobs, workers: int):
   context = multiprocessing.get_context("spawn")
   with context.Pool(min(workers, len(jobs))) as pool:
     yield from pool.imap_unordered(write_shard, jobs)
+    # The workers exit on their own, releasing what they made: a terminated one leaves its
+    # semaphores (tqdm's lock, which an hf: dataset's reader makes) for Python to warn about.
+    pool.close()
+    pool.join()
 
 
 # Read once per worker process, for each store (its output and plan: a store made again at the
@@ -349,8 +357,10 @@ def write_shard(job) -> tuple[str, int, int, int, float]:
 
 def _examples(output: str, plan: dict, split: str, k: int, data_dir):
   """The examples of shard k of `split`: a files: dataset's read from the range of positions
-  it covers, starting at its own file (the inventory in files.json)."""
-  if "text_key" not in plan:
+  it covers, starting at its own file (the inventory in files.json). Each is read with the
+  plan's read settings."""
+  read_options = data.ReadOptions(**plan.get("read_settings", {}))
+  if "files" not in plan:
     return datasets.read_examples(
         plan["dataset"],
         split,
@@ -358,6 +368,7 @@ def _examples(output: str, plan: dict, split: str, k: int, data_dir):
         data_dir=data_dir,
         shard=k,
         shard_count=plan["shards"][split],
+        read_options=read_options,
     )
   from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
 
@@ -368,8 +379,7 @@ def _examples(output: str, plan: dict, split: str, k: int, data_dir):
   return files.documents(
       plan["dataset"],
       split,
-      text_key=plan["text_key"],
-      bad_documents=plan["bad_documents"],
+      read_options,
       shard=k,
       shard_count=plan["shards"][split],
       inventory=_INVENTORIES[key],
