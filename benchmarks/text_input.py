@@ -8,6 +8,14 @@ Generates English-like text (documents of Zipf-distributed words from a made-up 
 (c) prepares a token store of it with `vit_jax.prepare`'s library (the GPT-2 recipe's tokenizer
     settings: byte-level BPE, 50,257 tokens, trained on the first 20,000 documents), one worker
     process, and reports tokens per second per core (CPU time of the tokenizing process);
+(d) writes the documents of the first --format_files files again as parquet files (row groups of
+    1,000 rows) and as jsonl.zst files ({"id", "text"} records), and prepares each of the three
+    forms of that text in rounds (median; each round begins with another form: the same
+    preparation measured up to 16% slower later in a process), with (c)'s tokenizer loaded
+    rather than trained and encoding on one thread (TOKENIZERS_PARALLELISM=false: the CPU time
+    of its threads varied by a fifth on a busy machine), so that only reading differs; and times
+    reading alone (counting and checking every document, then each split's documents, as
+    prepare does);
 (a) builds the GPT-2 recipe's training input (the task's `train_batches`, at one v5p host's
     batch) positioned at step 10 and at step 10^6 and times the first batch of each, in
     alternating rounds (median): a resume costs the same at any step;
@@ -23,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -61,6 +70,34 @@ def generate_text(folder: str, tokens: int, words_per_file: int = 2_000_000) -> 
   return f"paragraphs:{folder}/*.txt"
 
 
+def write_formats(dataset: str, folder: str, count: int) -> dict:
+  """The documents of the first `count` files of `dataset` (a paragraphs: dataset of .txt files)
+  as .txt files (links), parquet files and jsonl.zst files, one of each per .txt file:
+  {extension: the dataset of them}."""
+  # pylint: disable=g-import-not-at-top
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  import zstandard
+
+  from vit_jax.data.text import files
+
+  names = {".txt": f"paragraphs:{folder}/txt/*.txt"}
+  for ext in (".txt", ".parquet", ".jsonl.zst"):
+    os.makedirs(os.path.join(folder, ext.strip(".")))
+    names.setdefault(ext, f"files:{folder}/{ext.strip('.')}/*{ext}")
+  for path in files.paths(dataset)[:count]:
+    os.link(path, os.path.join(folder, "txt", os.path.basename(path)))
+    with open(path, encoding="utf-8") as f:
+      documents = files.paragraphs(f.read())
+    stem = os.path.splitext(os.path.basename(path))[0]
+    table = pa.table({"id": np.arange(len(documents)), "text": documents})
+    pq.write_table(table, os.path.join(folder, "parquet", stem + ".parquet"), row_group_size=1_000)
+    lines = "".join(json.dumps({"id": i, "text": d}) + "\n" for i, d in enumerate(documents))
+    with open(os.path.join(folder, "jsonl.zst", stem + ".jsonl.zst"), "wb") as f:
+      f.write(zstandard.ZstdCompressor().compress(lines.encode("utf-8")))
+  return names
+
+
 def load_config(recipe: str, dataset: str, store: str):
   from vit_jax.config import args  # pylint: disable=g-import-not-at-top
 
@@ -71,16 +108,65 @@ def load_config(recipe: str, dataset: str, store: str):
   return config
 
 
-def prepare(dataset: str, out: str) -> dict:
+def prepare(dataset: str, out: str, tokenizer: str | None = None) -> dict:
+  """Prepares the train split of `dataset` into `out` (the tokenizer trained, or loaded from
+  `tokenizer`, a tokenizer.json), in this process; its tokens per CPU-second."""
   from vit_jax.data.text import store_writer  # pylint: disable=g-import-not-at-top
 
   config = load_config("GPT-2 124M", dataset, None)
+  config.tokenizer.path = tokenizer
   started, cpu = time.perf_counter(), time.process_time()
   store_writer.prepare(config, out, split_names=["train"], workers=1, report=print)
   wall, cpu = time.perf_counter() - started, time.process_time() - cpu
   with open(os.path.join(out, "store.json"), encoding="utf-8") as f:
     tokens = json.load(f)["splits"]["train"]["tokens"]["text"]
   return {"tokens": tokens, "wall_s": wall, "cpu_s": cpu, "tokens_per_cpu_second": tokens / cpu}
+
+
+def compare_formats(dataset: str, store: str, scratch: str, args) -> dict:
+  """(d): {extension: its median tokens per CPU-second, median ratio to .txt's, reading's CPU
+  seconds}."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import data
+  from vit_jax.data.text import files
+
+  names = write_formats(dataset, os.path.join(scratch, "formats"), args.format_files)
+  tokenizer = os.path.join(store, "tokenizer", "tokenizer.json")
+  rates = {ext: [] for ext in names}
+  order = list(names)
+  parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
+  os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by the tokenizers library at each call
+  for r in range(args.format_rounds):
+    for ext in order[r % len(order) :] + order[: r % len(order)]:  # each form first once
+      out = os.path.join(scratch, f"store{ext}")
+      row = prepare(names[ext], out, tokenizer)
+      rates[ext].append(row)
+      print(f"round {r}", ext, json.dumps(row), flush=True)
+      shutil.rmtree(out)
+  if parallelism is None:
+    del os.environ["TOKENIZERS_PARALLELISM"]
+  else:
+    os.environ["TOKENIZERS_PARALLELISM"] = parallelism
+  result = {}
+  for ext, name in names.items():
+    options = data.read_options(load_config("GPT-2 124M", name, None))  # as prepare reads them
+    started = time.process_time()
+    inventory = files.scan(name, options, report=None)
+    for split in ("train", "validation"):
+      for _ in files.documents(name, split, options, inventory=inventory, warn=False):
+        pass
+    over_txt = [
+        a["tokens_per_cpu_second"] / b["tokens_per_cpu_second"]
+        for a, b in zip(rates[ext], rates[".txt"])
+    ]
+    result[ext] = {
+        "tokens": rates[ext][0]["tokens"],
+        "tokens_per_cpu_second": statistics.median(r["tokens_per_cpu_second"] for r in rates[ext]),
+        "over_txt": statistics.median(over_txt),
+        "reading_cpu_s": time.process_time() - started,
+    }
+    assert result[ext]["tokens"] == result[".txt"]["tokens"], (ext, result[ext])  # the same text
+  return result
 
 
 def per_host(config) -> tuple[int, float]:
@@ -114,6 +200,8 @@ def main():
   parser.add_argument("--tokens", type=float, default=1.05e8, help="tokens of generated text")
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--batches", type=int, default=20, help="timed batches per recipe")
+  parser.add_argument("--format_files", type=int, default=5, help="(d): files of 2 M words")
+  parser.add_argument("--format_rounds", type=int, default=6, help="(d): rounds")
   args = parser.parse_args()
   # pylint: disable=g-import-not-at-top
   from vit_jax import data
@@ -126,6 +214,8 @@ def main():
     store = os.path.join(scratch, "store")
     result["prepare"] = prepare(dataset, store)
     print(json.dumps(result["prepare"]), flush=True)
+    result["formats"] = compare_formats(dataset, store, scratch, args)
+    print(json.dumps(result["formats"]), flush=True)
     with data.opened_once():
       gpt = load_config("GPT-2 124M", dataset, store)
       batch, _ = per_host(gpt)

@@ -29,6 +29,7 @@ import tensorflow_datasets as tfds
 from tests import helpers
 from tests.data import hub_data
 from tests.data.image import wds_shards
+from tests.data.text import corpora
 from vit_jax import convert
 from vit_jax import data
 from vit_jax import main
@@ -139,8 +140,20 @@ def with_local_paths(command: Command, tmp_path) -> list[str]:
       arg = f"{name}={WDS}{local_path(value[len(WDS) :], tmp_path)}"
     elif name == "--config.mixture.stores":  # NAME=STORE,...
       arg = f"{name}=" + ",".join(f"{n}={local_path(s, tmp_path)}" for n, s in mixed(value))
+    # the files a files: dataset names (in a --config argument too)
+    arg = re.sub(
+        r"\b(files:|paragraphs:)((?:/|gs://)[^,]*)",
+        lambda m: m.group(1) + local_path(m.group(2), tmp_path),
+        arg,
+    )
     argv.append(arg)
   return argv
+
+
+def write_files(config) -> None:
+  """A files: dataset's files, in the format its pattern names (tests/data/text/corpora.py)."""
+  if config.dataset.startswith("files:") and not glob.glob(config.dataset.split(":", 1)[1]):
+    corpora.write(config.dataset.split(":", 1)[1], corpora.documents(120), text_key=config.text_key)
 
 
 def mixed(stores: str) -> list[tuple[str, str]]:
@@ -320,6 +333,7 @@ def test_training_command_builds(command, tmp_path, monkeypatch, capsys, digits_
   config = resolve_config(with_local_paths(command, tmp_path), monkeypatch, capsys)
   if config.dataset == "sklearn_digits" and config.data_dir is None:
     config.data_dir = digits_dir
+  write_files(config)
   if config.dataset.startswith(data.HUB_PREFIX):
     hub_data.stand_in(config, tmp_path)
   stores = [command.flag("config.token_store")] if command.flag("config.token_store") else []

@@ -39,6 +39,9 @@ CHOICES = {
     "progress": ("auto", "bar", "lines"),  # auto: a bar on a terminal, else lines
     # a folder: dataset's undecodable files: skipped (warned, counted), or an error
     "bad_images": ("skip", "error"),
+    # a files: dataset's bad documents (a line that is not JSON, a record without the text
+    # field, a parquet row that does not decode): an error naming it, or skipped (warned, counted)
+    "bad_documents": ("error", "skip"),
     # how training reads a stream: dataset (data/text/stream.py): windows at random, or in order
     "stream.windows": ("random", "sequential"),
     # the image eval view (data/image/pipeline.py eval_crop_fraction): the training view (an
@@ -200,7 +203,10 @@ def text_defaults(
   # "NAME=WEIGHT,..." for every store (>= 0, normalized; 0 evaluates a source without training
   # on it), then stages ";STEP:NAME=WEIGHT,..." that take over at STEP (an annealing mixture).
   c.mixture = ml_collections.ConfigDict(dict(stores=placeholder(str), weights=placeholder(str)))
-  c.text_key = "text"  # the field or column holding a document's text (jsonl, parquet, hf:)
+  # The field or column holding a document's text (files: jsonl and parquet, hf:), and what a
+  # files: document that is not text is (CHOICES: refused, or skipped with a count).
+  c.text_key = "text"
+  c.bad_documents = "error"
   c.tokenizer = ml_collections.ConfigDict(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use
@@ -241,7 +247,11 @@ def text_model(c: ml_collections.ConfigDict, name: str, variant: str, **settings
 
 # What image and text runs saved before these keys existed trained with.
 _IMAGE_KEYS_ADDED_LATER = {"loss": "softmax_xent", "eval_view": "crop", "bad_images": "skip"}
-_TEXT_KEYS_ADDED_LATER = {"mixture": {"stores": None, "weights": None}}
+_TEXT_KEYS_ADDED_LATER = {
+    "mixture": {"stores": None, "weights": None},
+    "text_key": "text",
+    "bad_documents": "error",
+}
 
 
 def from_saved(saved: dict) -> dict:

@@ -7,22 +7,28 @@ is opened once, so the checks, the input pipeline and the evaluators share it.
 
 import contextlib
 import dataclasses
+import importlib
 import os
 from typing import Callable, Hashable, TypeVar
 
+from vit_jax import errors
 from vit_jax import startup
 
 SPLIT_KEYS = ("train_split", "eval_split")  # the config keys that name a split of the dataset
 HUB_PREFIX = "hf:"  # a Hugging Face hub dataset or a folder of one (data/hub.py)
+# The readers of parquet, jsonl.zst, the Hugging Face hub and webdataset shards need the data extra.
+INSTALL_DATA = 'pip install -e ".[data]"'
 
 
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
   """How a config says its dataset is read, beside its name and data_dir (`read_options`): the
-  columns that hold text, images and labels (label_key is also the field of a wds: sample's
-  KEY.json that holds its class), an hf: dataset's subset and held-out slice, and what an image
-  that does not decode is: "error" refuses it, else (skip, None) it is left out with a warning.
-  A field is None where the config has no such key (an image config has no text_key)."""
+  field or column that holds text (files: jsonl and parquet, hf:), images and labels (label_key is
+  also the field of a wds: sample's KEY.json that holds its class), an hf: dataset's subset and
+  held-out slice, what an image that does not decode is ("error" refuses it, else (skip, None) it
+  is left out with a warning) and what a files: document that is not text is ("error" refuses it,
+  "skip" leaves it out). A field is None where the config has no such key (an image config has no
+  text_key)."""
 
   text_key: str | None = None
   image_key: str | None = None
@@ -30,6 +36,7 @@ class ReadOptions:
   hf_subset: str | None = None
   hf_holdout: int | None = None
   bad_images: str | None = None
+  bad_documents: str | None = None
 
 
 def read_options(config) -> ReadOptions:
@@ -61,6 +68,17 @@ def opened(key: Hashable, open_fn: Callable[[], _T]) -> _T:
   if key not in _opened:
     _opened[key] = open_fn()
   return _opened[key]
+
+
+def import_extra(module: str, needed_by: str):
+  """Module `module` of the data extra, imported; a MissingExtraError naming the install command
+  for `needed_by` (what reads it) where the extra is not installed."""
+  try:
+    return importlib.import_module(module)
+  except ImportError as e:
+    raise errors.MissingExtraError(
+        f"{needed_by} needs the data extra ({module} is not installed): {INSTALL_DATA}"
+    ) from e
 
 
 # The share of the host's memory that tf.data's autotuner may fill with its buffers.

@@ -49,7 +49,6 @@ from vit_jax import errors
 from vit_jax import storage
 
 PREFIX = data.HUB_PREFIX
-INSTALL = 'pip install -e ".[data]"'
 HELD_OUT = "validation"  # the split --config.hf_holdout holds out of "train"
 _ROWS_PER_READ = 1_000  # documents read from the library at a time
 _SAVED_FILES = ("dataset_dict.json", "state.json")  # what save_to_disk writes at a folder's top
@@ -61,14 +60,9 @@ def is_hub(name: str) -> bool:
 
 
 def _library():
-  """The `datasets` module, quiet (no progress bars or info logs), or a MissingExtraError."""
-  try:
-    # pylint: disable-next=g-import-not-at-top  (only a config naming an hf: dataset loads it)
-    import datasets
-  except ImportError as e:
-    raise errors.MissingExtraError(
-        f"hf: datasets are read by Hugging Face's `datasets`, which is not installed: {INSTALL}"
-    ) from e
+  """The `datasets` module, quiet (no progress bars or info logs), or a MissingExtraError (only
+  a config naming an hf: dataset loads it)."""
+  datasets = data.import_extra("datasets", "an hf: dataset (read by Hugging Face's datasets)")
   datasets.disable_progress_bars()
   datasets.logging.set_verbosity_error()
   return datasets

@@ -167,5 +167,5 @@ def test_local_files(tmp_path, char_tokenizer):
       batches.mlm_batches(f"paragraphs:{tmp_path}/*.txt", char_tokenizer, batch_size=B, seq_len=L)
   )
   assert batch["tokens"].shape == (B, L)
-  with pytest.raises(FileNotFoundError, match="No files match"):
+  with pytest.raises(errors.DataError, match="no files match"):
     datasets.memory_examples(f"files:{tmp_path}/*.md")

@@ -1,6 +1,7 @@
-"""Training on a token store of a TFDS dataset (mock c4, prepared in this process; the runs read
-only the store): a killed run resumes bit for bit, and the same input_shards give the same
-batches on another mesh and number of processes, with the store in a bucket."""
+"""Training on a token store of a TFDS dataset (mock c4) or of parquet files, prepared in this
+process (the runs read only the store): a killed run resumes bit for bit, and the same
+input_shards give the same batches on another mesh and number of processes, with the store in a
+bucket."""
 
 import shutil
 import signal
@@ -14,6 +15,7 @@ import tensorflow_datasets as tfds
 
 from tests import helpers
 from tests import tiny_configs as configs_lib
+from tests.data.text import corpora
 from vit_jax.data.text import store_writer
 
 
@@ -27,12 +29,23 @@ def c4_store(tmp_path_factory):
   return out
 
 
-def gpt_command(workdir, store, *extra, steps=30):
+@pytest.fixture(scope="module")
+def parquet_store(tmp_path_factory):
+  """(dataset, its token store): 300 documents in 3 parquet files of row groups of 7 rows."""
+  root = tmp_path_factory.mktemp("parquet")
+  dataset = f"files:{root}/docs/*.parquet"
+  corpora.write(dataset.split(":", 1)[1], corpora.documents(300))
+  config = configs_lib.load("gpt", f"dataset={dataset},variant=pico")
+  store_writer.prepare(config, str(root / "store"), workers=1, report=lambda _: None)
+  return dataset, str(root / "store")
+
+
+def gpt_command(workdir, store, *extra, steps=30, dataset="c4"):
   return [
       sys.executable,
       "-m",
       "vit_jax.main",
-      f"--config={helpers.ROOT}/configs/gpt.py:dataset=c4,variant=pico",
+      f"--config={helpers.ROOT}/configs/gpt.py:dataset={dataset},variant=pico",
       f"--config.token_store={store}",
       f"--workdir={workdir}",
       f"--config.total_steps={steps}",
@@ -52,12 +65,19 @@ def train_losses(workdir):
   return [r["train_loss"] for r in helpers.read_metrics(workdir) if "train_loss" in r]
 
 
-def test_a_killed_run_on_a_store_resumes_bit_for_bit(c4_store, tmp_path):
-  straight = helpers.run(gpt_command(tmp_path / "straight", c4_store))
+@pytest.mark.parametrize("source", ["c4", "parquet"])
+def test_a_killed_run_on_a_store_resumes_bit_for_bit(source, request, tmp_path):
+  """Each run ends with an eval on the store's validation split."""
+  if source == "parquet":
+    dataset, store = request.getfixturevalue("parquet_store")
+  else:
+    dataset, store = "c4", request.getfixturevalue("c4_store")
+  command = lambda workdir: gpt_command(workdir, store, dataset=dataset)
+  straight = helpers.run(command(tmp_path / "straight"))
   assert straight.returncode == 0, straight.stderr[-3000:]
   workdir = tmp_path / "killed"
   proc = subprocess.Popen(
-      gpt_command(workdir, c4_store),
+      command(workdir),
       env=helpers.env(),
       cwd=helpers.ROOT,
       stdout=subprocess.DEVNULL,
@@ -69,9 +89,14 @@ def test_a_killed_run_on_a_store_resumes_bit_for_bit(c4_store, tmp_path):
     time.sleep(0.01)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
-  resumed = helpers.run(gpt_command(workdir, c4_store))
+  resumed = helpers.run(command(workdir))
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "Resumed from" in resumed.stdout and "at step 10." in resumed.stdout
+  evals = [
+      [r for r in helpers.read_metrics(w) if "eval/loss" in r]
+      for w in (tmp_path / "straight", workdir)
+  ]
+  assert evals[0][-1]["step"] == 30 and evals[0][-1]["eval/loss"] == evals[1][-1]["eval/loss"]
   a = configs_lib.read_state(tmp_path / "straight", 30)
   b = configs_lib.read_state(workdir, 30)
   assert a.keys() == b.keys()

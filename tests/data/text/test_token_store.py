@@ -288,15 +288,14 @@ def test_a_bucket_store_interrupted_and_rerun_by_worker_processes_is_finished(te
   assert [len(store.manifest["splits"][s]["shards"]) for s in store.splits] == [6, 1]
 
 
-def test_a_shard_of_empty_documents_reads_as_empty_documents(text_files, monkeypatch, tmp_path):
+def test_a_shard_of_empty_documents_reads_as_empty_documents(tmp_path):
   """Its token file is empty (0 bytes, which cannot be memory-mapped): its documents, and any
   window of them, read as no tokens."""
-  documents = ["alpha beta"] * 10 + [""] * 10
-  monkeypatch.setattr(datasets, "memory_examples", lambda *args, **kwargs: documents)
+  texts = ["alpha beta"] * 10 + [""] * 9 + ["held out"] + [""]  # position 19: validation's
+  (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
   out = str(tmp_path / "store")
-  store_writer.prepare(
-      gpt_config(text_files), out, split_names=["train"], examples_per_shard=10, report=_quiet
-  )
+  config = gpt_config(f"files:{tmp_path}/docs.jsonl")
+  store_writer.prepare(config, out, split_names=["train"], examples_per_shard=10, report=_quiet)
   assert os.path.getsize(f"{out}/train/{token_store.tokens_file('00001', 'text')}") == 0
   split = token_store.open_store(out, ["train"]).split("train")
   assert [len(d) for d in split.examples("text", np.arange(20))] == [10] * 10 + [0] * 10

@@ -59,10 +59,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 
-INSTALL_DATA = 'pip install -e ".[data]"'
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 SPLIT_WORDS = ("train", "validation", "val", "test")
 EVAL_SPLITS = ("test", "validation", "val")  # the first present is the default eval split
@@ -291,13 +291,7 @@ def match(pattern: str) -> list[str]:
   """The shards of `pattern`: a folder's .tar files, or a glob's matches (braces expanded)."""
   patterns = [pattern]
   if "{" in pattern:
-    try:
-      import braceexpand  # pylint: disable=g-import-not-at-top
-    except ImportError as e:
-      raise errors.MissingExtraError(
-          f"wds:{pattern}: a pattern with braces is expanded by braceexpand, of the data extra "
-          f"(not installed): {INSTALL_DATA}"
-      ) from e
+    braceexpand = data.import_extra("braceexpand", f"wds:{pattern} (a pattern with braces)")
     patterns = list(braceexpand.braceexpand(pattern))
   paths = set()
   for p in patterns:

@@ -52,7 +52,7 @@ class Reading:
   data_dir: Optional[str] = None
   shard: int = 0
   shard_count: int = 1
-  read_options: Optional[data.ReadOptions] = None  # how an hf: dataset is read
+  read_options: Optional[data.ReadOptions] = None  # how files and an hf: dataset are read
 
   def open(self, kind: str, tokenizer) -> stores.Split:
     return datasets.as_split(

@@ -3,7 +3,6 @@ the token store a streamed dataset is read from."""
 
 import glob
 import os
-import re
 
 from vit_jax import data
 from vit_jax import errors
@@ -176,8 +175,10 @@ def check_split(
   """Dataset `name` exists, reads `examples` and has a non-empty `split`; `key` is the config
   key that names the split (`--config.<key>`), for the error message. `token_store`: the run's
   store of `name`, which must hold the split, intact. A streamed TFDS dataset is read only from
-  a store, unless `tokenizing` (vit_jax.prepare reads it to make one). `read_options`: how an
-  hf: dataset is read (its text column, subset and held-out slice)."""
+  a store, unless `tokenizing` (vit_jax.prepare reads it to make one). `read_options`: how files
+  and hf: datasets are read (the text's field or column, what a bad document of files is, an hf:
+  dataset's subset and held-out slice); files `tokenizing` reads are checked here only as far as
+  their first records: prepare reads them whole, before it writes anything."""
   if token_store and not stream.is_stream(name):
     datasets.check_kind(name, examples)
     datasets.open_store(token_store, [split])  # the split is there and its files are whole
@@ -216,16 +217,23 @@ def check_split(
     )
   if not name.startswith(datasets.FILE_PREFIXES):
     return  # the embedded corpus and the toy tasks are generated: every split has examples
-  for path in text_files(name):
-    check_text_file(path)
-  count = lambda split: len(datasets.memory_examples(name, split))
+  from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+  files.check(name, read_options)
+  if tokenizing:
+    return  # prepare reads every file once, counting, before it writes (store_writer.py)
+  count = lambda split: len(datasets.memory_examples(name, split, read_options=read_options))
   if count(split) == 0:
-    every = corpus.VALIDATION_EVERY
-    raise errors.DataError(
-        f"dataset {name!r} has {count('all')} documents, too few for a non-empty train and "
-        f"validation split (every {every}th document is held out, so at least {every} are "
-        "needed): add files, or use paragraphs:PATTERN to split files at blank lines."
-    )
+    raise too_few_documents(name, count("all"))
+
+
+def too_few_documents(name: str, count: int) -> errors.DataError:
+  every = corpus.VALIDATION_EVERY
+  return errors.DataError(
+      f"dataset {name!r} has {count} documents, too few for a non-empty train and "
+      f"validation split (every {every}th document is held out, so at least {every} are "
+      "needed): add files, or use paragraphs:PATTERN to split files at blank lines."
+  )
 
 
 def _check_hub_split(name, split, key, data_dir, read_options, tokenizing) -> None:
@@ -277,26 +285,12 @@ def text_files(name: str) -> list[str]:
   return paths
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")  # not tab, newline, \v, \f or \r
-
-
 def check_text_file(path: str) -> None:
   """UTF-8 text without control bytes, or a DataError naming the file and the first bad byte."""
+  from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
   with open(path, "rb") as f:
-    data = f.read()
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    raise errors.DataError(
-        f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert "
-        "it, e.g. iconv -f latin1 -t utf-8, or leave it out of the pattern."
-    ) from None
-  bad = _CONTROL.search(text)
-  if bad:
-    raise errors.DataError(
-        f"{path} looks binary (control character {bad.group()!r} at "
-        f"character {bad.start()}); leave it out of the pattern."
-    )
+    files.decode_text(path, f.read())
 
 
 def check_preparation(config, examples: str, output: str, split_names) -> None:

@@ -4,8 +4,9 @@
 
 Names:
   embedded                  the corpus shipped with Python (vit_jax.data.text.corpus)
-  files:/path/*.txt         local files, one document per file
-  paragraphs:/path/*.txt    local files, documents split at blank lines
+  files:/path/*.txt         files (local or gs://), one document per file; .jsonl, .jsonl.gz
+                            and .jsonl.zst files one per line, .parquet one per row (files.py)
+  paragraphs:/path/*.txt    .txt files, documents split at blank lines
   hf:NAME_OR_DIR            a Hugging Face hub dataset or a folder of one (vit_jax/data/hub.py),
                             documents from the column --config.text_key
   c4, lm1b, wikipedia, tiny_shakespeare          documents (TFDS)
@@ -18,7 +19,7 @@ Examples come in three kinds: 'documents' (str), 'labeled'
 dataset also serves documents (its texts), so one can language-model imdb.
 
 Splits: 'train' and 'validation' map to each dataset's own split names; any
-other string is passed to TFDS as is ('train[:1%]'). Local files and the
+other string is passed to TFDS as is ('train[:1%]'). Files and the
 embedded corpus hold out every 20th document as 'validation'; an hf: dataset has its own
 splits, and the slice --config.hf_holdout holds out where it has no validation split.
 
@@ -27,19 +28,17 @@ in memory (`in_memory`, the embedded corpus, files, toy tasks) is tokenized whol
 starts (once per run, `data.opened_once`), into the layout a token store has; a streamed
 dataset (`is_streamed`: c4, lm1b, wikipedia, wmt14, an hf: dataset on the hub) is read only from
 its token store, made once by `python -m vit_jax.prepare`, which reads it here shard by shard
-(`read_examples`).
+(`read_examples`), as it reads files too big to hold (streamed, never whole).
 
-`read_options` (data.read_options of the config) say how an hf: dataset is read: its text
-column, subset and held-out slice.
+`read_options` (data.read_options of the config) say how files and hf: datasets are read: the
+field or column of the text (jsonl, parquet, hf:), what a bad document of files is (an error, or
+skipped with bad_documents="skip", files.py), and an hf: dataset's subset and held-out slice.
 """
 
 import dataclasses
 import functools
-import glob
 import itertools
 import math
-import os
-import re
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -113,7 +112,7 @@ TFDS_DATASETS = {
 # Dataset name -> the task of vit_jax/data/text/seq2seq_toy.py that generates it (loaded only
 # when a run names one).
 TOY_DATASETS = {"toy_reverse": "reverse", "toy_number_words": "number_words"}
-FILE_PREFIXES = ("files:", "paragraphs:")
+FILE_PREFIXES = ("files:", "paragraphs:")  # vit_jax/data/text/files.py, imported when named
 # `dataset=mixture`: a causal LM reads the token stores of `config.mixture` at its weights
 # (vit_jax/data/text/mixture.py), not a dataset of this module.
 MIXTURE = "mixture"
@@ -190,7 +189,9 @@ def memory_examples(
   if name == "embedded":
     return list(corpus.split_documents(split))
   if name.startswith(FILE_PREFIXES):
-    return _file_documents(name, split)
+    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+    return list(files.documents(name, split, read_options))
   if name in TOY_DATASETS:
     return list(_toy_examples(TOY_DATASETS[name], split))
   return list(_tfds_examples(TFDS_DATASETS[name], split, kind, data_dir))
@@ -208,7 +209,7 @@ def read_examples(
 ) -> Iterator[Any]:
   """The examples of `kind` of shard `shard` of `shard_count` of the split, in stored order:
   contiguous parts that together hold the split once (a token store's shards; an hf: dataset's
-  number of them is `num_shards`')."""
+  number of them is `num_shards`'). Files are streamed, never held whole."""
   check_kind(name, kind)
   if not 0 <= shard < shard_count:
     raise ValueError(f"shard={shard} must be in [0, shard_count={shard_count}).")
@@ -218,17 +219,26 @@ def read_examples(
     )
   if is_streamed(name):
     return _tfds_examples(TFDS_DATASETS[name], split, kind, data_dir, shard, shard_count)
+  if name.startswith(FILE_PREFIXES):
+    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+    return files.documents(name, split, read_options, shard=shard, shard_count=shard_count)
   examples = memory_examples(name, split, kind=kind, data_dir=data_dir)
   lo, hi = (len(examples) * k // shard_count for k in (shard, shard + 1))
   return iter(examples[lo:hi])
 
 
 def read_settings(name: str, read_options: Optional[data.ReadOptions]) -> dict:
-  """The read options that decide what `name`'s splits hold (a token store records them): an
-  hf: dataset's text column, subset and held-out slice; none for the others."""
-  if not name.startswith(data.HUB_PREFIX):
+  """The read options that decide what `name`'s splits hold (a token store records them): the
+  text field of files and what their bad documents are, an hf: dataset's text column, subset and
+  held-out slice; none for the others."""
+  if name.startswith(FILE_PREFIXES):
+    keys = ("text_key", "bad_documents")
+  elif name.startswith(data.HUB_PREFIX):
+    keys = ("text_key", "hf_subset", "hf_holdout")
+  else:
     return {}
-  return {k: getattr(read_options, k) for k in ("text_key", "hf_subset", "hf_holdout")}
+  return {k: getattr(read_options, k) for k in keys}
 
 
 def num_shards(
@@ -243,7 +253,8 @@ def num_shards(
   hf: dataset's own parts (a streamed one's data files)."""
   if name.startswith(data.HUB_PREFIX):
     return _hub().text_shards(name, split, read_options, data_dir, examples_per_shard)
-  return max(1, math.ceil(num_examples(name, split, data_dir=data_dir) / examples_per_shard))
+  count = num_examples(name, split, data_dir=data_dir, read_options=read_options)
+  return max(1, math.ceil(count / examples_per_shard))
 
 
 def num_examples(
@@ -257,7 +268,8 @@ def num_examples(
   if name.startswith(data.HUB_PREFIX):
     return sum(1 for _ in _hub().documents(name, split, read_options, data_dir))
   if not is_streamed(name):
-    return len(memory_examples(name, split, kind=dataset_kind(name), data_dir=data_dir))
+    options = dict(kind=dataset_kind(name), data_dir=data_dir, read_options=read_options)
+    return len(memory_examples(name, split, **options))
   spec = TFDS_DATASETS[name]
   builder = _builder(spec, data_dir)
   if builder.info.splits:
@@ -285,7 +297,8 @@ def open_split(
     read_options: Optional[data.ReadOptions] = None,
 ) -> token_store.Split:
   """Split `split` of `dataset` as examples of `kind`: the store's where `token_store_path` names
-  one (made from `dataset`), else tokenized in memory (each once per run, `data.opened_once`)."""
+  one (made from `dataset`), else tokenized in memory (each once per run, `data.opened_once`),
+  read with `read_options` (files with fields, hf: datasets)."""
   if token_store_path:  # one Split per run: the offsets it loads serve training and evals
     store = open_store(token_store_path)
     return data.opened(("token split", token_store_path, split), lambda: store.split(split))
@@ -351,8 +364,8 @@ def dataset_texts(
     data_dir: Optional[str] = None,
     read_options: Optional[data.ReadOptions] = None,
 ) -> list[str]:
-  """Raw texts of a dataset, in stored order, to train a tokenizer on (a streamed one is read
-  only as far as `max_texts`).
+  """Raw texts of a dataset, in stored order, to train a tokenizer on (a streamed one and files
+  are read only as far as `max_texts`).
 
   Pairs give both sides (a shared source/target vocabulary).
   """
@@ -368,42 +381,6 @@ def _example_texts(kind: str, example: Any) -> tuple[str, ...]:
   if kind == "labeled":
     return example[0]
   return example
-
-
-# --- local files -------------------------------------------------------------
-def _file_documents(name: str, split: str) -> list[str]:
-  prefix, pattern = name.split(":", 1)
-  by_paragraph = prefix == "paragraphs"
-  paths = sorted(glob.glob(os.path.expanduser(pattern)))
-  if not paths:
-    raise errors.MissingFileError(f"No files match {pattern!r} (dataset {name!r}).")
-  documents = []
-  for path in paths:
-    with open(path, encoding="utf-8", errors="replace") as f:
-      text = f.read()
-    if by_paragraph:
-      documents.extend(_paragraphs(text))
-    elif text.strip():
-      documents.append(text)
-  return _hold_out(documents, split, name)
-
-
-def _paragraphs(text: str) -> list[str]:
-  return [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
-
-
-def _hold_out(documents: list, split: str, name: str) -> list:
-  """Every 20th document is validation, like the embedded corpus."""
-  every = corpus.VALIDATION_EVERY
-  if split == "train":
-    return [d for i, d in enumerate(documents) if i % every != every - 1]
-  if split in ("validation", "test"):
-    return [d for i, d in enumerate(documents) if i % every == every - 1]
-  if split == "all":
-    return documents
-  raise errors.DataError(
-      f"Unknown split {split!r} for {name!r}; use 'train', " "'validation' or 'all'."
-  )
 
 
 # --- toy seq2seq -------------------------------------------------------------
@@ -447,7 +424,9 @@ def _tfds_examples(
   for example in tfds.as_numpy(ds):
     converted = _convert(spec, kind, example)
     if spec.paragraphs:
-      yield from _paragraphs(converted)
+      from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+      yield from files.paragraphs(converted)
     else:
       yield converted
 

@@ -3,13 +3,17 @@ tokenized once, in shards, by several processes on several hosts, resumable.
 
     prepare(config, output, workers=8, task_index=i, num_tasks=n)
 
-1. The plan. Task 0 makes the tokenizer the config describes (trained on the first
+1. The plan. Task 0 reads a `files:` dataset's files once, in parallel, counting each one's
+   documents and refusing bad ones before anything is written (vit_jax/data/text/files.py
+   `scan`). It makes the tokenizer the config describes (trained on the first
    `tokenizer.max_train_texts` texts of the training split, or loaded from `tokenizer.path`),
-   saves it in DIR/tokenizer, then writes DIR/plan.json: the dataset and its data_dir (an hf:
-   dataset's read settings too: its text column, subset and held-out slice), its kind, the
-   tokenizer's settings and fingerprint, and each split's shards (an hf: dataset streamed from
-   its files: one per file). The other tasks wait for the plan. A rerun reads the plan and goes
-   on when it asks for the same store, or stops naming what differs.
+   saves it in DIR/tokenizer, the files' counts in DIR/files.json, then writes DIR/plan.json:
+   the dataset and its data_dir, the read settings that decide what its splits hold
+   (`datasets.read_settings`: a files: dataset's text_key and bad_documents, an hf: dataset's
+   text column, subset and held-out slice), its kind, the tokenizer's settings and fingerprint,
+   and each split's shards (an hf: dataset streamed from its files: one per file). The other
+   tasks wait for the plan. A rerun reads the plan and goes on when it asks for the same store,
+   or stops naming what differs.
 2. The shards. Task i tokenizes the shards k with k % n == i that are not done yet, `workers`
    at a time in worker processes. A shard's arrays are staged on local disk and put in place
    whole (a rename, or one upload each), then its NNNNN.json: a shard counts as done only once
@@ -20,6 +24,7 @@ tokenized once, in shards, by several processes on several hosts, resumable.
 
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import time
@@ -31,6 +36,7 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data import tokenizers
+from vit_jax.data.text import checks
 from vit_jax.data.text import datasets
 from vit_jax.data.text import token_store
 
@@ -51,27 +57,38 @@ def splits_to_prepare(config) -> list[str]:
   return names
 
 
-def make_plan(config, split_names: Sequence[str], examples_per_shard: int, tokenizer):
-  """What the store will hold: a pure function of the config, so every task computes the same
-  shards (task 0 writes it, the others read it)."""
-  kind = _kind(config)
-  read_options = data.read_options(config)
-  shards = {
-      split: datasets.num_shards(
+def shard_counts(config, split_names: Sequence[str], examples_per_shard: int, inventory=None):
+  """{split: its shards}: a pure function of the config and the files' `inventory` (a files:
+  dataset's, files.Inventory), so every task computes the same."""
+  shards = {}
+  for split in split_names:
+    if inventory is None:
+      shards[split] = datasets.num_shards(
           config.dataset,
           split,
           examples_per_shard,
           data_dir=config.data_dir,
-          read_options=read_options,
+          read_options=data.read_options(config),
       )
-      for split in split_names
-  }
-  return {
+      continue
+    from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+    count = files.split_size(inventory.total, split)
+    if count == 0:
+      raise checks.too_few_documents(config.dataset, inventory.total)
+    shards[split] = max(1, math.ceil(count / examples_per_shard))
+  return shards
+
+
+def make_plan(config, shards: dict, tokenizer, inventory=None) -> dict:
+  """What the store will hold (task 0 writes it, the others read it): `shards` per split."""
+  kind = _kind(config)
+  plan = {
       "format": token_store.FORMAT,
       "version": token_store.VERSION,
       "dataset": config.dataset,
       "data_dir": _data_dir(config),
-      "read_settings": datasets.read_settings(config.dataset, read_options),
+      "read_settings": datasets.read_settings(config.dataset, data.read_options(config)),
       "kind": kind,
       "fields": list(token_store.fields_of(kind, datasets.texts_per_example(config.dataset))),
       "labels": kind == "labeled",
@@ -80,6 +97,13 @@ def make_plan(config, split_names: Sequence[str], examples_per_shard: int, token
       "dtype": token_store.token_dtype(tokenizer.vocab_size).str,
       "shards": shards,
   }
+  if inventory is not None:  # files: how many there were, their documents, those left out
+    plan["files"] = {
+        "files": len(inventory.paths),
+        "documents": inventory.total,
+        "skipped": inventory.skipped,
+    }
+  return plan
 
 
 def _data_dir(config) -> str | None:
@@ -110,7 +134,7 @@ def prepare(
   if not 0 <= task_index < num_tasks:
     raise errors.ConfigError(f"--task_index={task_index} must be in [0, --num_tasks={num_tasks}).")
   split_names = list(split_names or splits_to_prepare(config))
-  plan = _plan(config, output, split_names, examples_per_shard, task_index, report)
+  plan = _plan(config, output, split_names, examples_per_shard, task_index, workers, report)
   if storage.exists(storage.join(output, token_store.MANIFEST_FILE)):
     report(f"prepare: {output} is already a finished token store; nothing to do.")
     return True
@@ -137,13 +161,28 @@ def prepare(
   return finish(output, plan, report)
 
 
-def _plan(config, output, split_names, examples_per_shard, task_index, report) -> dict:
+def _plan(config, output, split_names, examples_per_shard, task_index, workers, report) -> dict:
   """The store's plan: read (and checked) where one exists, made and written by task 0 else."""
   plan_path = storage.join(output, token_store.PLAN_FILE)
   if not storage.exists(plan_path) and task_index == 0:
     _check_output(output)
+    inventory = None
+    if config.dataset.startswith(datasets.FILE_PREFIXES):  # read whole once, before any write
+      from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+      inventory = files.scan(
+          config.dataset,
+          data.read_options(config),
+          workers=workers,
+          report=report,
+      )
+    shards = shard_counts(config, split_names, examples_per_shard, inventory)
     tokenizer = _tokenizer(config, output, report)
-    plan = make_plan(config, split_names, examples_per_shard, tokenizer)
+    if inventory is not None:
+      storage.replace_text(
+          storage.join(output, token_store.FILES_FILE), json.dumps(inventory.to_json())
+      )
+    plan = make_plan(config, shards, tokenizer, inventory)
     storage.replace_text(plan_path, json.dumps(plan, indent=2))
   deadline = time.time() + PLAN_WAIT_S
   while not storage.exists(plan_path):
@@ -167,9 +206,10 @@ def _plan(config, output, split_names, examples_per_shard, task_index, report) -
   }
   if "data_dir" in plan:  # (a plan written before plans recorded it: unknown)
     have["data_dir"], want["data_dir"] = plan["data_dir"], _data_dir(config)
-  if "read_settings" in plan:  # likewise
-    have["read_settings"] = plan["read_settings"]
-    want["read_settings"] = datasets.read_settings(config.dataset, data.read_options(config))
+  if "read_settings" in plan:  # likewise: each setting named where it differs
+    read = datasets.read_settings(config.dataset, data.read_options(config))
+    for key in {**plan["read_settings"], **read}:
+      have[key], want[key] = plan["read_settings"].get(key), read.get(key)
   differ = [key for key in have if have[key] != want[key]]
   if differ:
     listing = "; ".join(f"{k}: the store's {have[k]!r}, now {want[k]!r}" for k in differ)
@@ -181,14 +221,15 @@ def _plan(config, output, split_names, examples_per_shard, task_index, report) -
 
 
 def _check_output(output: str) -> None:
-  """A new store goes into a new or empty folder (or one holding only the tokenizer of an attempt
-  interrupted before its plan): nothing else there is replaced."""
+  """A new store goes into a new or empty folder (or one holding only the tokenizer and files.json
+  of an attempt interrupted before its plan): nothing else there is replaced."""
   if not storage.exists(output):
     return
+  before_plan = (storage.name(token_store.tokenizer_dir(output)), token_store.FILES_FILE)
   others = [
       name
       for name in (storage.listdir(output) if storage.isdir(output) else [output])
-      if name != storage.name(token_store.tokenizer_dir(output)) and not name.startswith(".")
+      if name not in before_plan and not name.startswith(".")
   ]
   if others:
     raise errors.DataError(
@@ -250,7 +291,14 @@ def _run(jobs, workers: int):
     pool.join()
 
 
-_TOKENIZERS = {}  # output -> its tokenizer, once per worker process
+# Read once per worker process, for each store (its output and plan: a store made again at the
+# same output, of other data, is another): its tokenizer, and a files: dataset's inventory.
+_TOKENIZERS = {}
+_INVENTORIES = {}
+
+
+def _store_key(output: str, plan: dict) -> tuple:
+  return output, json.dumps(plan, sort_keys=True)
 
 
 def write_shard(job) -> tuple[str, int, int, int, float]:
@@ -258,26 +306,19 @@ def write_shard(job) -> tuple[str, int, int, int, float]:
   seconds)."""
   output, plan, split, k, data_dir = job
   started = time.time()
-  if output not in _TOKENIZERS:
-    _TOKENIZERS[output] = tokenizers.load_tokenizer(token_store.tokenizer_dir(output))
+  key = _store_key(output, plan)
+  if key not in _TOKENIZERS:
+    _TOKENIZERS[key] = tokenizers.load_tokenizer(token_store.tokenizer_dir(output))
     tokenizers.check_fingerprint(
-        _TOKENIZERS[output], plan["tokenizer_fingerprint"], context=f"the plan of {output}"
+        _TOKENIZERS[key], plan["tokenizer_fingerprint"], context=f"the plan of {output}"
     )
-  tokenizer = _TOKENIZERS[output]
+  tokenizer = _TOKENIZERS[key]
   dtype = np.dtype(plan["dtype"])
   fields, kind = plan["fields"], plan["kind"]
   shard = token_store.shard_name(k)
   folder = storage.join(output, split)
   storage.makedirs(folder)
-  examples = datasets.read_examples(
-      plan["dataset"],
-      split,
-      kind=kind,
-      data_dir=data_dir,
-      shard=k,
-      shard_count=plan["shards"][split],
-      read_options=data.ReadOptions(**plan.get("read_settings", {})),
-  )
+  examples = _examples(output, plan, split, k, data_dir)
   lengths = {field: [] for field in fields}
   labels = []
   with contextlib.ExitStack() as stack:
@@ -312,6 +353,38 @@ def write_shard(job) -> tuple[str, int, int, int, float]:
   counts = {"examples": count, "tokens": {f: int(sum(lengths[f])) for f in fields}}
   storage.replace_text(storage.join(folder, token_store.done_file(shard)), json.dumps(counts))
   return split, k, count, sum(counts["tokens"].values()), time.time() - started
+
+
+def _examples(output: str, plan: dict, split: str, k: int, data_dir):
+  """The examples of shard k of `split`: a files: dataset's read from the range of positions
+  it covers, starting at its own file (the inventory in files.json). Each is read with the
+  plan's read settings."""
+  read_options = data.ReadOptions(**plan.get("read_settings", {}))
+  if "files" not in plan:
+    return datasets.read_examples(
+        plan["dataset"],
+        split,
+        kind=plan["kind"],
+        data_dir=data_dir,
+        shard=k,
+        shard_count=plan["shards"][split],
+        read_options=read_options,
+    )
+  from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+  key = _store_key(output, plan)
+  if key not in _INVENTORIES:
+    saved = json.loads(storage.read_text(storage.join(output, token_store.FILES_FILE)))
+    _INVENTORIES[key] = files.Inventory.from_json(saved)
+  return files.documents(
+      plan["dataset"],
+      split,
+      read_options,
+      shard=k,
+      shard_count=plan["shards"][split],
+      inventory=_INVENTORIES[key],
+      warn=False,  # the inventory warned of each
+  )
 
 
 def _take(iterator, n: int) -> list:

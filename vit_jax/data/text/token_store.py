@@ -7,6 +7,8 @@
                                     kind, the tokenizer's settings and fingerprint, each split's
                                     shard count (first)
     DIR/tokenizer/                  the tokenizer the tokens are ids of (vit_jax/data/tokenizers)
+    DIR/files.json                  a files: dataset's files and each one's document count, which
+                                    its shards start reading from (vit_jax/data/text/files.py)
     DIR/SPLIT/NNNNN.FIELD.tokens    shard NNNNN's examples' FIELD tokens, one after another:
                                     uint16 where the vocabulary fits, else uint32, little-endian
     DIR/SPLIT/NNNNN.FIELD.offsets   int64, one more than the shard's examples: example i's tokens
@@ -45,6 +47,7 @@ FORMAT = "vit_jax token store"
 VERSION = 1
 MANIFEST_FILE = "store.json"
 PLAN_FILE = "plan.json"
+FILES_FILE = "files.json"
 FIELDS = {"documents": ("text",), "pairs": ("source", "target")}
 OFFSET_DTYPE = np.dtype("<i8")
 LABEL_DTYPE = np.dtype("<i4")
