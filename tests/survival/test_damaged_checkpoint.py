@@ -155,6 +155,13 @@ def test_two_processes_set_a_damaged_step_aside_once(trained_copy, digits_dir, t
   assert (trained_copy / "checkpoints" / "6" / "state").is_dir()  # trained again to the end
 
 
+def test_a_step_damaged_twice_is_set_aside_twice(tmp_path):
+  for _ in range(2):  # the same step saved again after it was set aside, and damaged again
+    os.makedirs(tmp_path / "checkpoints" / "6" / "state")
+    checkpoint.set_aside(str(tmp_path / "checkpoints" / "6"))
+  assert sorted(os.listdir(tmp_path / "checkpoints" / "damaged")) == ["6", "6.1"]
+
+
 def _two_steps(tmp_path):
   """A Checkpointer over steps 2 and 4 of a small state, and its reader for `first_intact`."""
   state = {"w": np.arange(12, dtype=np.float32).reshape(3, 4)}
