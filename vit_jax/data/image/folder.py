@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax.data import index_file
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 INDEX_NAME = ".vit_jax_index.json"
@@ -65,13 +66,16 @@ class ImageFolder:
     # The layout is read before any listing, so a file added while listing changes a folder's
     # time after it was read: the next start then lists again rather than missing the file.
     layout = _layout(root)
-    index_path, files = _read_index(root, layout)
+    fits = lambda index: index.get("format") == _INDEX_FORMAT and index.get("layout") == layout
+    index_path, index = index_file.read(root, INDEX_NAME, "folder_index", fits)
+    files = index["files"] if index else None
     if files is None:
       files = {
           split: {c: _image_names(storage.join(root, split, c)) for c in classes}
           for split, classes in layout.items()
       }
-      index_path = _write_index(root, {"format": _INDEX_FORMAT, "layout": layout, "files": files})
+      index = {"format": _INDEX_FORMAT, "layout": layout, "files": files}
+      index_path = index_file.write(root, INDEX_NAME, "folder_index", index)
     class_names = tuple(sorted({c for classes in layout.values() for c in classes}))
     label_of = {name: i for i, name in enumerate(class_names)}
     examples = {
@@ -190,43 +194,6 @@ def _layout(root: str) -> dict[str, dict[str, object]]:
 def _listing_signature(folder: str) -> str:
   sizes = storage.file_sizes(folder)
   return hashlib.sha256(json.dumps(sorted(sizes.items())).encode()).hexdigest()[:16]
-
-
-def _index_paths(root: str) -> tuple[str, str]:
-  """(beside the data, in the cache) for `root`."""
-  cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-  key = hashlib.sha256(storage.absolute(root).encode()).hexdigest()[:16]
-  return storage.join(root, INDEX_NAME), os.path.join(
-      cache, "vit_jax", "folder_index", f"{key}.json"
-  )
-
-
-def _read_index(root: str, layout) -> tuple[str | None, dict | None]:
-  """(path, {split: {class: [file names]}}) of an index of `layout`, else (None, None)."""
-  for path in _index_paths(root):
-    try:
-      index = json.loads(storage.read_text(path))
-    except errors.StorageUnavailableError:
-      raise
-    except (OSError, ValueError):  # none yet, or half written by a process that was killed
-      continue
-    if index.get("format") == _INDEX_FORMAT and index.get("layout") == layout:
-      return path, index["files"]
-  return None, None
-
-
-def _write_index(root: str, index: dict) -> str:
-  text = json.dumps(index, separators=(",", ":"))
-  beside, cached = _index_paths(root)
-  try:
-    storage.replace_text(beside, text)
-    return beside
-  except errors.StorageUnavailableError:
-    raise
-  except OSError:  # read-only data
-    os.makedirs(os.path.dirname(cached), exist_ok=True)
-    storage.replace_text(cached, text)
-    return cached
 
 
 def _subdirs(path: str) -> list[str]:

@@ -46,7 +46,6 @@ streams each from its start, which a resume in the middle of a shard cannot use.
 import concurrent.futures
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import posixpath
@@ -62,6 +61,7 @@ import tensorflow_datasets as tfds
 from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax.data import index_file
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 SPLIT_WORDS = ("train", "validation", "val", "test")
@@ -434,7 +434,10 @@ def _indexed(paths: list[str], label_key: str) -> tuple[dict, str]:
   scanned now and the index rewritten."""
   folder = _common_folder(paths)
   signatures = _signatures(paths)
-  index_path, stored = _read_index(folder)
+  index_path, index = index_file.read(
+      folder, INDEX_NAME, "wds_index", lambda index: index.get("format") == _INDEX_FORMAT
+  )
+  stored = index["shards"] if index else {}
   entries = {}
   for path in paths:
     entry = stored.get(_relative(path, folder))
@@ -453,7 +456,8 @@ def _indexed(paths: list[str], label_key: str) -> tuple[dict, str]:
           scan.cancel()
         raise
     stored.update({_relative(p, folder): entries[p] for p in missing})
-    index_path = _write_index(folder, {"format": _INDEX_FORMAT, "shards": stored})
+    index = {"format": _INDEX_FORMAT, "shards": stored}
+    index_path = index_file.write(folder, INDEX_NAME, "wds_index", index)
   return entries, index_path
 
 
@@ -480,39 +484,3 @@ def _signatures(paths: list[str]) -> dict:
   for folder in sorted({storage.parent(p) for p in paths}):
     sizes.update({storage.join(folder, n): [s] for n, s in storage.file_sizes(folder).items()})
   return {p: sizes.get(p) for p in paths}
-
-
-def _index_paths(folder: str) -> tuple[str, str]:
-  """(beside the shards, in the cache) for shards under `folder`."""
-  cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-  key = hashlib.sha256(storage.absolute(folder).encode()).hexdigest()[:16]
-  cached = os.path.join(cache, "vit_jax", "wds_index", f"{key}.json")
-  return storage.join(folder, INDEX_NAME), cached
-
-
-def _read_index(folder: str) -> tuple[str | None, dict]:
-  """(path, {shard relative to folder: entry}) of the first readable index, else (None, {})."""
-  for path in _index_paths(folder):
-    try:
-      index = json.loads(storage.read_text(path))
-    except errors.StorageUnavailableError:
-      raise
-    except (OSError, ValueError):  # none yet, or half written by a process that was killed
-      continue
-    if index.get("format") == _INDEX_FORMAT:
-      return path, index["shards"]
-  return None, {}
-
-
-def _write_index(folder: str, index: dict) -> str:
-  text = json.dumps(index, separators=(",", ":"))
-  beside, cached = _index_paths(folder)
-  try:
-    storage.replace_text(beside, text)
-    return beside
-  except errors.StorageUnavailableError:
-    raise
-  except OSError:  # read-only data
-    os.makedirs(os.path.dirname(cached), exist_ok=True)
-    storage.replace_text(cached, text)
-    return cached
