@@ -13,6 +13,7 @@ import pytest
 
 from tests import helpers
 from vit_jax import errors
+from vit_jax import startup
 from vit_jax import tasks
 from vit_jax.tpu_planning import aot
 from vit_jax.tpu_planning import chips
@@ -134,6 +135,22 @@ def test_the_report_names_what_is_live_at_the_peak(local):
   assert any(source.startswith("vit_jax/models/") for source in sources), sources
   assert sum(group.bytes for group in report.peak.groups) <= report.peak.total_bytes
   assert "largest buffers live at the peak" in report.text()
+
+
+def test_the_report_names_the_peak_of_a_step_already_in_the_compilation_cache(local, tmp_path):
+  """XLA writes its memory files only when it compiles, so the report never loads its step."""
+  setup, _ = local
+  config = helpers.vit_config("runlocal", num_classes=10, batch_size=8)
+  train_step = train.jit_update_step(config, setup)
+  previous = jax.config.jax_compilation_cache_dir
+  startup.use_compilation_cache(str(tmp_path))
+  try:
+    with jax.set_mesh(setup.mesh):
+      train_step.lower(*setup.abstract_inputs(8)).compile()
+    assert os.listdir(tmp_path)  # the step is in the cache
+    assert aot.compile_report(setup, train_step, 8).peak is not None
+  finally:
+    startup.use_compilation_cache(previous)
 
 
 def _two_outputs(x):  # f32[1024, 1024]

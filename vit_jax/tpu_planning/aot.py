@@ -319,6 +319,22 @@ class Report:
     ]
 
 
+def _compile_uncached(lowered, options):
+  """XLA writes its memory files only when it compiles: a step loaded from the persistent
+  compilation cache (whose key leaves dump options out) would have none."""
+  from jax.experimental.compilation_cache import compilation_cache  # pylint: disable=g-import-not-at-top
+
+  cached = jax.config.jax_enable_compilation_cache
+  # JAX decides once whether its cache is on: reset, so it asks again after each update.
+  compilation_cache.reset_cache()
+  jax.config.update("jax_enable_compilation_cache", False)
+  try:
+    return lowered.compile(compiler_options=options)
+  finally:
+    jax.config.update("jax_enable_compilation_cache", cached)
+    compilation_cache.reset_cache()
+
+
 def compile_report(setup, train_step, batch_size: int) -> Report:
   """Compiles the jitted `train_step` (training/train.py `jit_update_step`) for the mesh of
   `setup` (a train.Setup) with abstract inputs; returns per-device figures."""
@@ -330,7 +346,7 @@ def compile_report(setup, train_step, batch_size: int) -> Report:
       lowered = train_step.lower(state, batch)
     with tempfile.TemporaryDirectory() as dump_dir:  # XLA's memory files, read before they go
       options = {**peak_buffers.DUMP_OPTIONS, "xla_dump_to": dump_dir}
-      compiled = lowered.compile(compiler_options=options)
+      compiled = _compile_uncached(lowered, options)
       peak = peak_buffers.read(dump_dir)
   except jax.errors.JaxRuntimeError as e:  # XLA:TPU refuses a program over the chip's HBM
     if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
