@@ -422,6 +422,15 @@ def test_an_operation_that_keeps_failing_ends_at_its_budget_while_others_are_ans
   assert sum(clock.waits) == pytest.approx(100) and len(times_out.calls) < 20
 
 
+def test_a_bucket_that_answers_between_two_outages_is_budgeted_from_the_second(clock, monkeypatch):
+  monkeypatch.setattr(storage, "_probe", lambda path: None)  # each probe is answered
+  storage._unanswered("gs://b", clock.now, "ConnectionRefusedError")  # pylint: disable=protected-access
+  clock.now += 80  # the first outage, 80 s of the 100 s budget, met by another request
+  operation = failing(6)  # then about 40 s of the second, met by this one
+  assert storage.ride_out(operation, "gs://b/w/x", "writing gs://b/w/x") == "done"
+  assert 30 < sum(clock.waits) < 100 - 80 + 30
+
+
 def test_an_operation_failing_forever_beside_a_renewed_lock_ends_at_its_budget(gcs, monkeypatch):
   workdir = gcs.new_dir("lock")
   monkeypatch.setattr(workdir_lib, "LOCK_RENEW_S", 0.2)  # a renewal answered every 0.2 s

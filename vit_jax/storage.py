@@ -213,6 +213,7 @@ def ride_out(operation, path, what: str):
     try:
       if outage(path) is not None:  # a cheap request first, not a client's own long retries
         _probe(path)
+        _answered(where)  # the bucket's outage is over, whatever this operation meets next
       value = operation()
     except errors.UserError:
       raise
