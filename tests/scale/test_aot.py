@@ -138,7 +138,8 @@ def test_the_report_names_what_is_live_at_the_peak(local):
 
 
 def test_the_report_names_the_peak_of_a_step_already_in_the_compilation_cache(local, tmp_path):
-  """XLA writes its memory files only when it compiles, so the report never loads its step."""
+  """XLA writes its memory files only when it compiles: the report compiles its step unless
+  told it may load it."""
   setup, _ = local
   config = helpers.vit_config("runlocal", num_classes=10, batch_size=8)
   train_step = train.jit_update_step(config, setup)
@@ -149,6 +150,11 @@ def test_the_report_names_the_peak_of_a_step_already_in_the_compilation_cache(lo
       train_step.lower(*setup.abstract_inputs(8)).compile()
     assert os.listdir(tmp_path)  # the step is in the cache
     assert aot.compile_report(setup, train_step, 8).peak is not None
+    # The trainer's check loads it (its step is compiled again to run): no peak, said so.
+    loaded = aot.compile_report(setup, train_step, 8, list_peak_buffers=False)
+    assert loaded.peak is None and "not listed (the step came from the compilation cache)" in (
+        loaded.text()
+    )
   finally:
     startup.use_compilation_cache(previous)
 

@@ -355,7 +355,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
     from vit_jax.tpu_planning import aot  # pylint: disable=g-import-not-at-top  (only this option)
 
-    report = aot.compile_report(setup, train_step, config.batch_size)
+    report = aot.compile_report(setup, train_step, config.batch_size, list_peak_buffers=False)
     print(report.text(), flush=True)
     aot.require_fit(report)
 
