@@ -116,8 +116,8 @@ def test_odd_lengths_padded_for_cudnn_attend_as_unpadded(cudnn_on_cpu, causal):
     assert np.linalg.norm(got - want) <= 0.02 * scale
 
 
-# (queries, keys): equal, more keys and more queries, even and odd.
-LENGTHS = [(4, 4), (3, 3), (4, 6), (3, 4), (4, 3), (3, 5), (5, 3), (2, 4)]
+# (queries, keys): equal (even, and odd: cuDNN pads), more keys (by one, by two) and more queries.
+LENGTHS = [(4, 4), (3, 3), (3, 4), (3, 5), (4, 3)]
 
 
 @pytest.mark.parametrize("padding", [False, True], ids=["unpadded", "padded"])
