@@ -22,9 +22,13 @@ import sys
 import tempfile
 
 DUMP_DIR = tempfile.mkdtemp(prefix="gpu_profile_hlo_")
+# Command buffers off: inside one (CUDA graphs, XLA's default on GPU) every kernel's trace event
+# names the buffer, not its HLO op, and the split by part of the model is lost. Launched one by
+# one, the kernels run as before; only the gaps between them ("idle") grow.
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "")
     + f" --xla_dump_to={DUMP_DIR} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*update_step.*"
+    + " --xla_gpu_enable_command_buffer="
 ).strip()
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # room for PyTorch
 import jax  # noqa: E402  # pylint: disable=wrong-import-position
@@ -144,7 +148,7 @@ def torch_kernels(step, steps: int) -> list:
       pending = step()
     pending.block_until_ready()
   return [  # kernels only: the operators' own rows add up their kernels again
-      (event.name, "", "", event.device_time_total / 1e6)
+      (event.key, "", "", event.device_time_total / 1e6)
       for event in profiler.key_averages()
       if event.device_type == torch.autograd.DeviceType.CUDA and event.device_time_total > 0
   ]

@@ -5,7 +5,8 @@
 #   choices   python -m benchmarks.gpu_choices --time: each speed choice undone, about 2 min
 #   profile   python -m benchmarks.gpu_profile: kernel time by kind, ours beside the compiled
 #             PyTorch peers, about 2 min
-#   startup   GPT-2 124M trained by vit_jax.main from the token store STORE for 40 steps: its
+#   startup   GPT-2 124M trained by vit_jax.main from the token store STORE for 40 steps at the
+#             bare step's batch (16 x 1024, steps' gpt2 row): its
 #             time/startup_s, run_info.json's startup_s by part, and tok/s after compile against
 #             the bare step's (steps' gpt2 row); python -X importtime's log; about 1.5 min
 # Usage: scripts/gpu_check.sh [CHECK ...] (default: all four, in that order). Needs the
@@ -33,6 +34,7 @@ for check in "${checks[@]}"; do
       python3 -X importtime -m vit_jax.main --config=configs/gpt.py:dataset=embedded,variant=gpt2 \
         --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 \
         --config.token_store="$STORE" --workdir="$workdir" --config.total_steps=40 \
+        --config.batch_size=16 \
         --config.log_every=10 --config.eval_every=1000 --config.checkpoint_every=1000 \
         --config.optimizer.warmup_steps=0 2>"$out/importtime.txt" | tee "$out/startup.log"
       cp "$workdir/metrics.jsonl" "$workdir/run_info.json" "$out/" 2>/dev/null
