@@ -15,6 +15,11 @@ stamp="$venv/.installed-$(sha256sum setup.py | cut -c1-16)-${extras:-base}"
 if [ ! -f "$stamp" ]; then
   target="."
   [ -n "$extras" ] && target=".[$extras]"
-  "$venv/bin/python" -m pip install -q -e "$target"
+  # uv installs what pip would, from the same index, several times faster (parallel downloads,
+  # one cache for every venv); pip installs where uv cannot be had.
+  if ! { "$venv/bin/python" -m pip install -q uv &&
+    "$venv/bin/python" -m uv pip install -q --python "$venv/bin/python" -e "$target"; }; then
+    "$venv/bin/python" -m pip install -q -e "$target"
+  fi
   touch "$stamp"
 fi
