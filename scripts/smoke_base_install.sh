@@ -17,6 +17,11 @@ python="$VENV/bin/python"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export TFDS_DATA_DIR="$tmp/tfds"
+unset TF_CPP_MIN_LOG_LEVEL VIT_JAX_VERBOSE  # what a user's shell has: the commands quiet TF's logs
+# The commands' programs are small and compile more than they run: LLVM at level 0, as the tests
+# compile theirs (tests/helpers.py's TEST_XLA_FLAGS); what they compute is the same.
+XLA_FLAGS="$("$python" -c 'from tests import helpers; print(helpers.TEST_XLA_FLAGS)') ${XLA_FLAGS:-}"
+export XLA_FLAGS
 started=$SECONDS
 
 # check NAME COMMAND...: runs COMMAND with its output in $tmp/NAME.log; stops the smoke on failure.
@@ -147,5 +152,9 @@ expect "$tmp/sweep/runs.csv" "$tmp/sweep/evals.csv" "$tmp/sweep/fit.json" \
 check sweep_commands "$python" -m vit_jax.sweep run experiments/sweeps/vit_i1k_paper.py \
   --root="$tmp/sweep_i1k" --print_commands
 expect_line sweep_commands "vit_jax.main"
+
+# No command printed third-party log noise (TF's C++ notices, the absl preamble, orbax warnings),
+# the sweep's training runs included.
+check quiet "$python" -m tests.quiet "$tmp"/*.log $(find "$tmp/sweep" -name train.log)
 
 echo "smoke: every documented command ran in the base install ($((SECONDS - started)) s)"

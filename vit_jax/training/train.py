@@ -358,6 +358,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     report = aot.compile_report(setup, train_step, config.batch_size, list_peak_buffers=False)
     print(report.text(), flush=True)
     aot.require_fit(report)
+    startup_clock.lap("memory check")
 
   # ---- State: resumed, fine-tuned or fresh; sharded by the rules of mesh.py -----------------
   ckpt = checkpoint.Checkpointer(
@@ -375,6 +376,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   )
   # Damaged newer steps are moved aside.
   latest, state = ckpt.restore_latest_intact(setup.sharded_abstract_state())
+  startup_clock.lap("checkpoints")  # the manager, and the restore when there is a step
   if latest is not None:
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
     if setup.ema_decay is not None and checkpoint.EMA_PARAMS not in state:  # EMA turned on mid-run
