@@ -376,7 +376,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   )
   # Damaged newer steps are moved aside.
   latest, state = ckpt.restore_latest_intact(setup.sharded_abstract_state())
-  startup_clock.lap("checkpoints")  # the manager, and the restore when there is a step
+  startup_clock.lap("restore")  # the checkpoint manager, and the restore when there is a step
   if latest is not None:
     print(f"Resumed from {ckpt.directory} at step {latest}.", flush=True)
     if setup.ema_decay is not None and checkpoint.EMA_PARAMS not in state:  # EMA turned on mid-run
