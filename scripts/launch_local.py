@@ -6,7 +6,8 @@
 Each process gets JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID (read by
 vit_jax.training.mesh) and its own fake CPU devices; collectives go through gloo. Process 0's
 output is shown; the others' go to `launch_logs/process_I.log`. If any process
-fails, the others are stopped and the launcher exits with that process's code.
+fails, the others get a few seconds to end on their own (and print their own error), then are
+stopped; the launcher exits with the first failed process's code.
 """
 
 import argparse
@@ -28,6 +29,23 @@ def with_device_count(xla_flags: str, devices: int) -> str:
   flag = "--xla_force_host_platform_device_count"
   kept = [f for f in xla_flags.split() if not f.startswith(flag)]
   return " ".join([*kept, f"{flag}={devices}"])
+
+
+# A peer that failed the same check (a bad flag, a mesh the input cannot feed) exits on its own
+# within this, after printing its error; one blocked in a collective with the dead process does not.
+GRACE_S = 15
+
+
+def stop_after_grace(procs):
+  """Lets the other processes end on their own for GRACE_S, then kills those still running."""
+  deadline = time.monotonic() + GRACE_S
+  while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+    time.sleep(0.2)
+  running = [p for p in procs if p.poll() is None]
+  if running:
+    print(f"launch_local: stopping {len(running)} process(es) still running.", file=sys.stderr)
+  for p in running:
+    p.kill()  # not SIGTERM: a preemption save would wait for the dead peer
 
 
 def main():
@@ -61,14 +79,10 @@ def main():
     failed = [p for p in procs if p.poll() not in (None, 0)]
     if failed:
       code = failed[0].returncode
-      print(
-          f"launch_local: process {procs.index(failed[0])} exited with code {code}; "
-          "stopping the others.",
-          file=sys.stderr,
-      )
-      for p in procs:
-        if p.poll() is None:
-          p.kill()  # not SIGTERM: a preemption save would wait for the dead peer
+      index = procs.index(failed[0])
+      where = "" if index == 0 else f" (its output: {args.log_dir}/process_{index}.log)"
+      print(f"launch_local: process {index} exited with code {code}{where}.", file=sys.stderr)
+      stop_after_grace(procs)
       break
     time.sleep(0.5)
   for p in procs:
