@@ -36,6 +36,11 @@ def with_device_count(xla_flags: str, devices: int) -> str:
 GRACE_S = 15
 
 
+def log_path(log_dir: str, process: int) -> str:
+  """Where process `process`'s output goes (process 0's is shown instead)."""
+  return os.path.join(log_dir, f"process_{process}.log")
+
+
 def stop_after_grace(procs):
   """Lets the other processes end on their own for GRACE_S, then kills those still running."""
   deadline = time.monotonic() + GRACE_S
@@ -70,7 +75,7 @@ def main():
         JAX_PLATFORMS="cpu",
         XLA_FLAGS=with_device_count(os.environ.get("XLA_FLAGS", ""), args.devices_per_process),
     )
-    out = None if i == 0 else open(os.path.join(args.log_dir, f"process_{i}.log"), "w")
+    out = None if i == 0 else open(log_path(args.log_dir, i), "w")
     procs.append(
         subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT if out else None)
     )
@@ -80,7 +85,7 @@ def main():
     if failed:
       code = failed[0].returncode
       index = procs.index(failed[0])
-      where = "" if index == 0 else f" (its output: {args.log_dir}/process_{index}.log)"
+      where = "" if index == 0 else f" (its output: {log_path(args.log_dir, index)})"
       print(f"launch_local: process {index} exited with code {code}{where}.", file=sys.stderr)
       stop_after_grace(procs)
       break
