@@ -33,7 +33,7 @@ def with_device_count(xla_flags: str, devices: int) -> str:
 
 # A peer that failed the same check (a bad flag, a mesh the input cannot feed) exits on its own
 # within this, after printing its error; one blocked in a collective with the dead process does not.
-GRACE_S = 15
+DEFAULT_GRACE_S = 15.0
 
 
 def log_path(log_dir: str, process: int) -> str:
@@ -41,9 +41,9 @@ def log_path(log_dir: str, process: int) -> str:
   return os.path.join(log_dir, f"process_{process}.log")
 
 
-def stop_after_grace(procs):
-  """Lets the other processes end on their own for GRACE_S, then kills those still running."""
-  deadline = time.monotonic() + GRACE_S
+def stop_after_grace(procs, grace_s: float):
+  """Lets the other processes end on their own for `grace_s`, then kills those still running."""
+  deadline = time.monotonic() + grace_s
   while time.monotonic() < deadline and any(p.poll() is None for p in procs):
     time.sleep(0.2)
   running = [p for p in procs if p.poll() is None]
@@ -58,6 +58,12 @@ def main():
   parser.add_argument("-n", "--num_processes", type=int, default=2)
   parser.add_argument("--devices_per_process", type=int, default=1)
   parser.add_argument("--log_dir", default="launch_logs")
+  parser.add_argument(
+      "--grace_s",
+      type=float,
+      default=DEFAULT_GRACE_S,
+      help="after one process fails, seconds the others get to end on their own before the kill",
+  )
   parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
   args = parser.parse_args()
   command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -87,7 +93,7 @@ def main():
       index = procs.index(failed[0])
       where = "" if index == 0 else f" (its output: {log_path(args.log_dir, index)})"
       print(f"launch_local: process {index} exited with code {code}{where}.", file=sys.stderr)
-      stop_after_grace(procs)
+      stop_after_grace(procs, args.grace_s)
       break
     time.sleep(0.5)
   for p in procs:
