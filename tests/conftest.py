@@ -15,6 +15,13 @@ from tests import helpers
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Read when JAX's backend starts, after this (tests/helpers.py says why).
 os.environ["XLA_FLAGS"] = f"{helpers.TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
+# One persistent compilation cache for the whole session, every worker and every process a test
+# starts (read at JAX's import; CI's own, shared by all its stages, when it set one), keeping every
+# program however quickly it compiled: the tests compile the same small steps many times over.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jax_compilation_cache_")
+  atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # Hugging Face's `datasets` and hub client never reach the network, and the datasets cache (what
 # hf: datasets convert into when no data_dir is given) is the session's own; read at their import.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

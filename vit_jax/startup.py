@@ -15,7 +15,9 @@ data package calls it on import, before any TF op can run.
 JAX_COMPILATION_CACHE_DIR says otherwise), so a restarted
 or resumed run loads its compiled programs instead of compiling them again. Programs that took
 less than `CACHE_MIN_COMPILE_SECS` to compile are not written: reading them back would save
-little. Only process 0 of a multi-process job writes entries (JAX's rule); every process reads.
+little. JAX's own JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS, when set, is the threshold instead
+(the tests set 0: they compile the same small programs many times over). Only process 0 of a
+multi-process job writes entries (JAX's rule); every process reads.
 
 `set_cpu_xla_defaults()` sets the XLA flags the trainer wants on CPU (read when the backend
 starts): `--xla_cpu_experimental_ynn_fusion_type=-individual_dot,-individual_convolution`.
@@ -163,6 +165,7 @@ def slow_gpu_scatter_note() -> str | None:
 
 
 CACHE_MIN_COMPILE_SECS = 0.5
+MIN_COMPILE_SECS_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 
 
 def compilation_cache_path(configured: str | None, workdir_cache: str) -> str | None:
@@ -187,5 +190,6 @@ def use_compilation_cache(path: str | None) -> None:
   # a process that trains in several workdirs (tests, notebooks).
   compilation_cache.reset_cache()
   jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECS)
+  if MIN_COMPILE_SECS_VARIABLE not in os.environ:  # JAX read the user's own value at import
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECS)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # any size

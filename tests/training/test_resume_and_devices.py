@@ -148,3 +148,26 @@ def test_the_compilation_cache_is_the_configs_then_jaxs_variable_then_the_workdi
   assert startup.compilation_cache_path(None, "w/compilation_cache") == "/shared"
   assert startup.compilation_cache_path("/mine", "w/compilation_cache") == "/mine"
   assert startup.compilation_cache_path("", "w/compilation_cache") is None
+
+
+def test_the_cache_skips_quick_compiles_unless_jaxs_own_variable_sets_the_threshold(
+    monkeypatch, tmp_path
+):
+  import jax  # pylint: disable=g-import-not-at-top
+
+  from vit_jax import startup  # pylint: disable=g-import-not-at-top
+
+  option = "jax_persistent_cache_min_compile_time_secs"
+  previous = jax.config.jax_compilation_cache_dir, getattr(jax.config, option)
+  try:
+    monkeypatch.delenv(startup.MIN_COMPILE_SECS_VARIABLE, raising=False)
+    startup.use_compilation_cache(str(tmp_path / "default"))
+    assert getattr(jax.config, option) == startup.CACHE_MIN_COMPILE_SECS
+    # JAX reads its variable when it is imported; the trainer then leaves the value alone.
+    monkeypatch.setenv(startup.MIN_COMPILE_SECS_VARIABLE, "0")
+    jax.config.update(option, 0.0)
+    startup.use_compilation_cache(str(tmp_path / "users"))
+    assert getattr(jax.config, option) == 0.0
+  finally:
+    startup.use_compilation_cache(previous[0])
+    jax.config.update(option, previous[1])
