@@ -6,8 +6,9 @@
 Each process gets JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID (read by
 vit_jax.training.mesh) and its own fake CPU devices; collectives go through gloo. Process 0's
 output is shown; the others' go to `launch_logs/process_I.log`. If any process
-fails, the others get a few seconds to end on their own (and print their own error), then are
-stopped; the launcher exits with the first failed process's code.
+fails, the launcher names it, the others get `--grace_s` seconds (15 by default) to end on their
+own (and print their own error), then are stopped; the launcher exits with the failed process's
+code.
 """
 
 import argparse
@@ -86,14 +87,16 @@ def main():
         subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT if out else None)
     )
   code = 0
-  while any(p.poll() is None for p in procs):
+  while True:
     failed = [p for p in procs if p.poll() not in (None, 0)]
-    if failed:
+    if failed:  # also when every process had already ended by the first look
       code = failed[0].returncode
       index = procs.index(failed[0])
       where = "" if index == 0 else f" (its output: {log_path(args.log_dir, index)})"
       print(f"launch_local: process {index} exited with code {code}{where}.", file=sys.stderr)
       stop_after_grace(procs, args.grace_s)
+      break
+    if all(p.poll() is not None for p in procs):
       break
     time.sleep(0.5)
   for p in procs:

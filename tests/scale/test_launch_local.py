@@ -1,5 +1,5 @@
 """scripts/launch_local.py when a process fails: the others get a grace period to print their own
-error and end, then are killed; the launcher exits with the first failed process's code."""
+error and end, then are killed; the launcher names the failed process and exits with its code."""
 
 import os
 import subprocess
@@ -48,3 +48,10 @@ def test_a_peer_still_running_after_the_grace_is_killed(tmp_path):
   assert result.returncode == 3
   assert "launch_local: stopping 2 process(es) still running." in result.stderr
   assert seconds < 60
+
+
+def test_processes_that_all_end_at_once_are_still_named(tmp_path):
+  # Every process has ended before the launcher's first look at them.
+  result, _ = launch(tmp_path, 2, "import sys; sys.exit(4)", grace_s=30)
+  assert result.returncode == 4
+  assert "launch_local: process 0 exited with code 4." in result.stderr
