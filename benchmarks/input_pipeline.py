@@ -140,10 +140,17 @@ def write_hub_copy(data_dir: str, root: str) -> str:
 
 
 def images_per_cpu_second(
-    dataset: str, data_dir: str, batches: int, warmup: int = 2, batch_size: int = 32
+    dataset: str,
+    data_dir: str,
+    batches: int,
+    warmup: int = 2,
+    batch_size: int = 32,
+    shuffle_buffer: int = 1_024,
+    read_options=None,
 ) -> float:
   """Images per CPU-second of the training iterator on `dataset` (every thread of the process
-  counted): 224 px, Inception crop and flip, a shuffle buffer of 1,024."""
+  counted): 224 px, Inception crop and flip; `warmup` batches, then `batches` timed. The
+  iterator is gone when this returns: a caller's gc.collect() stops its threads."""
   # pylint: disable-next=g-import-not-at-top
   from vit_jax import data
   from vit_jax.data.image import pipeline
@@ -156,10 +163,10 @@ def images_per_cpu_second(
       seed=0,
       data_dir=data_dir,
       augment=pipeline.Augment(inception_crop=True, flip=True),
-      shuffle_buffer=1_024,
+      shuffle_buffer=shuffle_buffer,
       process_index=0,
       process_count=1,
-      read_options=data.ReadOptions(image_key="image", label_key="label"),
+      read_options=read_options or data.ReadOptions(image_key="image", label_key="label"),
   )
   for _ in range(warmup):
     next(batches_it)
@@ -219,9 +226,7 @@ def source_rows(data_dir: str, rounds: int = 3, batches: int = 32, batch_size: i
   same training pipeline (Inception crop, flip, 224 px). A round reads each source in turn, alone
   in the process: a new pipeline, one epoch to fill its buffers, then `batches` timed batches;
   each source's median round."""
-  # pylint: disable-next=g-import-not-at-top
-  from vit_jax import data
-  from vit_jax.data.image import pipeline
+  from vit_jax import data  # pylint: disable=g-import-not-at-top
 
   datasets = {"tfds": NAME}
   folder = tempfile.mkdtemp(dir=data_dir)
@@ -231,25 +236,17 @@ def source_rows(data_dir: str, rounds: int = 3, batches: int = 32, batch_size: i
   per_cpu_second = {name: [] for name in datasets}
   for _ in range(rounds):
     for name, dataset in datasets.items():
-      batches_it = pipeline.train_iterator(
-          dataset,
-          "train",
-          global_batch_size=batch_size,
-          image_size=224,
-          seed=0,
-          data_dir=data_dir,
-          augment=pipeline.Augment(inception_crop=True, flip=True),
-          process_index=0,
-          process_count=1,
-          read_options=data.ReadOptions(label_key="label"),  # a sample's KEY.cls is read first
+      per_cpu_second[name].append(
+          images_per_cpu_second(
+              dataset,
+              data_dir,
+              batches,
+              warmup=BenchmarkJpegs.NUM_IMAGES // batch_size,
+              batch_size=batch_size,
+              shuffle_buffer=10_000,
+              read_options=data.ReadOptions(label_key="label"),  # a sample's KEY.cls comes first
+          )
       )
-      for _ in range(BenchmarkJpegs.NUM_IMAGES // batch_size):
-        next(batches_it)
-      cpu_start = time.process_time()
-      for _ in range(batches):
-        next(batches_it)
-      per_cpu_second[name].append(batches * batch_size / (time.process_time() - cpu_start))
-      del batches_it
       gc.collect()  # the pipeline's threads stop before the next source is timed
   tfds_rate = statistics.median(per_cpu_second["tfds"])
   return [
