@@ -11,6 +11,7 @@ import pytest
 
 from tests import gcs_emulator
 from tests import helpers
+from vit_jax import startup  # no JAX yet: it reads the variables below when imported
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Read when JAX's backend starts, after this (tests/helpers.py says why).
@@ -21,7 +22,7 @@ os.environ["XLA_FLAGS"] = f"{helpers.TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS'
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
   os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jax_compilation_cache_")
   atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault(startup.MIN_COMPILE_SECS_VARIABLE, "0")
 # Hugging Face's `datasets` and hub client never reach the network, and the datasets cache (what
 # hf: datasets convert into when no data_dir is given) is the session's own; read at their import.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
