@@ -40,7 +40,8 @@ CHOICES = {
     # a folder: dataset's undecodable files: skipped (warned, counted), or an error
     "bad_images": ("skip", "error"),
     # a files: dataset's bad documents (a line that is not JSON, a record without the text
-    # field, a parquet row that does not decode): an error naming it, or skipped (warned, counted)
+    # field, a null row, text with a control character): an error naming it, or skipped (warned,
+    # counted); a file that cannot be read whole is an error either way
     "bad_documents": ("error", "skip"),
     # how training reads a stream: dataset (data/text/stream.py): windows at random, or in order
     "stream.windows": ("random", "sequential"),

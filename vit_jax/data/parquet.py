@@ -4,14 +4,17 @@ columns, in batches.
     with parquet.File("gs://b/train-00000.parquet") as f:
       f.row_counts                  # the rows of each row group (from the footer alone)
       f.columns                     # {column: its Arrow type, e.g. "string"}
+      f.text_columns                # those of strings, or of a dictionary of strings
       for batch in f.batches(["text"], row_groups=[3, 4], batch_rows=1024):
         batch["text"]               # a list of Python values, one per row (None for a null)
 
 A row group is the unit of reading: one is decoded at a time, and the rows before `start` of a
-`read` are never converted to Python values. Every read goes through vit_jax/storage.py (a local
-path or gs://). A file whose footer cannot be read, or a row group that does not decode, raises
-UnreadableError naming it; what to do with it (refuse, or skip its rows) is the caller's choice.
-A storage that does not answer is not such a file: its error is raised as it is.
+`read` are never converted to Python values. A text column's values are str: a dictionary's
+(what pandas writes for a `category` column) decoded, a string that is not UTF-8 (pyarrow does
+not check what a file holds) as its bytes, for the caller to refuse. Every read goes through
+vit_jax/storage.py (a local path or gs://). A file whose footer cannot be read, or a row group
+that does not decode, raises UnreadableError naming it. A storage that does not answer is not
+such a file: its error is raised as it is.
 """
 
 from typing import Iterator, Optional, Sequence
@@ -20,7 +23,6 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 
-EXTENSIONS = (".parquet",)
 BATCH_ROWS = 1024
 
 
@@ -28,13 +30,47 @@ class UnreadableError(Exception):
   """A file, or row group `row_group` of it, that pyarrow cannot decode."""
 
   def __init__(self, path: str, reason: str, row_group: Optional[int] = None):
-    where = path if row_group is None else f"{path} row group {row_group}"
-    super().__init__(f"{where}: {reason}")
+    if row_group is None:
+      super().__init__(f"{path}: not a readable parquet file ({reason})")
+    else:
+      super().__init__(f"{path}: its row group {row_group} does not decode ({reason})")
     self.path, self.reason, self.row_group = path, reason, row_group
 
 
 def _pyarrow_parquet(path: str):
   return data.import_extra("pyarrow.parquet", f"{path} (parquet)")
+
+
+def _is_text(arrow_type) -> bool:
+  """Strings, or a dictionary of strings."""
+  import pyarrow  # pylint: disable=g-import-not-at-top  (File found the extra)
+
+  if pyarrow.types.is_dictionary(arrow_type):
+    arrow_type = arrow_type.value_type
+  return arrow_type in (pyarrow.string(), pyarrow.large_string(), pyarrow.string_view())
+
+
+def _python_values(column) -> list:
+  """An Arrow column's values as Python values; in a text column, a string that is not UTF-8 as
+  its bytes."""
+  try:
+    return column.to_pylist()
+  except UnicodeDecodeError:
+    import pyarrow  # pylint: disable=g-import-not-at-top
+
+    if pyarrow.types.is_dictionary(column.type):
+      column = column.cast(column.type.value_type)
+    bytes_of = {pyarrow.large_string(): pyarrow.large_binary()}
+    bytes_of[pyarrow.string_view()] = pyarrow.binary_view()
+    values = column.cast(bytes_of.get(column.type, pyarrow.binary())).to_pylist()
+    return [None if v is None else _text_or_bytes(v) for v in values]
+
+
+def _text_or_bytes(value: bytes):
+  try:
+    return value.decode("utf-8")
+  except UnicodeDecodeError:
+    return value
 
 
 def _reason(e: Exception) -> str:
@@ -60,9 +96,10 @@ class File:
       metadata = self._file.metadata
       self.row_counts = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
       self.columns = {field.name: str(field.type) for field in self._file.schema_arrow}
+      self.text_columns = {f.name for f in self._file.schema_arrow if _is_text(f.type)}
     except self._decode_errors as e:
       self.close()
-      raise UnreadableError(path, f"not a readable parquet file ({_reason(e)})") from None
+      raise UnreadableError(path, _reason(e)) from None
 
   def __enter__(self) -> "File":
     return self
@@ -87,7 +124,7 @@ class File:
   def _values(self, table, columns: Sequence[str], start: int, stop: Optional[int], group: int):
     try:
       rows = table.slice(start, None if stop is None else max(0, stop - start))
-      return {name: rows.column(name).to_pylist() for name in columns}
+      return {name: _python_values(rows.column(name)) for name in columns}
     except self._decode_errors as e:
       raise UnreadableError(self.path, _reason(e), group) from None
 

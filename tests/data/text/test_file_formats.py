@@ -186,6 +186,9 @@ def bad(tmp_path_factory):
   lines = [json.dumps({"text": d}) for d in DOCS[40:60]]
   lines[2] = '{"text": "cut off'  # DOCS[42], at position 42
   corpora.write_jsonl(f"{root}/line/part-00002.jsonl.gz", "\n".join(lines).encode())
+  corpora.write(f"{root}/surrogate/*.jsonl.zst", DOCS[:40], files=2)
+  lines[2] = '{"text": "half \\ud83d emoji"}'  # JSON of half a UTF-16 pair: not text
+  corpora.write_jsonl(f"{root}/surrogate/part-00002.jsonl.zst", "\n".join(lines).encode())
   corpora.write(f"{root}/null/*.parquet", DOCS[:40], files=2)
   rows = DOCS[40:60]
   rows[1] = None  # DOCS[41]
@@ -209,9 +212,13 @@ CASES = {  # name -> (pattern under the fixture's folder, the error's words)
     "column": ("column/*.parquet", "has no column 'text' (its columns: id, body)"),
     "line": ("line/*.jsonl.gz", "part-00002.jsonl.gz line 3: not JSON"),
     "null": ("null/*.parquet", "part-00002.parquet row 2: its 'text' is null"),
+    "surrogate": (
+        "surrogate/*.jsonl.zst",
+        "part-00002.jsonl.zst line 3: its field 'text' holds lone surrogate '\\ud83d'",
+    ),
     "parquet": ("broken/*.parquet", "part-00002.parquet: not a readable parquet file"),
 }
-SKIPPABLE = ("line", "null", "parquet")
+SKIPPABLE = ("line", "null", "surrogate")  # bad documents; a file not read whole is no document
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -236,7 +243,7 @@ def test_skipped_bad_documents_are_warned_counted_and_keep_the_others_splits(
     bad, case, tmp_path, capsys
 ):
   """The documents after a skipped one keep their positions: DOCS[59] is still the 60th, and
-  validation's (a file that cannot be read at all has no positions)."""
+  validation's; the tokenizer learns from the others."""
   config = configs_lib.load("gpt", f"dataset=files:{bad}/{CASES[case][0]}")
   config.bad_documents = "skip"
   out = str(tmp_path / "store")
@@ -247,7 +254,7 @@ def test_skipped_bad_documents_are_warned_counted_and_keep_the_others_splits(
   assert any("1 bad document skipped" in line for line in warnings), warnings
   store = token_store.open_store(out, ["train", "validation"])
   assert store.manifest["files"]["skipped"] == 1
-  validation = [DOCS[19], DOCS[39]] + ([] if case == "parquet" else [DOCS[59]])
+  validation = [DOCS[19], DOCS[39], DOCS[59]]
   skip = _read(bad_documents="skip")
   assert datasets.memory_examples(config.dataset, "validation", read_options=skip) == validation
   tok = tokenizers.load_tokenizer(store.tokenizer_dir())

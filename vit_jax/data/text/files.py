@@ -16,11 +16,21 @@ are read comes in the config's `read_options` (data.read_options): the text's fi
 
 Positions and splits. Each document has a position: its place in that order. The position alone
 decides the split: every 20th (position % 20 == 19) is validation (and test), the others train;
-'all' is every one. A bad document (a line that is not a JSON object, a record without the text
-field or whose field is not a string, a null row, a parquet row group that does not decode) keeps
-its position, so that with --config.bad_documents=skip it is left out (warned about, counted) and
-every other document stays in its split. A parquet file whose footer cannot be read has no
-positions, nor has a compressed file's rest past damage.
+'all' is every one. A bad document keeps its position, so that with --config.bad_documents=skip
+it is left out (warned about, counted) and every other document stays in its split. A bad
+document is a line that is not a JSON object (or not UTF-8), a record without the text field or
+whose field is not a string, a null row or one that is not UTF-8, and text with a character no
+text holds (`text_problem`: a control character, the rule that refuses a .txt file as binary,
+or a lone surrogate, half of a UTF-16 pair, as a JSON "\\ud83d" alone gives).
+
+A file that cannot be read whole is an error whatever bad_documents says, never a dataset of
+fewer documents than it holds: a compressed file whose stream is damaged, truncated or fails its
+checks (vit_jax/data/jsonl.py) is named with the line after which it is damaged, and a parquet
+file whose footer cannot be read or a row group of it that does not decode is named too.
+
+A file's format and its codec come from its extension, in any case (`FORMATS`: part-0.JSONL.ZST
+is zstd-compressed jsonl). A parquet text column holds strings (string, large_string,
+string_view) or a dictionary of them (what pandas writes for a `category` column).
 
 Reading. A small dataset is read whole when a run starts (`documents`). `python -m
 vit_jax.prepare` reads a big one twice, streaming: first every file is read in parallel to count
@@ -44,13 +54,13 @@ from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data.text import corpus
 
-# a file's format, by how its name ends
+# a file's (format, codec: how it is compressed), by how its name ends, in any case
 FORMATS = {
-    ".txt": "txt",
-    ".jsonl": "jsonl",
-    ".jsonl.gz": "jsonl",
-    ".jsonl.zst": "jsonl",
-    ".parquet": "parquet",
+    ".txt": ("txt", None),
+    ".jsonl": ("jsonl", None),
+    ".jsonl.gz": ("jsonl", "gzip"),
+    ".jsonl.zst": ("jsonl", "zstd"),
+    ".parquet": ("parquet", None),
 }
 SPLITS = ("train", "validation", "test", "all")
 EVERY = corpus.VALIDATION_EVERY
@@ -64,9 +74,21 @@ def _options(read_options: Optional[data.ReadOptions]) -> data.ReadOptions:
   return read_options or data.ReadOptions()
 
 
-def format_of(path: str) -> Optional[str]:
+def _extension(path: str) -> Optional[str]:
+  """The key of FORMATS that `path` ends with, whatever its case; None for another file."""
   lower = path.lower()
-  return next((f for ext, f in FORMATS.items() if lower.endswith(ext)), None)
+  return next((ext for ext in FORMATS if lower.endswith(ext)), None)
+
+
+def format_of(path: str) -> Optional[str]:
+  ext = _extension(path)
+  return FORMATS[ext][0] if ext else None
+
+
+def codec_of(path: str) -> Optional[str]:
+  """How `path` is compressed (jsonl.CODECS): None, "gzip" or "zstd"."""
+  ext = _extension(path)
+  return FORMATS[ext][1] if ext else None
 
 
 # ---- Positions and splits --------------------------------------------------------------------
@@ -115,7 +137,7 @@ def paths(name: str) -> list[str]:
     expanded = os.path.expanduser(pattern)
     for path in sorted(glob_lib.glob(expanded, recursive=True)):
       if os.path.isdir(path) and format_of(path):
-        ext = next(e for e in FORMATS if path.lower().endswith(e))
+        ext = path[-len(_extension(path)) :]
         raise errors.DataError(
             f"dataset {name!r}: {path} is not a regular file (a folder?); name files, e.g. "
             f"{prefix}:{os.path.join(path, '*' + ext)}."
@@ -142,7 +164,20 @@ def paths(name: str) -> list[str]:
   return found
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")  # not tab, newline, \v, \f or \r
+# What no document's text holds: control characters, as binary data holds (not tab, newline, \v,
+# \f or \r), and lone surrogates (half of a UTF-16 pair, as a JSON "\ud83d" alone gives: not
+# Unicode text, and no tokenizer encodes it).
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def text_problem(text: str) -> Optional[str]:
+  """The first character of `text` that no document's text holds, described ("control
+  character '\\x00' at character 5"), or None."""
+  bad = _NOT_TEXT.search(text)
+  if bad is None:
+    return None
+  kind = "lone surrogate" if "\ud800" <= bad.group() <= "\udfff" else "control character"
+  return f"{kind} {bad.group()!r} at character {bad.start()}"
 
 
 def decode_text(path: str, data: bytes) -> str:
@@ -154,12 +189,9 @@ def decode_text(path: str, data: bytes) -> str:
         f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert "
         "it, e.g. iconv -f latin1 -t utf-8, or leave it out of the pattern."
     ) from None
-  bad = _CONTROL.search(text)
-  if bad:
-    raise errors.DataError(
-        f"{path} looks binary (control character {bad.group()!r} at "
-        f"character {bad.start()}); leave it out of the pattern."
-    )
+  problem = text_problem(text)  # strict UTF-8 holds no surrogates: a control character
+  if problem:
+    raise errors.DataError(f"{path} looks binary ({problem}); leave it out of the pattern.")
   return text
 
 
@@ -172,9 +204,9 @@ def paragraphs(text: str) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Bad:
-  """A document, or a part of a file, that cannot be read: where it is and why."""
+  """A document that is not text: where it is and why."""
 
-  where: str  # "FILE line 7", "FILE row 12", "FILE"
+  where: str  # "FILE line 7", "FILE row 12"
   problem: str
   fields: Optional[tuple[str, ...]] = None  # a JSON object without the text field: its fields
 
@@ -203,7 +235,31 @@ def _record_text(path: str, number: int, line: bytes, field: str):
   value = record[field]
   if not isinstance(value, str):
     return Bad(where, f"its field {field!r} is {_json_type(value)}, not a string")
-  return value
+  problem = text_problem(value)
+  return Bad(where, f"its field {field!r} holds {problem}") if problem else value
+
+
+def _row_text(where: str, field: str, value):
+  """The text of one parquet row's `field`, or a Bad saying why it has none."""
+  if value is None:
+    return Bad(where, f"its {field!r} is null")
+  if isinstance(value, bytes):  # a string that is not UTF-8 (parquet.py)
+    try:
+      value.decode("utf-8")
+    except UnicodeDecodeError as e:
+      byte = f"0x{value[e.start]:02x} at offset {e.start}"
+      return Bad(where, f"its {field!r} is not UTF-8 (byte {byte})")
+  problem = text_problem(value)
+  return Bad(where, f"its {field!r} holds {problem}") if problem else value
+
+
+def _unreadable(e: Exception) -> errors.DataError:
+  """The error of a file that cannot be read whole (a damaged compressed stream, a parquet file
+  or row group that does not decode): never a dataset of fewer documents, whatever
+  bad_documents says."""
+  return errors.DataError(
+      f"{e}; download or compress the file again, or leave it out of the pattern."
+  )
 
 
 def _check_column(f, field: str) -> None:
@@ -213,7 +269,7 @@ def _check_column(f, field: str) -> None:
         f"{f.path} has no column {field!r} (its columns: {', '.join(f.columns)}); name the text "
         "column with --config.text_key."
     )
-  if f.columns[field] not in ("string", "large_string", "string_view"):
+  if field not in f.text_columns:
     raise errors.DataError(
         f"{f.path}: column {field!r} holds {f.columns[field]}, not text; name the text column "
         "with --config.text_key."
@@ -222,8 +278,8 @@ def _check_column(f, field: str) -> None:
 
 def _read_file(path, prefix, field, start, begin, end, wanted):
   """(position, text or Bad) of each document of `path` (its first at position `start`) at a
-  position in [begin, end) that `wanted` keeps, and (None, Bad) for a part that has no
-  positions; returns the file's document count (None: not known, reading stopped at `end`)."""
+  position in [begin, end) that `wanted` keeps; returns the file's document count (None: not
+  known, reading stopped at `end`). A file that cannot be read whole is a DataError."""
   kind = format_of(path)
   if kind != "txt" and field is None:
     raise ValueError(f"{path}: a {kind} file is read by the config's read_options.text_key.")
@@ -242,16 +298,24 @@ def _read_file(path, prefix, field, start, begin, end, wanted):
 def _read_jsonl(path, field, start, begin, end, wanted):
   from vit_jax.data import jsonl  # pylint: disable=g-import-not-at-top
 
+  codec = codec_of(path)
+  checked = codec is None  # a plain file has no compressed stream to check
   position = start
   try:
-    for number, line in jsonl.lines(path):
+    for number, line in jsonl.lines(path, codec):
       if end is not None and position >= end:
         return None
       if position >= begin and wanted(position):
-        yield position, _record_text(path, number, line, field)
+        text = _record_text(path, number, line, field)
+        if isinstance(text, Bad) and not checked:
+          # damage decodes to bad lines before the stream's check fails: the damage is the error
+          for _ in jsonl.lines(path, codec):
+            pass
+          checked = True
+        yield position, text
       position += 1
   except jsonl.DamagedError as e:
-    yield None, Bad(path, f"its compressed stream is damaged after line {e.after} ({e.reason})")
+    raise _unreadable(e) from None
   return position - start
 
 
@@ -259,30 +323,20 @@ def _read_parquet(path, field, start, begin, end, wanted):
   from vit_jax.data import parquet  # pylint: disable=g-import-not-at-top
 
   try:
-    f = parquet.File(path)
-  except parquet.UnreadableError as e:
-    yield None, Bad(path, e.reason)
-    return 0
-  with f:
-    _check_column(f, field)
-    first = start
-    for group, rows in enumerate(f.row_counts):
-      lo, hi = max(begin, first), first + rows if end is None else min(end, first + rows)
-      positions = [p for p in range(lo, hi) if wanted(p)]
-      if positions:
-        values, broken = None, None
-        try:
+    with parquet.File(path) as f:
+      _check_column(f, field)
+      first = start
+      for group, rows in enumerate(f.row_counts):
+        lo, hi = max(begin, first), first + rows if end is None else min(end, first + rows)
+        positions = [p for p in range(lo, hi) if wanted(p)]
+        if positions:
           values = f.read([field], group, lo - first, hi - first)[field]
-        except parquet.UnreadableError as e:
-          broken = f"its row group {group} does not decode ({e.reason})"
-        for p in positions:
-          value = None if broken else values[p - lo]
-          if isinstance(value, str):
-            yield p, value
-          else:
-            yield p, Bad(f"{path} row {p - start + 1}", broken or f"its {field!r} is null")
-      first += rows
-    return f.num_rows
+          for p in positions:
+            yield p, _row_text(f"{path} row {p - start + 1}", field, values[p - lo])
+        first += rows
+      return f.num_rows
+  except parquet.UnreadableError as e:
+    raise _unreadable(e) from None
 
 
 def _read_files(name, files, counts, begin, end, wanted, field):
@@ -391,7 +445,7 @@ def check(name: str, read_options: Optional[data.ReadOptions] = None) -> list:
   kinds = {path: format_of(path) for path in files}
   options = _options(read_options)
   field = options.text_key
-  if any(path.lower().endswith(".zst") for path in files):
+  if any(codec_of(path) == "zstd" for path in files):
     data.import_extra("zstandard", f"dataset {name!r} (zstd-compressed JSON Lines)")
   if "parquet" in kinds.values():
     data.import_extra("pyarrow.parquet", f"dataset {name!r} (parquet)")
@@ -406,7 +460,7 @@ def check(name: str, read_options: Optional[data.ReadOptions] = None) -> list:
       with parquet.File(first_parquet) as f:
         _check_column(f, field)
     except parquet.UnreadableError as e:
-      bad.add(Bad(e.path, e.reason))
+      raise _unreadable(e) from None
   first_jsonl = next((p for p in files if kinds[p] == "jsonl"), None)
   if first_jsonl:
     reading = _read_jsonl(first_jsonl, field, 0, 0, None, lambda _: True)
@@ -432,7 +486,7 @@ class Inventory:
 
   paths: tuple[str, ...]
   counts: tuple[int, ...]
-  skipped: int = 0  # bad documents (and unreadable parts of files) left out
+  skipped: int = 0  # bad documents left out
 
   @property
   def total(self) -> int:
