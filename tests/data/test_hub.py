@@ -327,6 +327,24 @@ def test_a_label_column_that_is_not_a_class_label_says_how_to_make_one(tmp_path,
   refused(config, tmp_path / "w", errors.DataError, "not a ClassLabel", "class_encode_column")
 
 
+def test_json_text_that_the_library_cannot_parse_is_one_error(tmp_path):
+  """A JSON string that is half of a UTF-16 pair: in a first file, where the library learns the
+  columns (without it they are unknown, not missing), and in a later one, read as it comes."""
+  good = "".join(f'{{"text": "document {i}"}}\n' for i in range(30)).encode()
+  bad = good + b'{"text": "half \\ud83d emoji"}\n'
+  for name, parts in (("first", [bad]), ("later", [good, bad])):
+    folder = tmp_path / name / "data"
+    folder.mkdir(parents=True)
+    for k, part in enumerate(parts):
+      (folder / f"train-{k:05d}-of-{len(parts):05d}.jsonl").write_bytes(part)
+    with pytest.raises(errors.DataError) as refused:
+      read(tmp_path / name, "train")
+    assert str(refused.value) == (
+        f"hf:{tmp_path / name} (train): a data file cannot be read (JSON parse error: The "
+        f"surrogate pair in string is invalid. in row 30); fix or remove it."
+    )
+
+
 def test_without_the_data_extra_an_hf_dataset_names_the_install(monkeypatch, text):
   monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` raises ImportError
   with pytest.raises(errors.MissingExtraError, match=r'pip install -e "\.\[data\]"'):

@@ -180,6 +180,22 @@ def _library_errors(location: Location, options, cache_dir: str | None, streamin
     ) from None
 
 
+@contextlib.contextmanager
+def _data_errors(name: str, split: str):
+  """The library's error on data it cannot parse (a JSON string that is half of a UTF-16 pair, a
+  file that is not what its extension says) as one DataError naming the dataset and split."""
+  import pyarrow  # pylint: disable=g-import-not-at-top  (the library's own dependency)
+
+  try:
+    yield
+  except pyarrow.ArrowInvalid as e:
+    if errors.transient_cause(e):
+      raise
+    raise errors.DataError(
+        f"{name} ({split}): a data file cannot be read ({_first_line(e)}); fix or remove it."
+    ) from None
+
+
 def _first_line(e: Exception) -> str:
   return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
@@ -240,7 +256,11 @@ def check_text(name: str, split: str, options, cache_dir: str | None, *, key: st
   """`split` exists and its dataset has a text column --config.text_key, of strings."""
   opened = _text_splits(name, options, cache_dir)
   check_split(name, split, split_names(name, opened, options.hf_holdout), key=key)
-  features = opened[source_split(split, options.hf_holdout)].features
+  rows = opened[source_split(split, options.hf_holdout)]
+  features = rows.features
+  if features is None:  # not known before reading (the library could not parse a first file?)
+    with _data_errors(name, split):
+      next(iter(rows.take(1)), None)
   text_key = options.text_key
   if features is None or text_key not in features:
     raise errors.DataError(
@@ -273,10 +293,11 @@ def documents(
   keep = lambda text: True
   if holdout is not None:
     keep = lambda text: held_out_text(text, holdout) == (split == HELD_OUT)
-  for batch in rows.select_columns([text_key]).iter(batch_size=_ROWS_PER_READ):
-    for text in batch[text_key]:
-      if text and keep(text):
-        yield text
+  with _data_errors(name, split):
+    for batch in rows.select_columns([text_key]).iter(batch_size=_ROWS_PER_READ):
+      for text in batch[text_key]:
+        if text and keep(text):
+          yield text
 
 
 def text_shards(
