@@ -8,6 +8,7 @@ program is the one chosen.
 - The token embedding looked up in the parameters' dtype: its gradient is an fp32 scatter-add.
 - The step as a whole (padded head, one-pass loss, fp32 lookup) against the plain formulation
   (optax's loss, the head unpadded): the same loss and gradients to bf16 precision.
+- cuDNN's call with a packing mask is traced with JAX asking for no gradient of the mask's bias.
 """
 
 import functools
@@ -223,3 +224,29 @@ def test_a_gpu_run_on_a_jaxlib_with_the_slow_scatter_says_so(monkeypatch, backen
   assert (note is not None) == noted
   if noted:
     assert note.startswith(f"note: jaxlib {version} ") and "pip install -e '.[cuda]'" in note
+
+
+def test_cudnn_is_asked_for_no_gradient_of_the_packing_mask(monkeypatch):
+  """JAX 0.8.0 to 0.11.0 ask cuDNN for every bias's gradient (`should_export_dbias`), a boolean
+  mask's too: while our call is traced it says no, and it is JAX's own again afterwards."""
+  from jax._src.cudnn import fused_attention_stablehlo as jax_cudnn  # pylint: disable=g-import-not-at-top
+
+  asked = []
+  plain = jax.nn.dot_product_attention
+
+  def as_xla(query, key, value, *, mask=None, implementation=None, **kwargs):
+    assert implementation == "cudnn" and mask is not None and mask.dtype == jnp.bool_
+    asked.append(jax_cudnn.should_export_dbias(mask.shape, query.shape, 0))
+    return plain(query, key, value, mask=mask, implementation="xla", **kwargs)
+
+  monkeypatch.setattr(attention, "target_platform", lambda: "gpu")
+  monkeypatch.setattr(jax.nn, "dot_product_attention", as_xla)
+  x_BxTxD = jnp.asarray(np.random.default_rng(0).standard_normal((2, 8, 16)), jnp.bfloat16)
+  segments_BxT = jnp.asarray([[1, 1, 1, 2, 2, 2, 2, 0]] * 2)
+  mask = masks.MaskSpec(causal=True).with_segments(segments_BxT)
+  module = attention.MultiHeadAttention(2, dtype=jnp.bfloat16)
+  params = module.init(jax.random.PRNGKey(0), x_BxTxD, mask=mask)
+  loss = lambda p: jnp.sum(module.apply(p, x_BxTxD, mask=mask).astype(jnp.float32) ** 2)
+  jax.grad(loss)(params)
+  assert asked and not any(asked)
+  assert jax_cudnn.should_export_dbias((2, 1, 8, 8), (2, 8, 2, 8), 0)
