@@ -2,7 +2,9 @@
 # The GPU checks, on a machine with one NVIDIA GPU, each writing under OUT (default /tmp/gpu_check):
 #   steps     python -m benchmarks.gpu_steps: ours beside big_vision, nanodo, timm and nanoGPT
 #             (compiled and eager), about 5 min; BIG_VISION, NANODO and NANOGPT name the checkouts
-#   choices   python -m benchmarks.gpu_choices --time: each speed choice undone, about 2 min
+#   choices   python -m benchmarks.gpu_choices --time: each speed choice undone, and GPT-2's
+#             initialisation with and without the Threefry kernel (compile, run, same bits),
+#             about 3 min
 #   profile   python -m benchmarks.gpu_profile: kernel time by kind, ours beside the compiled
 #             PyTorch peers, about 2 min
 #   startup   GPT-2 124M trained by vit_jax.main from the token store STORE for 40 steps at the

@@ -26,8 +26,13 @@ our small models (192-384) its own emitted loops are faster for those. `python -
 benchmarks.flag_ab` on 2 cores: ViT-Ti/16 and ViT-S/16 steps 1.25x and 1.35x, BERT 1.22x, the
 GPTs 0.95-0.99x, a lone 4096^2 matmul 0.60x (benchmarks/README.md). The flag is a CPU-backend
 option: runs on GPU or TPU never get it. A value the user already put in XLA_FLAGS wins.
+
+`threefry_kernel_lowering(on)` sets JAX's option of that name while a program is traced and
+lowered: the trainer's fresh state is drawn with it on where INIT_THREEFRY_KERNEL_PLATFORMS says
+(GPUs), which compiles GPT-2's initialisation about eight times faster.
 """
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -138,6 +143,33 @@ def set_cpu_xla_defaults() -> None:
   extra = [f"{flag}={value}" for flag, value in CPU_FLAGS.items() if flag not in current]
   if extra:
     os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
+
+
+# Where a run's fresh state (training/train.py's `Setup.fresh_state`) draws its random numbers by
+# JAX's Threefry kernel, one kernel call per hash, rather than by the hash's rounds inlined into
+# the program (JAX's default on GPUs since 0.4.27). GPT-2 124M's initialisation then compiles for
+# an H100 in 11 to 13 s instead of 91 to 101 s, its program 2.8 M characters instead of 8.7 M
+# (2-core CPU, deviceless compile: `benchmarks/gpu_choices.py --program --only gpt2_init`,
+# benchmarks/README.md); the price is 0.43 GiB of temporaries, once. The bits are the same: one
+# algorithm on the same keys and counts, in integer arithmetic. The update step keeps JAX's
+# default: there a dropout mask's bits are made inside the fusion that uses them, where the
+# kernel writes them, its keys and counts to memory (7 times the bytes of a bf16 array's dropout,
+# the same README).
+INIT_THREEFRY_KERNEL_PLATFORMS = ("gpu",)
+
+
+@contextlib.contextmanager
+def threefry_kernel_lowering(on: bool):
+  """JAX's `jax_threefry_gpu_kernel_lowering` set to `on` for what is traced and lowered inside.
+  Only the hash's CUDA and ROCm lowerings read it: CPU and TPU programs are the same either way."""
+  import jax  # pylint: disable=g-import-not-at-top  (jax starts only when a command asks for it)
+
+  before = jax.config.jax_threefry_gpu_kernel_lowering
+  jax.config.update("jax_threefry_gpu_kernel_lowering", on)
+  try:
+    yield
+  finally:
+    jax.config.update("jax_threefry_gpu_kernel_lowering", before)
 
 
 # jaxlib releases whose NVIDIA GPU build adds an fp32 scatter's updates with a compare-and-swap

@@ -8,6 +8,9 @@ program is the one chosen.
 - The token embedding looked up in the parameters' dtype: its gradient is an fp32 scatter-add.
 - The step as a whole (padded head, one-pass loss, fp32 lookup) against the plain formulation
   (optax's loss, the head unpadded): the same loss and gradients to bf16 precision.
+- cuDNN's call with a packing mask is traced with JAX asking for no gradient of the mask's bias.
+- The fresh state is drawn with JAX's Threefry kernel on the platforms listed (the GPU's), the
+  same bits on a CPU either way.
 """
 
 import functools
@@ -19,11 +22,15 @@ import numpy as np
 import optax
 import pytest
 
+from tests import helpers
+from vit_jax import startup
+from vit_jax import tasks
 from vit_jax.models import attention
 from vit_jax.models import build_model
 from vit_jax.models import gpt
 from vit_jax.models import masks
 from vit_jax.tasks import token_cross_entropy
+from vit_jax.training import train
 
 GPT = {"name": "gpt", "variant": "pico", "width": 32, "depth": 2, "num_heads": 2, "max_len": 64}
 
@@ -215,11 +222,61 @@ def test_the_step_matches_the_plain_formulation_to_bf16_precision(monkeypatch):
 def test_a_gpu_run_on_a_jaxlib_with_the_slow_scatter_says_so(monkeypatch, backend, version, noted):
   import jaxlib  # pylint: disable=g-import-not-at-top
 
-  from vit_jax import startup  # pylint: disable=g-import-not-at-top
-
   monkeypatch.setattr(jax, "default_backend", lambda: backend)
   monkeypatch.setattr(jaxlib, "__version__", version)
   note = startup.slow_gpu_scatter_note()
   assert (note is not None) == noted
   if noted:
     assert note.startswith(f"note: jaxlib {version} ") and "pip install -e '.[cuda]'" in note
+
+
+def test_cudnn_is_asked_for_no_gradient_of_the_packing_mask(monkeypatch):
+  """JAX 0.8.0 to 0.11.0 ask cuDNN for every bias's gradient (`should_export_dbias`), a boolean
+  mask's too: while our call is traced it says no, and it is JAX's own again afterwards."""
+  from jax._src.cudnn import fused_attention_stablehlo as jax_cudnn  # pylint: disable=g-import-not-at-top
+
+  asked = []
+  plain = jax.nn.dot_product_attention
+
+  def as_xla(query, key, value, *, mask=None, implementation=None, **kwargs):
+    assert implementation == "cudnn" and mask is not None and mask.dtype == jnp.bool_
+    asked.append(jax_cudnn.should_export_dbias(mask.shape, query.shape, 0))
+    return plain(query, key, value, mask=mask, implementation="xla", **kwargs)
+
+  monkeypatch.setattr(attention, "target_platform", lambda: "gpu")
+  monkeypatch.setattr(jax.nn, "dot_product_attention", as_xla)
+  x_BxTxD = jnp.asarray(np.random.default_rng(0).standard_normal((2, 8, 16)), jnp.bfloat16)
+  segments_BxT = jnp.asarray([[1, 1, 1, 2, 2, 2, 2, 0]] * 2)
+  mask = masks.MaskSpec(causal=True).with_segments(segments_BxT)
+  module = attention.MultiHeadAttention(2, dtype=jnp.bfloat16)
+  params = module.init(jax.random.PRNGKey(0), x_BxTxD, mask=mask)
+  loss = lambda p: jnp.sum(module.apply(p, x_BxTxD, mask=mask).astype(jnp.float32) ** 2)
+  jax.grad(loss)(params)
+  assert asked and not any(asked)
+  assert jax_cudnn.should_export_dbias((2, 1, 8, 8), (2, 8, 2, 8), 0)
+
+
+def test_the_fresh_state_is_drawn_with_the_threefry_kernel_where_listed(monkeypatch):
+  """`Setup.fresh_state` traces the initialisation with JAX's Threefry kernel lowering on where
+  the mesh's platform is in INIT_THREEFRY_KERNEL_PLATFORMS (the GPU's) and off elsewhere, then
+  restores JAX's setting; a CPU's program ignores it, so the state is the same bits either way."""
+  assert startup.INIT_THREEFRY_KERNEL_PLATFORMS == ("gpu",)
+  config = helpers.vit_config("runlocal", num_classes=10, batch_size=8)
+  config.model.update(width=32, depth=1, num_heads=2, mlp_dim=64)
+  plain, traced_with = train.Setup.init_state, []
+
+  def recording(self, rng):
+    traced_with.append(jax.config.jax_threefry_gpu_kernel_lowering)
+    return plain(self, rng)
+
+  monkeypatch.setattr(train.Setup, "init_state", recording)
+  states = []
+  for platforms in (startup.INIT_THREEFRY_KERNEL_PLATFORMS, ("cpu",)):
+    monkeypatch.setattr(startup, "INIT_THREEFRY_KERNEL_PLATFORMS", platforms)
+    setup = train.prepare(config, tasks.build_task_without_data(config))
+    traced_with.clear()  # prepare's own trace (eval_shape) is not the initialisation's
+    states.append(jax.tree.leaves(setup.fresh_state()))
+    assert traced_with == [platforms == ("cpu",)]
+    assert not jax.config.jax_threefry_gpu_kernel_lowering
+  for got, want in zip(*states):
+    np.testing.assert_array_equal(got, want)

@@ -16,6 +16,7 @@ context, "auto" uses XLA's attention instead.
 Shape letters: B batch, T query length, S key length, D model width, H heads, K head width.
 """
 
+import contextlib
 import functools
 from typing import Optional
 
@@ -185,9 +186,10 @@ def cudnn_attention(
 
   cuDNN skips the masked triangle given `is_causal` (its causal is s <= t, MaskSpec's when
   T == S); segments and padding have no flag that fits any pattern, so they go in as a dense
-  mask, which cuDNN adds as a bias inside the fused kernel. `kv_length`: the keys from it on are
-  padding, hidden by the kernel's own key lengths (no bias); MultiHeadAttention pads lengths
-  cuDNN refuses so (see CUDNN_LENGTH_MULTIPLE), and then passes no other mask.
+  mask, which cuDNN adds as a bias inside the fused kernel (whose gradient it is not asked for:
+  `cudnn_mask_gradient_skipped`). `kv_length`: the keys from it on are padding, hidden by the
+  kernel's own key lengths (no bias); MultiHeadAttention pads lengths cuDNN refuses so (see
+  CUDNN_LENGTH_MULTIPLE), and then passes no other mask.
   """
   batch, q_len, kv_len = q_BxTxHxK.shape[0], q_BxTxHxK.shape[1], k_BxSxHxK.shape[1]
   is_causal = spec.causal and q_len == kv_len
@@ -198,15 +200,43 @@ def cudnn_attention(
     if mask is not None:
       raise ValueError("cudnn_attention: kv_length is for inputs masked by causality alone")
     lengths = jnp.full((batch,), kv_length, jnp.int32)
-  return jax.nn.dot_product_attention(
-      q_BxTxHxK,
-      k_BxSxHxK,
-      v_BxSxHxK,
-      mask=mask,
-      is_causal=is_causal,
-      key_value_seq_lengths=lengths,
-      implementation="cudnn",
-  )
+  with cudnn_mask_gradient_skipped():
+    return jax.nn.dot_product_attention(
+        q_BxTxHxK,
+        k_BxSxHxK,
+        v_BxSxHxK,
+        mask=mask,
+        is_causal=is_causal,
+        key_value_seq_lengths=lengths,
+        implementation="cudnn",
+    )
+
+
+@contextlib.contextmanager
+def cudnn_mask_gradient_skipped():
+  """While cuDNN's attention is traced with a boolean mask and no bias: no gradient of the bias
+  JAX makes of the mask is asked of cuDNN's backward kernel.
+
+  JAX 0.8.0 to 0.11.0 ask for the gradient of every bias (their `should_export_dbias` returns
+  True), a boolean mask's too, which nothing can differentiate: each backward call then computes
+  and writes a (B, 1, T, S) array nobody reads (GPT-2 124M: 12 calls a step, 32 MiB each, the
+  packing mask's). JAX skips it for boolean masks from jax-ml/jax PR 39512 (after 0.11.0); this
+  does the same on the releases before, and changes nothing on those after. Measured by
+  `benchmarks/gpu_choices.py --program` ("bias gradient requested"; benchmarks/README.md). Only
+  for calls with no `bias` of their own: JAX reads the function when the call is traced.
+  """
+  # pylint: disable-next=g-import-not-at-top  (jax.nn imports it on every platform)
+  from jax._src.cudnn import fused_attention_stablehlo as jax_cudnn
+
+  asks = getattr(jax_cudnn, "should_export_dbias", None)
+  if asks is None:  # a JAX without the function: nothing to change
+    yield
+    return
+  jax_cudnn.should_export_dbias = lambda *shapes: False
+  try:
+    yield
+  finally:
+    jax_cudnn.should_export_dbias = asks
 
 
 class MultiHeadAttention(nn.Module):

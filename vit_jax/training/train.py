@@ -72,6 +72,18 @@ class Setup:
       state[checkpoint.EMA_PARAMS] = ema.start(params)
     return state
 
+  @functools.cached_property
+  def jitted_init_state(self) -> Callable:
+    """`init_state` jitted over the mesh, its result placed by `state_shardings`."""
+    return jax.jit(self.init_state, out_shardings=self.state_shardings)
+
+  def fresh_state(self) -> dict:
+    """A new run's state, drawn from `init_rng` on the mesh; its random numbers by JAX's Threefry
+    kernel on the platforms of startup.INIT_THREEFRY_KERNEL_PLATFORMS."""
+    platform = self.mesh.devices.flat[0].platform
+    with startup.threefry_kernel_lowering(platform in startup.INIT_THREEFRY_KERNEL_PLATFORMS):
+      return self.jitted_init_state(self.init_rng)
+
   def sharded_abstract_state(self) -> dict:
     """The state as ShapeDtypeStructs with their shardings (what a restore or a compile needs)."""
     return jax.tree.map(_with_sharding, self.abstract_state, self.state_shardings)
@@ -391,7 +403,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     state = branch.restore(config, setup.sharded_abstract_state(), ckpt.record)
     print(branch.announcement(config), flush=True)
   else:
-    state = jax.jit(setup.init_state, out_shardings=state_shardings)(setup.init_rng)
+    state = setup.fresh_state()
     if config.init_from:
       # pylint: disable-next=g-import-not-at-top
       from vit_jax import interop  # only here: a run without init_from loads no converter
