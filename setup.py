@@ -70,6 +70,7 @@ TEST_REQUIRES = [
     *GCS_REQUIRES,
     *DATA_REQUIRES,
     "webdataset>=0.2.100",  # writes the shards of tests/data/image/test_webdataset.py
+    "hypothesis",  # draws the damage of tests/survival/test_damaged_inputs.py (derandomized)
     "gcp-storage-emulator==2026.7.19",
 ]
 

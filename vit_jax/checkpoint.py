@@ -30,6 +30,10 @@ class CheckpointMismatchError(errors.UserError, ValueError):
   """The workdir holds a checkpoint of a different model than the config asks for."""
 
 
+class OtherModelError(CheckpointMismatchError):
+  """A step's model record is not the config's model: another model, or a damaged record."""
+
+
 EMA_PARAMS = "ema_params"  # the train state's EMA of the params (training/ema.py), if any
 
 # Train-state keys a config may add between attempts, each with the config key that adds it: a
@@ -299,8 +303,10 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
   code (every step fails) still raises its own traceback and nothing is moved. Each damaged step
   is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer: by process 0
   alone, see `Checkpointer.restore_latest_intact`) or left in place (readers: generate, convert,
-  init_from). User errors (another model) are not damage, nor is a storage that does not answer:
-  its read is ridden out (storage.ride_out), then a StorageUnavailableError, nothing moved.
+  init_from). Other user errors are not damage, nor is a storage that does not answer: its read
+  is ridden out (storage.ride_out), then a StorageUnavailableError, nothing moved. A step of
+  another model is damaged where an older step is of this one (a changed byte of its record: a
+  workdir holds one model); where none is, its OtherModelError is raised.
   """
   quiet_abandoned_reads()  # before reading: a failed read's siblings report after it
   tensorstore_retries()
@@ -308,6 +314,9 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
   for step_dir in candidates:
     try:
       value = _read_retrying(read, step_dir)
+    except OtherModelError as e:  # another model, or a damaged record: older steps tell
+      failed.append((step_dir, e))
+      continue
     except errors.UserError:
       raise
     except Exception as e:  # pylint: disable=broad-except
@@ -316,6 +325,8 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
     for bad, e in failed:
       reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
       reason = reason.split(" See full TensorStore details")[0][:160]  # orbax appends a spec
+      if isinstance(e, OtherModelError):
+        reason = "its model record is not that of the steps before it"
       where = ""
       if move_damaged:
         where = f"; moved to {set_aside(bad)}" if jax.process_index() == 0 else "; set aside"
@@ -326,8 +337,9 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
           flush=True,
       )
     return step_dir, value
+  other_model = [e for _, e in failed if isinstance(e, OtherModelError)]
   if failed:
-    raise failed[0][1]
+    raise (other_model or [failed[0][1]])[0]
   return None, None
 
 
@@ -400,10 +412,10 @@ class Checkpointer:
     return self.manager.latest_step()
 
   def check_model(self, step: int) -> None:
-    """Raises CheckpointMismatchError if the checkpoint at `step` is of another model."""
+    """Raises OtherModelError if the checkpoint at `step` is of another model."""
     problems = describe_mismatch(read_record(self.manager, step), self.record)
     if problems:
-      raise CheckpointMismatchError(
+      raise OtherModelError(
           f"The workdir's checkpoint {self.directory} (step {step}) is of a different model than "
           f"this config:\n{problems}\nUse a new --workdir, or the config that wrote it. "
           "Nothing in the workdir was changed."

@@ -379,3 +379,21 @@ def test_the_command_line_says_it_in_one_line_with_exit_2(
   lines = [line for line in result.stderr.splitlines() if line.strip()]
   assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
   assert not workdir.exists()
+
+
+def test_a_parquet_file_whose_record_of_features_is_damaged_is_named(tmp_path):
+  """The library reads a parquet file's features from a JSON record in its schema: a changed
+  byte there is the file's damage, named, not the library's JSONDecodeError."""
+  import pyarrow as pa  # pylint: disable=g-import-not-at-top
+  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+
+  folder = tmp_path / "data"
+  folder.mkdir()
+  table = pa.table({"text": [f"document {i}" for i in range(30)]})
+  record = b'{"info": {"features": {"text": {"dtype": "string", "_type": "Value"}}}}'
+  for name, damaged in (("ok", record), ("bad", record.replace(b'"_type', b'"\x01type'))):
+    table = table.replace_schema_metadata({b"huggingface": damaged})
+    pq.write_table(table, folder / f"train-{name}.parquet")
+  with pytest.raises(errors.DataError) as refused:
+    read(tmp_path, "train")
+  assert f"{folder / 'train-bad.parquet'} does not read (JSONDecodeError" in str(refused.value)

@@ -30,16 +30,25 @@ How it is read:
   `save_to_disk` folder is read where it lies. Images are decoded by the input pipeline
   (data/image/pipeline.py), not here.
 
+A local folder's data file that does not read whole (truncated, bytes changed: a parquet file's
+footer or pages, a save_to_disk Arrow file, or its JSON records) is one DataError naming the file;
+each batch of Arrow rows is validated before its texts are read (a damaged Arrow file's offsets
+would otherwise be read past its end). A null text is left out, and their count said in a warning
+once the split is read (a damaged file's validity bits read as nulls).
+
 Nothing here imports `datasets` until a dataset is opened: a run imports it only when its config
 names an hf: dataset.
 """
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
+import json
 import math
 import os
 import re
+import sys
 from typing import Iterator
 
 import numpy as np
@@ -64,7 +73,9 @@ def _library():
   a config naming an hf: dataset loads it)."""
   datasets = data.import_extra("datasets", "an hf: dataset (read by Hugging Face's datasets)")
   datasets.disable_progress_bars()
-  datasets.logging.set_verbosity_error()
+  # Its error logs (e.g. a parquet schema that does not read) come before the exception, which
+  # is reported in one line.
+  datasets.logging.set_verbosity(datasets.logging.CRITICAL)
   return datasets
 
 
@@ -114,7 +125,7 @@ def open_splits(location: Location, options, cache_dir: str | None, *, streaming
   dataset has. A save_to_disk folder is memory mapped whatever `streaming` says."""
   lib = _library()
   subset = options.hf_subset
-  with _library_errors(location, options, cache_dir, streaming):
+  with _damaged_files(location), _library_errors(location, options, cache_dir, streaming):
     if location.kind == "saved":
       if subset is not None:
         raise errors.ConfigError(
@@ -180,24 +191,125 @@ def _library_errors(location: Location, options, cache_dir: str | None, streamin
     ) from None
 
 
-@contextlib.contextmanager
-def _data_errors(name: str, split: str):
-  """The library's error on data it cannot parse (a JSON string that is half of a UTF-16 pair, a
-  file that is not what its extension says) as one DataError naming the dataset and split."""
-  import pyarrow  # pylint: disable=g-import-not-at-top  (the library's own dependency)
-
-  try:
-    yield
-  except pyarrow.ArrowInvalid as e:
-    if errors.transient_cause(e):
-      raise
-    raise errors.DataError(
-        f"{name} ({split}): a data file cannot be read ({_first_line(e)}); fix or remove it."
-    ) from None
-
-
 def _first_line(e: Exception) -> str:
   return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+# ---- A local folder's files that do not read ---------------------------------------------------
+
+
+@contextlib.contextmanager
+def _damaged_files(location: Location, split: str | None = None):
+  """The errors of reading data that does not read whole (the library's, and pyarrow's under it)
+  as one DataError: naming the file of a local folder that does not read, else data the library
+  cannot parse (a JSON string that is half of a UTF-16 pair) by its dataset and `split`; a hub
+  dataset's other errors pass as they are."""
+  try:
+    yield
+  except errors.UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    if isinstance(e, ConnectionError) or errors.transient_cause(e):
+      raise
+    import pyarrow  # pylint: disable=g-import-not-at-top  (the library above imported it)
+
+    found = None if location.kind == "hub" else _damaged_file(location)
+    if found:
+      path, why = found
+      raise errors.DataError(
+          f"{location.name}: {path} does not read ({why}); copy it again, or write it again "
+          "(to_parquet, save_to_disk)."
+      ) from None
+    if isinstance(e, pyarrow.ArrowInvalid):
+      where = location.name if split is None else f"{location.name} ({split})"
+      raise errors.DataError(
+          f"{where}: a data file cannot be read ({_first_line(e)}); fix or remove it."
+      ) from None
+    if location.kind == "hub":
+      raise
+    generation_error = _library().exceptions.DatasetGenerationError
+    if isinstance(e, (pyarrow.ArrowException, OSError, generation_error)):
+      raise errors.DataError(
+          f"{location.name}: its data does not read ({type(e).__name__}: {_first_line(e)}); "
+          "copy the folder again, or write it again (to_parquet, save_to_disk)."
+      ) from None
+    raise  # not the data: a bug keeps its traceback
+
+
+def _damaged_file(location: Location) -> tuple[str, str] | None:
+  """(path, why) of the first file of a local folder that does not read, the cheap checks first
+  (this runs once something failed): a JSON record of save_to_disk that is not an object, a
+  parquet file whose footer does not read, an Arrow or parquet file that does not read and
+  validate whole, then the records of a split folder, or of the whole, that the library does not
+  load."""
+  import pyarrow as pa  # pylint: disable=g-import-not-at-top
+
+  paths = sorted(
+      os.path.join(root, name) for root, _, names in os.walk(location.path) for name in names
+  )
+  saved = location.kind == "saved"
+  parquet = [p for p in paths if p.endswith(".parquet")]
+  checks = []  # (what to name, the check that raises)
+  checks += [
+      (p, functools.partial(_json_object, p)) for p in paths if saved and p.endswith(".json")
+  ]
+  checks += [(p, functools.partial(_parquet_schema, p)) for p in parquet]
+  checks += [(p, functools.partial(_whole_file, p)) for p in paths if p.endswith(".arrow")]
+  checks += [(p, functools.partial(_whole_file, p)) for p in parquet]
+  if saved:  # its data reads: the records the library reads beside it
+    splits = [os.path.dirname(p) for p in paths if os.path.basename(p) == "state.json"]
+    checks += [
+        (os.path.join(d, "state.json (or dataset_info.json)"), functools.partial(_saved_split, d))
+        for d in splits
+    ]
+    load_all = functools.partial(_library().load_from_disk, location.path)
+    checks.append((os.path.join(location.path, _SAVED_FILES[0]), load_all))
+  for path, check in checks:
+    try:
+      check()
+    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+      return path, f"{type(e).__name__}: {_first_line(e)}"
+  return None
+
+
+def _parquet_schema(path: str) -> None:
+  """Reads a parquet file's schema and the library's JSON record of its features in it."""
+  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+
+  record = (pq.read_schema(path).metadata or {}).get(b"huggingface")
+  if record is not None:
+    json.loads(record.decode("utf-8"))
+
+
+def _json_object(path: str) -> None:
+  with open(path, encoding="utf-8") as f:
+    if not isinstance(json.load(f), dict):
+      raise ValueError("not a JSON object")
+
+
+def _saved_split(folder: str) -> None:
+  _library().Dataset.load_from_disk(folder)
+
+
+def _whole_file(path: str) -> None:
+  """Reads and validates every batch of a parquet or Arrow file (IPC stream or file)."""
+  import pyarrow as pa  # pylint: disable=g-import-not-at-top
+  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+
+  if path.endswith(".parquet"):
+    f = pq.ParquetFile(path)
+    for group in range(f.num_row_groups):
+      f.read_row_group(group).validate(full=True)
+    return
+  with pa.memory_map(path) as source:
+    try:
+      batches = iter(pa.ipc.open_stream(source))
+    except pa.ArrowInvalid:
+      source.seek(0)
+      reader = pa.ipc.open_file(source)
+      batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+    for batch in batches:
+      batch.validate(full=True)
 
 
 # ---- Splits and the held-out slice ---------------------------------------------------------------
@@ -259,7 +371,7 @@ def check_text(name: str, split: str, options, cache_dir: str | None, *, key: st
   rows = opened[source_split(split, options.hf_holdout)]
   features = rows.features
   if features is None:  # not known before reading (the library could not parse a first file?)
-    with _data_errors(name, split):
+    with _damaged_files(locate(name), split):
       next(iter(rows.take(1)), None)
   text_key = options.text_key
   if features is None or text_key not in features:
@@ -293,11 +405,22 @@ def documents(
   keep = lambda text: True
   if holdout is not None:
     keep = lambda text: held_out_text(text, holdout) == (split == HELD_OUT)
-  with _data_errors(name, split):
-    for batch in rows.select_columns([text_key]).iter(batch_size=_ROWS_PER_READ):
-      for text in batch[text_key]:
+  nulls = 0
+  with _damaged_files(locate(name), split):
+    batches = rows.select_columns([text_key]).with_format("arrow").iter(batch_size=_ROWS_PER_READ)
+    for table in batches:
+      table.validate(full=True)  # before reading a damaged file's strings past their end
+      for text in table.column(text_key).to_pylist():
+        nulls += text is None
         if text and keep(text):
           yield text
+  if nulls:
+    print(
+        f"warning: {name}: {nulls:,} row{'s' * (nulls != 1)} with a null {text_key!r} left out "
+        f"(split {split}).",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def text_shards(

@@ -1,6 +1,5 @@
 """folder:/root datasets: tiny PNG/JPEG files through the same pipelines."""
 
-import json
 import os
 import shutil
 
@@ -10,6 +9,7 @@ import tensorflow as tf
 
 from vit_jax import data
 from vit_jax import errors
+from vit_jax.data import index_file
 from vit_jax.data.image import folder as image_folder
 from vit_jax.data.image import pipeline
 
@@ -114,11 +114,9 @@ def test_the_index_is_written_once_and_reused(folder):
   assert again.examples == first.examples and os.stat(_index(folder)).st_mtime_ns == written
   # The files come from the index, not from listing the folder again: an entry dropped from the
   # index (its layout still current) stays dropped.
-  with open(_index(folder), encoding="utf-8") as f:
-    index = json.load(f)
+  _, index = index_file.read(folder, image_folder.INDEX_NAME, "folder_index", lambda _: True)
   index["files"]["train"]["cat"].remove("1.png")
-  with open(_index(folder), "w", encoding="utf-8") as f:
-    json.dump(index, f)
+  index_file.write(folder, image_folder.INDEX_NAME, "folder_index", index)
   restarted = image_folder.ImageFolder.open(folder)
   assert restarted.num_examples("train") == 11
   assert os.path.join(folder, "train", "cat", "1.png") not in dict(restarted.examples["train"])

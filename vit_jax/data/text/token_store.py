@@ -207,8 +207,8 @@ class Split:
         or np.any(offsets[1:] < offsets[:-1])
     ):
       raise errors.DataError(
-          f"{self.where}: shard {s.name}'s {field} offsets are inconsistent with its tokens (a "
-          "damaged store); prepare it again into a new --output."
+          f"{self.where} is damaged: {offsets_file(s.name, field)} is inconsistent with "
+          f"{tokens_file(s.name, field)}; prepare it again into a new --output."
       )
     with self._lock:
       self._offsets[key] = offsets
@@ -361,6 +361,36 @@ def expected_sizes(manifest: dict, split: str) -> dict[str, int]:
   return sizes
 
 
+# What a manifest holds that reading the store needs, and its JSON type.
+_MANIFEST_KEYS = {
+    "dataset": str,
+    "kind": str,
+    "fields": list,
+    "dtype": str,
+    "labels": bool,
+    "splits": dict,
+    "tokenizer_settings": dict,
+    "tokenizer_fingerprint": str,
+}
+
+
+def _check_manifest(manifest: dict) -> None:
+  """A ValueError saying what `manifest` lacks that reading the store needs: a damaged store.json
+  may still be JSON (a changed letter of a key, a number for a name)."""
+  try:
+    for key, kind in _MANIFEST_KEYS.items():
+      if not isinstance(manifest[key], kind):
+        raise ValueError(f"its {key!r} is not a {kind.__name__}")
+    np.dtype(manifest["dtype"])
+    for split, value in manifest["splits"].items():
+      for entry in value["shards"]:
+        counts = (entry["examples"], *(entry["tokens"][f] for f in manifest["fields"]))
+        if not isinstance(entry["name"], str) or not all(type(n) is int for n in counts):
+          raise ValueError(f"a shard of split {split!r} has no name or counts")
+  except (KeyError, TypeError, AttributeError) as e:
+    raise ValueError(f"{type(e).__name__}: {e}") from None
+
+
 def open_store(path: str, splits: Sequence[str] = ()) -> Store:
   """The finished store at `path`, with the files of `splits` checked (present, at the sizes the
   manifest states); a DataError naming what is wrong otherwise."""
@@ -379,8 +409,12 @@ def open_store(path: str, splits: Sequence[str] = ()) -> Store:
     )
   try:
     manifest = json.loads(storage.read_text(manifest_path))
-    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+    if not isinstance(manifest, dict) or (manifest.get("format"), manifest.get("version")) != (
+        FORMAT,
+        VERSION,
+    ):
       raise ValueError("not this format or version")
+    _check_manifest(manifest)
   except (ValueError, UnicodeDecodeError) as e:
     raise errors.DataError(
         f"{manifest_path} is damaged or of another format ({e}); prepare the store again into a "
