@@ -5,7 +5,7 @@
 
 `.jsonl` is read as it is, `.jsonl.gz` through gzip and `.jsonl.zst` through zstandard (the data
 extra), both decompressed as the lines are read: a file is never held whole, compressed or not.
-Every read goes through vit_jax/storage.py (a local path or gs://). A compressed stream that is
+Every read goes through vit_jax/storage (a local path or gs://). A compressed stream that is
 damaged part way raises DamagedError after the lines before the damage.
 """
 

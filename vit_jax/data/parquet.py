@@ -8,7 +8,7 @@ columns, in batches.
         batch["text"]               # a list of Python values, one per row (None for a null)
 
 A row group is the unit of reading: one is decoded at a time, and the rows before `start` of a
-`read` are never converted to Python values. Every read goes through vit_jax/storage.py (a local
+`read` are never converted to Python values. Every read goes through vit_jax/storage (a local
 path or gs://). A file whose footer cannot be read, or a row group that does not decode, raises
 UnreadableError naming it; what to do with it (refuse, or skip its rows) is the caller's choice.
 A storage that does not answer is not such a file: its error is raised as it is.
