@@ -1,7 +1,7 @@
 """Checks on the code and its documents: no import cycles, commands imported by nothing below them,
-workdir file names spelled only in vit_jax/workdir.py, each registry fact in one table, how many
-modules a run imports, the command lists of README.md and vit_jax/startup.py, and each measured
-figure written in one document."""
+no module past MAX_LINES but a table, workdir file names spelled only in vit_jax/workdir.py, each
+registry fact in one table, how many modules a run imports, the command lists of README.md and
+vit_jax/startup.py, and each measured figure written in one document."""
 
 import ast
 import glob
@@ -142,6 +142,23 @@ def test_no_import_cycles_beyond_the_known_ones():
       f"import cycles (new ones must be broken; removed ones deleted from KNOWN_CYCLES):\n"
       f"{described}"
   )
+
+
+# A module longer than this holds more than one job: split it by them. A table (data, not logic)
+# may be longer, each with what it holds.
+MAX_LINES = 600
+LONG_TABLES = {"vit_jax/data/image/imagenet_names.py": "ImageNet's 1000 class names"}
+
+
+def test_no_module_passes_the_line_cap():
+  lines = {}
+  for path in module_files().values():
+    with open(path, encoding="utf-8") as f:
+      lines[os.path.relpath(path, ROOT)] = sum(1 for _ in f)
+  long = {path: n for path, n in lines.items() if n > MAX_LINES and path not in LONG_TABLES}
+  assert not long, f"modules past {MAX_LINES} lines (split each by its jobs): {long}"
+  short = [path for path in LONG_TABLES if lines[path] <= MAX_LINES]
+  assert not short, f"LONG_TABLES lists tables within the cap: {short}"
 
 
 # The commands: the top-level modules a user runs, and the sweep and analysis packages behind them.
