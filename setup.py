@@ -33,7 +33,7 @@ INSTALL_REQUIRES = [
 ]
 
 # `pip install -e .[gcs]`: paths in Cloud Storage (gs://BUCKET/...) for workdirs, sweep roots and
-# every command's inputs and outputs (vit_jax/storage.py): fsspec's GCS file system, which etils
+# every command's inputs and outputs (vit_jax/storage/gcs.py): fsspec's GCS file system, which etils
 # epath uses where EPATH_USE_TF=false, and Google's client, for the workdir lock's generation
 # preconditions and TensorBoard's event files.
 GCS_REQUIRES = ["gcsfs", "google-cloud-storage>=2.14"]

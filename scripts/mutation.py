@@ -191,7 +191,7 @@ TARGETS = {
     "vit_jax/tasks/text_classification.py": (TASK_TESTS, LOSS_SCOPE),
     # The retry and save paths: a bucket's outage ridden out, appends that land once, saves that
     # fail and are tried again, damaged steps read past.
-    "vit_jax/storage.py": (
+    "vit_jax/storage/outages.py": (
         ["tests/test_storage.py", *SAVE_FAILURES],
         (
             "outage",
@@ -202,8 +202,13 @@ TARGETS = {
             "_pause",
             "client_deadline_s",
             "_longest_wait_s",
-            "_patiently",
-            "_removing",
+            "patiently",
+        ),
+    ),
+    "vit_jax/storage/__init__.py": (["tests/test_storage.py", *SAVE_FAILURES], ("_removing",)),
+    "vit_jax/storage/objects.py": (
+        ["tests/test_storage.py", *SAVE_FAILURES],
+        (
             "flush",
             "_send",
             "_landed",

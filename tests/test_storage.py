@@ -1,5 +1,5 @@
-"""vit_jax/storage.py: the same calls on a local folder and in a bucket (on the emulator of
-tests/gcs_emulator.py), and the workdir lock on a bucket."""
+"""vit_jax/storage: the same calls on a local folder and in a bucket (on the emulator of
+tests/gcs_emulator.py), the retry policy of outages.py, and the workdir lock on a bucket."""
 
 import datetime
 import json
@@ -16,6 +16,8 @@ from tests import helpers
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax import workdir as workdir_lib
+from vit_jax.storage import objects
+from vit_jax.storage import outages
 
 
 @pytest.fixture(params=["local", "bucket"])
@@ -115,7 +117,7 @@ def test_a_bucket_append_over_another_writer_s_change_is_refused(gcs, theirs):
 
 
 def test_a_delete_is_done_once_even_if_its_answer_is_lost(gcs, monkeypatch):
-  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
+  monkeypatch.setattr(outages, "FIRST_WAIT_S", 0.01)
   path = storage.join(gcs.new_dir("delete"), "x")
   with pytest.raises(FileNotFoundError):  # nothing there: the first try says so
     storage.remove(path)
@@ -126,7 +128,7 @@ def test_a_delete_is_done_once_even_if_its_answer_is_lost(gcs, monkeypatch):
 
 
 def test_a_bucket_append_rewrites_the_file_before_compose_s_component_limit(gcs, monkeypatch):
-  monkeypatch.setattr(storage, "COMPONENT_LIMIT", 4)
+  monkeypatch.setattr(objects, "COMPONENT_LIMIT", 4)
   path = storage.join(gcs.new_dir("append"), "log")
   lines = [f"{i} " + "y" * 1000 + "\n" for i in range(12)]
   sent = _append_flushes(gcs, path, lines)
@@ -227,7 +229,7 @@ def test_a_bucket_lock_of_a_dead_process_is_taken_over(gcs):
 def test_a_bucket_lock_from_another_host_is_stale_only_when_old(gcs, monkeypatch, capsys):
   workdir = gcs.new_dir("lock")
   other = {"pid": 1, "host": "another-host", "started": "2026-01-01T00:00:00+00:00"}
-  assert storage.create_object(workdir_lib.lock_path(workdir), json.dumps(other)) is not None
+  assert objects.create_object(workdir_lib.lock_path(workdir), json.dumps(other)) is not None
   with pytest.raises(errors.WorkdirError, match="in use by pid 1 on host another-host"):
     workdir_lib.lock(workdir)
   # Its holder renews it every LOCK_RENEW_S; one not renewed for LOCK_STALE_S is taken over.
@@ -246,7 +248,7 @@ def test_a_held_bucket_lock_is_renewed(gcs, monkeypatch):
     first = workdir_lib._held_locks[workdir].generation  # pylint: disable=protected-access
     deadline = datetime.datetime.now() + datetime.timedelta(seconds=30)
     # A read can miss the object while it is rewritten (None): read again.
-    while (found := storage.read_object(workdir_lib.lock_path(workdir))) is None or (
+    while (found := objects.read_object(workdir_lib.lock_path(workdir))) is None or (
         found[1] == first
     ):
       assert datetime.datetime.now() < deadline, "the lock was not renewed"
@@ -265,7 +267,7 @@ def test_a_workdir_in_a_missing_bucket_is_refused(gcs):
 
 
 class FakeClock:
-  """time.time and time.sleep for `storage`: sleeping advances the clock at once."""
+  """time.time and time.sleep for `outages`: sleeping advances the clock at once."""
 
   def __init__(self):
     self.now, self.waits = 1000.0, []
@@ -283,10 +285,10 @@ def clock(monkeypatch):
   """A budget of 100 s (the clients' own retries: 25 s), on a fake clock; outages of this test's
   buckets alone."""
   fake = FakeClock()
-  monkeypatch.setattr(storage, "time", fake)
-  monkeypatch.setattr(storage, "_pause", lambda where, seconds: fake.sleep(seconds))
-  monkeypatch.setattr(storage, "_budget_s", 100.0)
-  monkeypatch.setattr(storage, "_away", {})
+  monkeypatch.setattr(outages, "time", fake)
+  monkeypatch.setattr(outages, "_pause", lambda where, seconds: fake.sleep(seconds))
+  monkeypatch.setattr(outages, "_budget_s", 100.0)
+  monkeypatch.setattr(outages, "_away", {})
   return fake
 
 
@@ -305,71 +307,71 @@ def failing(times: int, error=ConnectionRefusedError(111, "Connection refused"),
 
 
 def test_an_outage_is_tried_again_after_waits_that_double_with_jitter(clock, monkeypatch, capsys):
-  monkeypatch.setattr(storage, "_probe", lambda path: None)  # the bucket answers a listing
+  monkeypatch.setattr(outages, "_probe", lambda path: None)  # the bucket answers a listing
   operation = failing(4)
-  assert storage.ride_out(operation, "gs://b/w/x", "writing gs://b/w/x") == "done"
+  assert outages.ride_out(operation, "gs://b/w/x", "writing gs://b/w/x") == "done"
   assert len(operation.calls) == 5
   for n, wait in enumerate(clock.waits):  # 1, 2, 4, 8 s, each plus up to 1 s of jitter
     assert 2**n <= wait < 2**n + 1, clock.waits
-  assert storage.outage("gs://b/w") is None  # it answers again
+  assert outages.outage("gs://b/w") is None  # it answers again
   err = capsys.readouterr().err
   assert err.count("warning: gs://b does not answer (ConnectionRefusedError") == 1  # one line
   assert "while writing gs://b/w/x; trying again for up to 100 s" in err
 
 
 def test_the_longest_wait_is_an_eighth_of_the_budget(clock, monkeypatch):
-  monkeypatch.setattr(storage, "_probe", lambda path: None)
-  assert storage.ride_out(failing(8), "gs://b/x", "reading gs://b/x") == "done"
-  longest = storage.outage_budget() / 8  # 12.5 s of the 100 s: under LONGEST_WAIT_S
+  monkeypatch.setattr(outages, "_probe", lambda path: None)
+  assert outages.ride_out(failing(8), "gs://b/x", "reading gs://b/x") == "done"
+  longest = outages.outage_budget() / 8  # 12.5 s of the 100 s: under LONGEST_WAIT_S
   assert all(wait < longest + 1 for wait in clock.waits) and clock.waits[-1] >= longest
 
 
 def test_a_bucket_answers_or_not_in_one_request(gcs, tmp_path):
   folder = gcs.new_dir("answers")
-  assert storage.answers(str(tmp_path)) and storage.answers(folder)  # a local path always does
+  assert outages.answers(str(tmp_path)) and outages.answers(folder)  # a local path always does
   faults.inject(gcs, folder.split("//", 1)[1], 503, only=["GET"])
-  assert not storage.answers(folder)
-  seconds, cause = storage.outage(folder)
+  assert not outages.answers(folder)
+  seconds, cause = outages.outage(folder)
   assert seconds >= 0 and "503" in cause
-  assert storage.answers(folder) and storage.outage(folder) is None  # it answers again
+  assert outages.answers(folder) and outages.outage(folder) is None  # it answers again
   faults.inject(gcs, folder.split("//", 1)[1], 403, only=["GET"])
   with pytest.raises(Exception, match="403|Forbidden"):  # a refusal is no outage
-    storage.answers(folder)
-  assert storage.outage(folder) is None
+    outages.answers(folder)
+  assert outages.outage(folder) is None
 
 
 def test_a_request_tried_once_notes_the_bucket_s_outage(gcs, monkeypatch):
-  monkeypatch.setattr(storage, "_budget_s", 8.0)  # the client's own retries: 2 s
+  monkeypatch.setattr(outages, "_budget_s", 8.0)  # the client's own retries: 2 s
   path = storage.join(gcs.new_dir("once"), "lock")
-  generation = storage.create_object(path, "1")
+  generation = objects.create_object(path, "1")
   faults.inject(gcs, path.split("//", 1)[1], 503, times=100, only=["POST"])
   with pytest.raises(Exception):
-    storage.replace_object(path, "2", generation, wait=False)
-  assert storage.outage(path) is not None  # the next request starts with a cheap probe
+    objects.replace_object(path, "2", generation, wait=False)
+  assert outages.outage(path) is not None  # the next request starts with a cheap probe
   gcs.heal()
-  assert storage.replace_object(path, "2", generation, wait=False) is not None
-  assert storage.outage(path) is None
+  assert objects.replace_object(path, "2", generation, wait=False) is not None
+  assert outages.outage(path) is None
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 503])
 def test_each_transient_status_is_ridden_out(clock, monkeypatch, status):
   from google.api_core import exceptions  # pylint: disable=g-import-not-at-top
 
-  monkeypatch.setattr(storage, "_probe", lambda path: None)
+  monkeypatch.setattr(outages, "_probe", lambda path: None)
   error = exceptions.from_http_status(status, "try later")
-  assert storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
+  assert outages.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
 
 
 def test_a_connection_that_drops_is_ridden_out(clock, monkeypatch):
   import aiohttp  # pylint: disable=g-import-not-at-top  (gcsfs's client)
   import requests  # pylint: disable=g-import-not-at-top
 
-  monkeypatch.setattr(storage, "_probe", lambda path: None)
+  monkeypatch.setattr(outages, "_probe", lambda path: None)
   for error in (
       aiohttp.ServerDisconnectedError(),
       requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead"),
   ):
-    assert storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
+    assert outages.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x") == "done"
 
 
 @pytest.mark.parametrize("status", [403, 404, 412])
@@ -378,15 +380,15 @@ def test_a_refusal_is_raised_at_once(clock, status):
 
   error = exceptions.from_http_status(status, "no")
   with pytest.raises(type(error)):
-    storage.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x")
-  assert clock.waits == [] and storage.outage("gs://b/x") is None
+    outages.ride_out(failing(1, error), "gs://b/x", "reading gs://b/x")
+  assert clock.waits == [] and outages.outage("gs://b/x") is None
 
 
 def test_an_outage_past_the_budget_is_one_line_and_then_fails_at_once(clock, monkeypatch):
   stays_away = failing(10**6)
-  monkeypatch.setattr(storage, "_probe", lambda path: stays_away())  # the bucket stays away
+  monkeypatch.setattr(outages, "_probe", lambda path: stays_away())  # the bucket stays away
   with pytest.raises(errors.StorageUnavailableError) as raised:
-    storage.ride_out(failing(10**6), "gs://b/w/metrics.jsonl", "writing gs://b/w/metrics.jsonl")
+    outages.ride_out(failing(10**6), "gs://b/w/metrics.jsonl", "writing gs://b/w/metrics.jsonl")
   message = str(raised.value)
   assert message.startswith(
       "gs://b did not answer for 100 s (ConnectionRefusedError: [Errno 111] Connection refused) "
@@ -394,52 +396,52 @@ def test_an_outage_past_the_budget_is_one_line_and_then_fails_at_once(clock, mon
   )
   assert "\n" not in message and "Nothing saved was lost" in message
   assert sum(clock.waits) == pytest.approx(100)
-  seconds, cause = storage.outage("gs://b/w")
+  seconds, cause = outages.outage("gs://b/w")
   assert seconds == pytest.approx(100) and cause.startswith("ConnectionRefusedError")
   # Every operation on that bucket now fails after one cheap request, without waiting...
   clock.waits.clear()
   never = failing(0)
   with pytest.raises(errors.StorageUnavailableError, match="did not answer for 100 s"):
-    storage.ride_out(never, "gs://b/w/lock", "deleting gs://b/w/lock")
+    outages.ride_out(never, "gs://b/w/lock", "deleting gs://b/w/lock")
   assert clock.waits == [] and never.calls == []
   # ...but another bucket's do not.
-  assert storage.ride_out(failing(0), "gs://other/x", "reading gs://other/x") == "done"
+  assert outages.ride_out(failing(0), "gs://other/x", "reading gs://other/x") == "done"
 
 
 def test_an_operation_that_keeps_failing_ends_at_its_budget_while_others_are_answered(
     clock, monkeypatch
 ):
-  monkeypatch.setattr(storage, "_probe", lambda path: None)
+  monkeypatch.setattr(outages, "_probe", lambda path: None)
 
   def another_request_answered(where, seconds):  # a lock renewal, a metrics flush
     clock.sleep(seconds)
-    storage._answered(where)  # pylint: disable=protected-access
+    outages._answered(where)  # pylint: disable=protected-access
 
-  monkeypatch.setattr(storage, "_pause", another_request_answered)
+  monkeypatch.setattr(outages, "_pause", another_request_answered)
   times_out = failing(10**6, TimeoutError("The write operation timed out"))
   with pytest.raises(errors.StorageUnavailableError, match="did not answer for 100 s"):
-    storage.ride_out(times_out, "gs://b/w/x", "writing gs://b/w/x")
+    outages.ride_out(times_out, "gs://b/w/x", "writing gs://b/w/x")
   assert sum(clock.waits) == pytest.approx(100) and len(times_out.calls) < 20
 
 
 def test_a_bucket_that_answers_between_two_outages_is_budgeted_from_the_second(clock, monkeypatch):
-  monkeypatch.setattr(storage, "_probe", lambda path: None)  # each probe is answered
-  storage._unanswered("gs://b", clock.now, "ConnectionRefusedError")  # pylint: disable=protected-access
+  monkeypatch.setattr(outages, "_probe", lambda path: None)  # each probe is answered
+  outages._unanswered("gs://b", clock.now, "ConnectionRefusedError")  # pylint: disable=protected-access
   clock.now += 80  # the first outage, 80 s of the 100 s budget, met by another request
   operation = failing(6)  # then about 40 s of the second, met by this one
-  assert storage.ride_out(operation, "gs://b/w/x", "writing gs://b/w/x") == "done"
+  assert outages.ride_out(operation, "gs://b/w/x", "writing gs://b/w/x") == "done"
   assert 30 < sum(clock.waits) < 100 - 80 + 30
 
 
 def test_an_operation_failing_forever_beside_a_renewed_lock_ends_at_its_budget(gcs, monkeypatch):
   workdir = gcs.new_dir("lock")
   monkeypatch.setattr(workdir_lib, "LOCK_RENEW_S", 0.2)  # a renewal answered every 0.2 s
-  monkeypatch.setattr(storage, "_budget_s", 2.0)
+  monkeypatch.setattr(outages, "_budget_s", 2.0)
   workdir_lib.lock(workdir)
   try:
     started = time.time()
     with pytest.raises(errors.StorageUnavailableError, match="storage_outage_s=2"):
-      storage.ride_out(
+      outages.ride_out(
           failing(10**6, TimeoutError("timed out")), storage.join(workdir, "x"), "writing x"
       )
     assert 2 <= time.time() - started < 6
@@ -455,20 +457,20 @@ def test_the_clients_retry_a_request_for_a_quarter_of_the_budget():
   from vit_jax import checkpoint
 
   for budget, client_s, tensorstore_tries in [(300, 30, 5), (8, 2, 2), (4, 1, 1)]:
-    storage.set_outage_budget(budget)
+    outages.set_outage_budget(budget)
     try:
-      assert storage.client_deadline_s() == client_s
-      assert storage._client_retry()._timeout == client_s  # pylint: disable=protected-access
+      assert outages.client_deadline_s() == client_s
+      assert outages.client_retry()._timeout == client_s  # pylint: disable=protected-access
       checkpoint.tensorstore_retries()  # 1 + 2 + 4 + ... s of waits cover the deadline
       spec = tensorstore_utils.get_ts_context().spec.to_json()
       assert spec["gcs_request_retries"]["max_retries"] == tensorstore_tries, spec
     finally:
-      storage.set_outage_budget(storage.OUTAGE_S)
+      outages.set_outage_budget(outages.OUTAGE_S)
       checkpoint.tensorstore_retries()
 
 
 def test_a_flush_whose_answer_was_lost_is_appended_once(gcs, monkeypatch):
-  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
+  monkeypatch.setattr(outages, "FIRST_WAIT_S", 0.01)
   path = storage.join(gcs.new_dir("append"), "log")
   _append_flushes(gcs, path, ["1\n"])
   # The next flush's uploads: its part (the 1st), then the compose (the 2nd), done but its
@@ -495,9 +497,10 @@ def test_a_held_lock_taken_over_stops_its_holder_and_is_left_to_the_new_one(gcs,
 
 _HOLD_UNTIL_LOST = """
 import sys, time
-from vit_jax import errors, storage, workdir
+from vit_jax import errors, workdir
+from vit_jax.storage import outages
 workdir.LOCK_RENEW_S, workdir.LOCK_STALE_S, workdir.LOCK_SAFE_S = 0.2, 1.5, 1.0
-storage.set_outage_budget(2)  # a renewal's request is retried for 0.5 s
+outages.set_outage_budget(2)  # a renewal's request is retried for 0.5 s
 with errors.exit_on_user_error():
   workdir.lock(sys.argv[1])
   print("locked", flush=True)

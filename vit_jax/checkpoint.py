@@ -24,6 +24,7 @@ import orbax.checkpoint as ocp
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax import workdir as workdir_lib
+from vit_jax.storage import outages
 
 
 class CheckpointMismatchError(errors.UserError, ValueError):
@@ -244,7 +245,7 @@ def quiet_abandoned_reads() -> None:
 class _RefusedWriteLogFilter(logging.Filter):
   """Drops orbax's log of a save's writer thread failing on a full or read-only disk, a bucket's
   refusal or an outage: the same error reaches the trainer, which reports it in one line (see
-  train.train_and_evaluate), or the save's retries (storage.ride_out), which warn once."""
+  train.train_and_evaluate), or the save's retries (outages.ride_out), which warn once."""
 
   def filter(self, record):
     error = record.exc_info[1] if record.exc_info else Exception(record.getMessage())
@@ -259,9 +260,9 @@ def quiet_refused_writes() -> None:
 
 
 def _read_retrying(read, step_dir: str):
-  """read(step_dir), ridden out while the storage does not answer (storage.ride_out): a step
+  """read(step_dir), ridden out while the storage does not answer (outages.ride_out): a step
   that cannot be fetched is not known to be damaged."""
-  return storage.ride_out(lambda: read(step_dir), step_dir, f"reading checkpoint {step_dir}")
+  return outages.ride_out(lambda: read(step_dir), step_dir, f"reading checkpoint {step_dir}")
 
 
 def _everywhere(answer: bool) -> bool:
@@ -274,22 +275,22 @@ def _everywhere(answer: bool) -> bool:
 
 def tensorstore_retries() -> None:
   """TensorStore, which reads and writes orbax's arrays, retries a bucket's requests as
-  vit_jax/storage.py's policy does for `client_deadline_s` (its default: 32 tries, about 15
+  vit_jax/storage/outages.py's policy does for `client_deadline_s` (its default: 32 tries, about 15
   minutes, during which a save would hold the loop), or in a job of several processes for the
   whole outage budget (a save there is not tried again: see `Checkpointer.save`). Orbax builds
   its TensorStore context from these module defaults and offers no setting for it."""
   # pylint: disable-next=g-import-not-at-top
   from orbax.checkpoint._src.serialization import tensorstore_utils
 
-  deadline = storage.client_deadline_s() if jax.process_count() == 1 else storage.outage_budget()
+  deadline = outages.client_deadline_s() if jax.process_count() == 1 else outages.outage_budget()
   tries, waited = 0, 0.0
   while waited < deadline:
-    waited += min(storage.FIRST_WAIT_S * 2**tries, storage.LONGEST_WAIT_S)
+    waited += min(outages.FIRST_WAIT_S * 2**tries, outages.LONGEST_WAIT_S)
     tries += 1
   retries = {
       "max_retries": max(tries, 1),
-      "initial_delay": f"{storage.FIRST_WAIT_S:g}s",
-      "max_delay": f"{storage.LONGEST_WAIT_S:g}s",
+      "initial_delay": f"{outages.FIRST_WAIT_S:g}s",
+      "max_delay": f"{outages.LONGEST_WAIT_S:g}s",
   }
   # pylint: disable=protected-access
   for context in (tensorstore_utils._BASE_TS_CONTEXT, tensorstore_utils._DEFAULT_OCDBT_TS_CONTEXT):
@@ -304,7 +305,7 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
   is reported in one line, and moved to `damaged/` when `move_damaged` (the trainer: by process 0
   alone, see `Checkpointer.restore_latest_intact`) or left in place (readers: generate, convert,
   init_from). Other user errors are not damage, nor is a storage that does not answer: its read
-  is ridden out (storage.ride_out), then a StorageUnavailableError, nothing moved. A step of
+  is ridden out (outages.ride_out), then a StorageUnavailableError, nothing moved. A step of
   another model is damaged where an older step is of this one (a changed byte of its record: a
   workdir holds one model); where none is, its OtherModelError is raised.
   """
@@ -346,7 +347,7 @@ def first_intact(candidates: list[str], read, move_damaged: bool = False):
 class Checkpointer:
   """Thin wrapper over `ocp.CheckpointManager` with a model-identity check on restore.
 
-  In a bucket, saves ride out the bucket's bad minutes (vit_jax/storage.py): a save due while it
+  In a bucket, saves ride out the bucket's bad minutes (storage/outages.py): a save due while it
   does not answer is left to the next interval, and training goes on; a forced one (the last
   step, a preemption) is tried again until it answers or the outage budget runs out. A save that
   fails leaves its step unfinished (no commit marker: never read), with its files deleted before
@@ -397,7 +398,7 @@ class Checkpointer:
     """Orbax's manager; a new one after a failed save (orbax raises a failed asynchronous save's
     error again at every later save)."""
     if self._manager is None:
-      self._manager = storage.ride_out(
+      self._manager = outages.ride_out(
           lambda: ocp.CheckpointManager(
               self.directory,
               options=self._options,
@@ -488,11 +489,11 @@ class Checkpointer:
       return False
     what = f"saving checkpoint {step} in {self.directory}"
     if force and jax.process_count() == 1:
-      return storage.ride_out(lambda: self._save(step, state, finish=True), self.directory, what)
+      return outages.ride_out(lambda: self._save(step, state, finish=True), self.directory, what)
     try:  # one cheap request first: a save into an outage would hold the loop for its retries
-      if force or _everywhere(storage.answers(self.directory)):
+      if force or _everywhere(outages.answers(self.directory)):
         return self._save(step, state, finish=force)
-      away = storage.outage(self.directory)
+      away = outages.outage(self.directory)
       cause = "on another process of the job"
       if away:
         cause = f"{away[1]}, for {away[0]:.0f} s" if away[0] >= 1 else away[1]
@@ -502,12 +503,12 @@ class Checkpointer:
         raise
       if jax.process_count() > 1:
         raise errors.StorageUnavailableError(
-            f"{storage.holder(self.directory)} did not answer ({cause}) while {what} on process "
+            f"{outages.holder(self.directory)} did not answer ({cause}) while {what} on process "
             f"{jax.process_index()}: a save that fails on one process of a job ends the job. "
             "Nothing saved was lost; rerun the same command once it answers."
         ) from e
     print(
-        f"warning: checkpoint {step} not saved: {storage.holder(self.directory)} does not answer "
+        f"warning: checkpoint {step} not saved: {outages.holder(self.directory)} does not answer "
         f"({cause}); training goes on, and the next checkpoint is saved at step "
         f"{step + self.save_every - step % self.save_every} if it answers by then.",
         file=sys.stderr,

@@ -70,8 +70,8 @@ class StorageError(UserError, OSError):
 
 class StorageUnavailableError(UserError, OSError):
   """Storage did not answer (a timeout, a refused or dropped connection, HTTP 408, 429 or 5xx)
-  for longer than the outage budget (vit_jax/storage.py ride_out); nothing saved was lost, and
-  the same command can be rerun once it answers."""
+  for longer than the outage budget (vit_jax/storage/outages.py ride_out); nothing saved was lost,
+  and the same command can be rerun once it answers."""
 
 
 USER_ERRORS = (UserError,)

@@ -28,7 +28,7 @@ Safety: nothing already saved is replaced, mixed up or lost by a careless comman
   sweep root) while they run; a second one is refused, naming the holder.
 
 A workdir is a local folder or a Cloud Storage one (gs://BUCKET/...); every path here goes through
-vit_jax/storage.py, so both work the same.
+vit_jax/storage, so both work the same.
 """
 
 import datetime
@@ -42,6 +42,7 @@ import time
 
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax.storage import outages
 
 CONFIG_FILE = "config.json"
 LOCK_FILE = "lock"  # host, pid and start time of the process writing the workdir
@@ -367,13 +368,15 @@ class _BucketLock:
 
   @classmethod
   def acquire(cls, workdir: str, what: str) -> "_BucketLock":
+    from vit_jax.storage import objects  # pylint: disable=g-import-not-at-top  (gs:// only)
+
     path = lock_path(workdir)
     text = json.dumps(_holder())
     for _ in range(5):  # another process may create, renew or delete it between our requests
-      generation = storage.create_object(path, text)
+      generation = objects.create_object(path, text)
       if generation is not None:
         return cls(path, workdir, text, generation)
-      found = storage.read_object(path)
+      found = objects.read_object(path)
       if found is None:
         continue
       held, held_generation, written = found
@@ -387,7 +390,7 @@ class _BucketLock:
             f"after its last renewal, or at once if you delete {path})"
         )
         raise _in_use(what, workdir, _describe(holder), hint)
-      generation = storage.replace_object(path, text, held_generation)
+      generation = objects.replace_object(path, text, held_generation)
       if generation is not None:
         print(
             f"warning: {what}={workdir}: took over the lock of {_describe(holder)}, {why_stale}.",
@@ -398,19 +401,21 @@ class _BucketLock:
     raise _in_use(what, workdir, "another process (its lock changes as we read it)")
 
   def _renew(self) -> None:
+    from vit_jax.storage import objects  # pylint: disable=g-import-not-at-top  (gs:// only)
+
     wait = LOCK_RENEW_S
     while not self._stop.wait(wait):
       try:
-        generation = storage.replace_object(self.path, self.text, self.generation, wait=False)
+        generation = objects.replace_object(self.path, self.text, self.generation, wait=False)
         if generation is None:  # rewritten, deleted, or our own write whose answer was lost
-          found = storage.read_object(self.path, wait=False)
+          found = objects.read_object(self.path, wait=False)
           if found is None or found[0] != self.text:
             self.lost = "deleted" if found is None else f"taken over by {_describe_text(found[0])}"
             return
           generation = found[1]
       except Exception as e:  # pylint: disable=broad-except  (told to the trainer by `check`)
         self.failure = errors.transient_cause(e) or f"{type(e).__name__}: {e}"
-        wait = min(LOCK_RENEW_S, storage.LONGEST_WAIT_S) / 4  # try again soon
+        wait = min(LOCK_RENEW_S, outages.LONGEST_WAIT_S) / 4  # try again soon
         continue
       self.generation, self.renewed, self.failure = generation, time.monotonic(), None
       wait = LOCK_RENEW_S
@@ -433,12 +438,14 @@ class _BucketLock:
       )
 
   def release(self) -> None:
+    from vit_jax.storage import objects  # pylint: disable=g-import-not-at-top  (gs:// only)
+
     self._stop.set()
-    self._renewer.join(timeout=5 * storage.client_deadline_s())  # a renewal in flight
+    self._renewer.join(timeout=5 * outages.client_deadline_s())  # a renewal in flight
     if self.lost is not None:
       return
     try:
-      storage.delete_object(self.path, self.generation)
+      objects.delete_object(self.path, self.generation)
     except errors.StorageUnavailableError as e:
       print(
           f"warning: {e} The lock {self.path} stays; the next run takes it over.",

@@ -1,6 +1,6 @@
-"""A bucket's bad minutes (vit_jax/storage.py ride_out): the survival battery's tiny run with a
-gs:// workdir whose bucket (tests/gcs_emulator.py Outage) goes away after a checkpoint, during a
-checkpoint's write, for longer than the outage budget, and during start-up's reads.
+"""A bucket's bad minutes (vit_jax/storage/outages.py ride_out): the survival battery's tiny run
+with a gs:// workdir whose bucket (tests/gcs_emulator.py Outage) goes away after a checkpoint,
+during a checkpoint's write, for longer than the outage budget, and during start-up's reads.
 
 Budgets of seconds stand in for minutes: the policy scales with --config.storage_outage_s (each
 client's own retries last a quarter of it, so an outage of 6 s outlasts them at a budget of 22 s,

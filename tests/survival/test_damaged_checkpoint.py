@@ -18,7 +18,7 @@ from tests.survival import conftest
 from vit_jax import checkpoint
 from vit_jax import errors
 from vit_jax import interop
-from vit_jax import storage
+from vit_jax.storage import outages
 
 
 @pytest.mark.parametrize("how", ["truncated", "zero_length", "no_manifest"])
@@ -178,9 +178,9 @@ def _two_steps(tmp_path):
 def _storage_fails(monkeypatch, step, times, error):
   """Orbax's reads of `step` raise `error` the first `times` times (a bucket's timeouts), tried
   again at once, for a second."""
-  monkeypatch.setattr(storage, "FIRST_WAIT_S", 0.01)
-  monkeypatch.setattr(storage, "_budget_s", 1.0)
-  monkeypatch.setattr(storage, "_away", {})
+  monkeypatch.setattr(outages, "FIRST_WAIT_S", 0.01)
+  monkeypatch.setattr(outages, "_budget_s", 1.0)
+  monkeypatch.setattr(outages, "_away", {})
   return faults.inject(monkeypatch, f"checkpoints/{step}", error, times=times, only=["restore"])
 
 

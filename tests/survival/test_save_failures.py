@@ -21,6 +21,7 @@ from tests.survival import conftest
 from vit_jax import checkpoint
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax.storage import outages
 from vit_jax.training import job_end
 
 STATE = {"w": np.arange(12, dtype=np.float32).reshape(3, 4)}
@@ -31,10 +32,10 @@ RECORD = {"model": {}, "param_shapes": {}}
 def budget(monkeypatch):
   """An outage budget of 8 s (the clients' and TensorStore's own retries: 2 s), this test's
   outages alone; the default budget again after."""
-  monkeypatch.setattr(storage, "_away", {})
-  storage.set_outage_budget(8)
+  monkeypatch.setattr(outages, "_away", {})
+  outages.set_outage_budget(8)
   yield
-  storage.set_outage_budget(storage.OUTAGE_S)
+  outages.set_outage_budget(outages.OUTAGE_S)
   checkpoint.tensorstore_retries()
 
 
@@ -62,7 +63,7 @@ def fail_step_writes(workdir, target, step: int, until_a_try_failed: bool = Fals
   if until_a_try_failed:
 
     def heal_once_a_try_failed():
-      while storage.outage(workdir) is None:  # set when a try fails (storage.ride_out)
+      while outages.outage(workdir) is None:  # set when a try fails (outages.ride_out)
         time.sleep(0.01)
       target.heal()
 
@@ -132,7 +133,7 @@ def test_a_due_save_that_fails_is_left_to_the_next_one(budget, where, capsys):
 
 def test_a_forced_save_past_the_budget_is_one_line_and_keeps_the_last_step(budget, where):
   workdir, target = where
-  storage.set_outage_budget(4)
+  outages.set_outage_budget(4)
   ckpt = checkpoint.Checkpointer(workdir, 2, 1, RECORD)
   ckpt.save(2, STATE)
   fail_step_writes(workdir, target, 4)

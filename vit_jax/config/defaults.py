@@ -9,9 +9,9 @@ The `k=v` arguments after the colon are parsed by vit_jax/config/args.py.
 import ml_collections
 from ml_collections.config_dict import placeholder
 
-from vit_jax import storage
 from vit_jax import tasks
 from vit_jax.evaluate import registry as evaluators
+from vit_jax.storage import outages
 
 
 def follows(c: ml_collections.ConfigDict, key: str):
@@ -151,11 +151,11 @@ def training_defaults() -> ml_collections.ConfigDict:
   # The slice the config is sized for (e.g. "v5p-64"): `vit_jax.compile`'s default --topology.
   c.target_topology = placeholder(str)
   c.check_memory = False  # compile the step before step 1 and stop if it cannot fit (exit 2)
-  # Seconds a run rides out a bucket that does not answer (vit_jax/storage.py ride_out): it trains
-  # on, its records wait in memory, a checkpoint due is saved at the next interval; past it, one
-  # line and exit code 75, nothing saved lost. At most workdir.MAX_OUTAGE_S (420), so the
+  # Seconds a run rides out a bucket that does not answer (vit_jax/storage/outages.py ride_out): it
+  # trains on, its records wait in memory, a checkpoint due is saved at the next interval; past it,
+  # one line and exit code 75, nothing saved lost. At most workdir.MAX_OUTAGE_S (420), so the
   # workdir's lock is never taken over from a run that waits.
-  c.storage_outage_s = storage.OUTAGE_S
+  c.storage_outage_s = outages.OUTAGE_S
   c.progress = "auto"  # how the progress shows (CHOICES)
   # "START:STOP": a jax.profiler trace of steps START..STOP-1 (numbered as in metrics.jsonl) in
   # W/tensorboard/plugins/profile (training/profiling.py); "" traces nothing. Process 0 only,

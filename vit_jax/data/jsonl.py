@@ -6,7 +6,7 @@
 The codec is the caller's to name (vit_jax/data/text/files.py decides it by the file's
 extension): None reads the file as it is, "gzip" through zlib and "zstd" through zstandard (the
 data extra), both decompressed as the lines are read: a file is never held whole, compressed or
-not. Every read goes through vit_jax/storage.py (a local path or gs://).
+not. Every read goes through vit_jax/storage (a local path or gs://).
 
 A compressed file is read whole or not at all: DamagedError, after the lines before the damage,
 where its stream cannot be decoded, ends inside a gzip member or zstd frame (a truncated file),

@@ -12,7 +12,7 @@ A row group is the unit of reading: one is decoded at a time, and the rows befor
 `read` are never converted to Python values. A text column's values are str: a dictionary's
 (what pandas writes for a `category` column) decoded, a string that is not UTF-8 (pyarrow does
 not check what a file holds) as its bytes, for the caller to refuse. Every read goes through
-vit_jax/storage.py (a local path or gs://). A file whose footer cannot be read, or a row group
+vit_jax/storage (a local path or gs://). A file whose footer cannot be read, or a row group
 that does not decode, raises UnreadableError naming it. A storage that does not answer is not
 such a file: its error is raised as it is.
 """

@@ -191,10 +191,10 @@ class _BucketSender:
   """Sends a bucket workdir's log files from a thread of its own, so that no step waits for the
   bucket: metrics.jsonl (the appender's new records), TensorBoard's events (the local files
   TensorBoard writes, mirrored by appending their new bytes) and the files given to `replace`,
-  in that order. Each send rides out an outage (storage.ride_out), and sends only while this
-  process holds the workdir's lock. What stopped it (the bucket away past the budget, the lock
-  lost) is raised by `check` in the trainer's thread, and the thread ends; what it had not sent
-  is lost with the run, as the steps since the last checkpoint are.
+  in that order. Each send rides out an outage (vit_jax/storage/outages.py ride_out), and sends
+  only while this process holds the workdir's lock. What stopped it (the bucket away past the
+  budget, the lock lost) is raised by `check` in the trainer's thread, and the thread ends; what
+  it had not sent is lost with the run, as the steps since the last checkpoint are.
   """
 
   def __init__(self, workdir: str, jsonl, staged_dir: str, tensorboard_dir: str):

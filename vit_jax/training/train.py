@@ -38,6 +38,7 @@ from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import attention
 from vit_jax.models import build_model
+from vit_jax.storage import outages
 from vit_jax.training import ema
 from vit_jax.training import flops
 from vit_jax.training import host_input
@@ -318,8 +319,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
   A write the file system refuses (full, over quota, read-only) is a `StorageError` naming the
   last good checkpoint, with the unfinished step it interrupted deleted, so that rerunning the
   same command once the cause is fixed resumes exactly. A bucket workdir's outages are ridden out
-  for `config.storage_outage_s` (storage.py, checkpoint.py, metrics_log.py); a longer one is a
-  `StorageUnavailableError`, with nothing saved lost.
+  for `config.storage_outage_s` (storage/outages.py, checkpoint.py, metrics_log.py); a longer one
+  is a `StorageUnavailableError`, with nothing saved lost.
   """
   try:
     with data.opened_once():  # the checks, the input and the evaluators share each dataset
@@ -342,7 +343,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   started = time.time()
   startup_clock = metrics_log.StartupClock(started)  # run_info.json's startup_s, by part
   checks.validate_config(config)
-  storage.set_outage_budget(config.storage_outage_s)  # before the first request to a bucket
+  outages.set_outage_budget(config.storage_outage_s)  # before the first request to a bucket
   checks.validate_training(config, workdir)  # before anything is written
   storage.makedirs(workdir)
   if jax.process_index() == 0:  # one writer per workdir; the job's other processes share it

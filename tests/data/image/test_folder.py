@@ -77,7 +77,7 @@ def test_missing_folder_is_a_clear_error(tmp_path):
 
 
 def test_a_folder_in_a_bucket_reads_as_the_local_one(folder, gcs):
-  """The same files under gs:// (listed and read through vit_jax/storage.py) give the same
+  """The same files under gs:// (listed and read through vit_jax/storage) give the same
   dataset: classes, counts, and each example's bytes and label in the same order."""
   root = gcs.new_dir("folder")
   gcs.upload(folder, root)

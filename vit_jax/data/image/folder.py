@@ -24,7 +24,7 @@ Images are checked where the input pipeline decodes them (vit_jax/data/image/pip
 that does not decode is skipped with a warning naming it, or refused with `bad_images=error`.
 
 The root may be a local folder or a bucket's (gs://...): files are listed and read through
-vit_jax/storage.py.
+vit_jax/storage.
 """
 
 import dataclasses
@@ -221,7 +221,7 @@ def _load(paths_and_labels: tf.data.Dataset, root: str) -> tf.data.Dataset:
 
 
 def _read_through_storage(path_tensor):
-  """A bucket's file read in the input pipeline by vit_jax/storage.py (the client the rest of
+  """A bucket's file read in the input pipeline by vit_jax/storage (the client the rest of
   the run uses), not by TensorFlow's own GCS client."""
   read = lambda path: storage.read_bytes(path.numpy().decode())
   data = tf.py_function(read, [path_tensor], tf.string)

@@ -31,7 +31,7 @@ each), and images that do not decode: left out with a warning naming each, or an
 
 Reading: each process reads a contiguous share of the split's samples, shards in name order (as
 TFDS splits among processes), CHUNK samples' bytes at a time, one range of the shard each (through
-vit_jax/storage.py, so a bucket's too). Training reads the share's pieces of shards in a new order
+vit_jax/storage, so a bucket's too). Training reads the share's pieces of shards in a new order
 each epoch, seeded by the run's seed, the process and the epoch (`read_from`), and starts anywhere
 in it at that example's bytes: the pipeline shuffles examples within blocks
 (data/image/pipeline.py), so a resumed run reads one block, never the epoch before it. Images
@@ -283,7 +283,7 @@ def _cut(pieces: list, lo: int, hi: int) -> list:
 
 
 def _read_bytes(path, begin, end) -> bytes:
-  """Bytes [begin, end) of shard `path` (tensors), through vit_jax/storage.py."""
+  """Bytes [begin, end) of shard `path` (tensors), through vit_jax/storage."""
   return storage.read_ranges([(path.numpy().decode(), int(begin), int(end))])[0]
 
 

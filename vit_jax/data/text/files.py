@@ -9,7 +9,7 @@ datasets (vit_jax/data/text/datasets.py FILE_PREFIXES).
     files:/data/web/*.parquet            one document per row: the column text_key names
 
 The pattern is a local path or gs://... (`*`, `?`, `[...]`, `**`: storage.glob). The files are
-read in sorted path order, each through vit_jax/storage.py by its format's reader
+read in sorted path order, each through vit_jax/storage by its format's reader
 (vit_jax/data/jsonl.py, vit_jax/data/parquet.py), imported only when a file needs it. How they
 are read comes in the config's `read_options` (data.read_options): the text's field or column
 (`text_key`) and what a bad document is (`bad_documents`).
