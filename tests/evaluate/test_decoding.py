@@ -2,6 +2,7 @@
 it wrote, those lines are what `vit_jax.generate --input_file` and `vit_jax.evaluate` decode from
 the same checkpoint, and beam search ranks by GNMT's length penalty."""
 
+import importlib.util
 import json
 import sys
 
@@ -13,6 +14,7 @@ import sacrebleu
 from tests import helpers
 from tests import tiny_configs as configs
 from tests.survival import conftest as survival
+from vit_jax import errors
 from vit_jax import workdir as workdir_lib
 from vit_jax.data.text import seq2seq_toy
 from vit_jax.evaluate import decoding
@@ -190,3 +192,17 @@ def test_bad_settings_are_refused_in_one_line(key, value, says):
   config.evals.decode[key] = value
   (problem,) = registry.config_problems(config)
   assert f"--config.evals.decode.{key}" in problem and says in problem, problem
+
+
+def test_a_run_without_the_eval_extra_is_refused_before_training(monkeypatch):
+  config = configs.tiny_seq2seq(1)
+  config.evals.decode = registry.entry(config, "decoding")
+  real = importlib.util.find_spec
+  monkeypatch.setattr(
+      importlib.util, "find_spec", lambda name, *a: None if name == "sacrebleu" else real(name, *a)
+  )
+  evaluator = object.__new__(decoding.Seq2SeqDecoding)
+  evaluator.name, evaluator.config = "decode", config
+  evaluator.settings = registry.evals_of(config)["decode"]
+  with pytest.raises(errors.ConfigError, match=r"sacrebleu is not installed: `pip install"):
+    evaluator.check_data()

@@ -15,12 +15,14 @@ order), the metrics, and sacrebleu's signatures, which say how BLEU and chrF wer
 sacrebleu and rouge-score come with the `eval` extra (`pip install -e .[eval]`).
 """
 
+import importlib.util
 import json
 
 import jax
 import numpy as np
 
 from vit_jax import data
+from vit_jax import errors
 from vit_jax import storage
 from vit_jax import translate
 from vit_jax import workdir as workdir_lib
@@ -53,6 +55,15 @@ def scores(outputs: list[str], references: list[str]) -> tuple[dict, dict]:
 class Seq2SeqDecoding(lm.TextTaskEval):
   """BLEU, chrF and ROUGE of the decoded first `max_examples` pairs of `split` of `dataset`
   (default: the run's dataset and eval split); `max_new_tokens` None: the run's target_len."""
+
+  def check_data(self):
+    missing = [m for m in ("sacrebleu", "rouge_score") if importlib.util.find_spec(m) is None]
+    if missing:
+      raise errors.ConfigError(
+          f"--config.evals.{self.name} (kind 'decoding') scores with sacrebleu and rouge-score, "
+          f"and {' and '.join(missing)} is not installed: `pip install -e .[eval]`."
+      )
+    super().check_data()
 
   def run(self, params, step=None, name=None) -> dict:
     s, c = self.settings, self.config
