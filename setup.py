@@ -45,6 +45,10 @@ GCS_REQUIRES = ["gcsfs", "google-cloud-storage>=2.14"]
 # package, which imports torch).
 DATA_REQUIRES = ["pyarrow>=17", "zstandard>=0.22", "datasets>=3.0", "braceexpand>=0.1.7"]
 
+# `pip install -e .[eval]`: the `decoding` evaluator's scores of generated text
+# (vit_jax/evaluate/decoding.py): sacrebleu's BLEU and chrF, rouge-score's ROUGE.
+EVAL_REQUIRES = ["sacrebleu>=2.4", "rouge-score>=0.1.2"]
+
 TEST_REQUIRES = [
     "pytest",
     "pytest-xdist",
@@ -69,6 +73,7 @@ TEST_REQUIRES = [
     # since the tests add generation preconditions to its request handlers.
     *GCS_REQUIRES,
     *DATA_REQUIRES,
+    *EVAL_REQUIRES,
     "webdataset>=0.2.100",  # writes the shards of tests/data/image/test_webdataset.py
     "hypothesis",  # draws the damage of tests/survival/test_damaged_inputs.py (derandomized)
     "gcp-storage-emulator==2026.7.19",
@@ -94,6 +99,7 @@ setuptools.setup(
         "tpu": TPU_REQUIRES,
         "gcs": GCS_REQUIRES,
         "data": DATA_REQUIRES,
+        "eval": EVAL_REQUIRES,
         "cuda": CUDA_REQUIRES,
     },
 )

@@ -19,7 +19,12 @@ sentence pairs tokenized once into a token store (docs/text.md):
   python -m vit_jax.main --config=configs/seq2seq.py:dataset=wmt14_translate/de-en \
       --config.tokenizer.kind=spm_bpe --config.tokenizer.vocab_size=32000 \
       --config.token_store=/data/wmt14 --config.model.width=512 --config.model.num_layers=6 \
-      --workdir=W
+      --workdir=workdirs/wmt14
+  python -m vit_jax.generate --workdir=workdirs/wmt14 --input_file=newstest.de \
+      --output_file=newstest.en --beam_size=4
+A WMT run also logs bleu/bleu, bleu/chrf and bleu/rouge1, 2 and L: sacrebleu's and rouge-score's
+scores of 4-beam decodes of 1,000 validation pairs (the `decoding` evaluator; it needs
+`pip install -e .[eval]`), their lines in workdirs/wmt14/decodes/bleu/STEP.json.
 """
 
 import ml_collections
@@ -27,6 +32,7 @@ from ml_collections.config_dict import placeholder
 
 from vit_jax.config import args
 from vit_jax.config import defaults
+from vit_jax.evaluate import registry as evaluators
 
 
 def get_config(arg=None):
@@ -59,6 +65,8 @@ def get_config(arg=None):
   c.total_steps = 2_000
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=200)
   c.eval_max_batches = 10
+  if options["dataset"].startswith("wmt"):  # translation is scored on decoded text
+    c.evals.bleu = evaluators.entry(c, "decoding")
   if options["runlocal"]:
     defaults.shrink_for_runlocal(c)
   return c

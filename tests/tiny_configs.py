@@ -30,9 +30,10 @@ def tiny_vit(digits_dir, steps: int):
   return c
 
 
-def tiny_seq2seq(steps: int):
-  """A 1-layer encoder-decoder on the embedded string-reversal task (targets of 1-12 letters)."""
-  c = load("seq2seq")
+def tiny_seq2seq(steps: int, arg: str = ""):
+  """A 1-layer encoder-decoder on the embedded string-reversal task (targets of 1-12 letters), or
+  the toy task `arg` names (`dataset=toy_number_words`)."""
+  c = load("seq2seq", arg)
   c.model.update(width=32, num_layers=1, num_heads=2, mlp_dim=64)
   c.input_len = c.target_len = 16
   c.batch_size, c.total_steps = 8, steps

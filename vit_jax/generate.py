@@ -1,8 +1,14 @@
 """Generates text from a trained workdir: `python -m vit_jax.generate --workdir=W --prompt=...`.
 
 GPT workdirs continue each prompt (greedy with --temperature=0, else sampling with top-k/top-p);
-seq2seq workdirs decode each prompt as an input sequence (greedy, or beam search). The model,
-its parameters and the tokenizer all come from the workdir, so they always match.
+seq2seq workdirs decode each prompt as an input sequence (greedy, or beam search with GNMT's
+length penalty), and translate a file, one line in, one line out, --batch_size lines at a time:
+
+  python -m vit_jax.generate --workdir=W --input_file=sources.txt --output_file=outputs.txt
+
+by the code the `decoding` evaluator decodes with (vit_jax/translate.py): each input cut to the
+run's input_len as training cut it. The model, its parameters and the tokenizer all come from the
+workdir, so they always match.
 """
 
 import json
@@ -23,6 +29,12 @@ flags.DEFINE_integer("top_k", 0, "Sample only among the k most likely tokens (0:
 flags.DEFINE_float("top_p", 1.0, "Sample only from the smallest set with this probability mass.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.DEFINE_integer("beam_size", 1, "Beam width for seq2seq (1: greedy).")
+flags.DEFINE_float(
+    "length_penalty", 0.6, "Seq2seq beam search's GNMT length penalty alpha (0: none)."
+)
+flags.DEFINE_string("input_file", None, "Seq2seq: a text file to translate, one input per line.")
+flags.DEFINE_string("output_file", None, "Where --input_file's outputs go (must not exist yet).")
+flags.DEFINE_integer("batch_size", 64, "Seq2seq: inputs decoded together.")
 flags.DEFINE_bool("cache", True, "Use the KV cache (off: recompute everything per token).")
 flags.DEFINE_bool(
     "print_ids",
@@ -33,7 +45,7 @@ flags.DEFINE_bool(
 
 
 def load_workdir(workdir: str):
-  """(model config, params, tokenizer, task name) of the workdir's latest checkpoint."""
+  """(model config, params, tokenizer, run config) of the workdir's latest checkpoint."""
   # pylint: disable=g-import-not-at-top
   from vit_jax import checkpoint
   from vit_jax import errors
@@ -49,15 +61,15 @@ def load_workdir(workdir: str):
     raise errors.MissingFileError(f"No checkpoints in {workdir!r}: train first with vit_jax.main.")
   step_dir, (params, record) = checkpoint.first_intact(step_dirs, orbax_format.read_step)
   step = storage.name(step_dir)
-  task = json.loads(storage.read_text(workdir_lib.config_path(workdir)))["task"]
+  run_config = json.loads(storage.read_text(workdir_lib.config_path(workdir)))
   tokenizer = tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(workdir))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:
     base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
-  return record["model"], interop.unflatten(params), tokenizer, task
+  return record["model"], interop.unflatten(params), tokenizer, run_config
 
 
-def encode_prompt(tokenizer, text: str) -> list[int]:
+def encode_prompt(tokenizer, text: str, where: str = "--prompt") -> list[int]:
   """Token ids of `text`; characters a char tokenizer never saw are an error, not silent UNKs."""
   from vit_jax import errors  # pylint: disable=g-import-not-at-top
 
@@ -65,10 +77,30 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
   if tokenizer.kind == "char" and tokenizer.unk_id in ids:
     unknown = sorted({c for c in text if tokenizer.encode(c) == [tokenizer.unk_id]})
     raise errors.ConfigError(
-        f"--prompt has characters the workdir's tokenizer never saw: "
-        f"{''.join(unknown)!r}; leave them out of the prompt."
+        f"{where} has characters the workdir's tokenizer never saw: "
+        f"{''.join(unknown)!r}; leave them out."
     )
   return ids
+
+
+def check_files() -> None:
+  """A ConfigError unless --input_file can be read and --output_file is new."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import errors
+  from vit_jax import storage
+
+  if FLAGS.prompt and FLAGS.input_file:
+    raise errors.ConfigError("pass --prompt or --input_file, not both.")
+  if bool(FLAGS.input_file) != bool(FLAGS.output_file):
+    raise errors.ConfigError("--input_file and --output_file go together; pass both.")
+  if not FLAGS.input_file:
+    return
+  if not storage.isfile(FLAGS.input_file):
+    raise errors.MissingFileError(f"--input_file {FLAGS.input_file} is not a file.")
+  if storage.exists(FLAGS.output_file):
+    raise errors.ConfigError(
+        f"--output_file {FLAGS.output_file} exists; choose a new file (nothing was written)."
+    )
 
 
 def parse_flags(argv):
@@ -84,14 +116,17 @@ def main(argv):
   del argv
   startup.quiet_startup()  # before TF, JAX and orbax load
   logging.set_verbosity(logging.WARNING)
-  if not FLAGS.workdir or not FLAGS.prompt:
-    print("error: --workdir and at least one --prompt are required.", file=sys.stderr)
+  if not FLAGS.workdir or not (FLAGS.prompt or FLAGS.input_file):
+    print(
+        "error: --workdir and at least one --prompt (or an --input_file) are required.",
+        file=sys.stderr,
+    )
     sys.exit(2)
   # pylint: disable=g-import-not-at-top
-  import numpy as np
-
   from vit_jax import errors
+  from vit_jax import storage
   from vit_jax import tasks
+  from vit_jax import translate
   from vit_jax.config import checks
   from vit_jax.models import sampling
 
@@ -103,8 +138,25 @@ def main(argv):
         top_p=FLAGS.top_p,
         beam_size=FLAGS.beam_size,
     )
-    model_config, params, tokenizer, task = load_workdir(FLAGS.workdir)
-    prompts = [encode_prompt(tokenizer, p) for p in FLAGS.prompt]
+    if FLAGS.batch_size < 1 or not FLAGS.length_penalty >= 0:
+      raise errors.ConfigError(
+          f"--batch_size={FLAGS.batch_size} must be >= 1 and --length_penalty="
+          f"{FLAGS.length_penalty} >= 0."
+      )
+    check_files()
+    model_config, params, tokenizer, run_config = load_workdir(FLAGS.workdir)
+    task = run_config["task"]
+    if FLAGS.input_file and task != "seq2seq":
+      raise errors.ConfigError(
+          f"--input_file translates with a seq2seq workdir; {FLAGS.workdir} trained a {task!r} "
+          "model: pass --prompt."
+      )
+    if FLAGS.input_file:
+      lines = storage.read_text(FLAGS.input_file).splitlines()
+      where = lambda i: f"line {i + 1} of --input_file {FLAGS.input_file}"
+      prompts = [encode_prompt(tokenizer, line, where(i)) for i, line in enumerate(lines)]
+    else:
+      prompts = [encode_prompt(tokenizer, p) for p in FLAGS.prompt]
     if task == "causal_lm":
       outputs = sampling.generate(
           model_config,
@@ -124,25 +176,22 @@ def main(argv):
           print(f"ids: {' '.join(str(int(t)) for t in new)}")
         print("-" * 40)
     elif task == "seq2seq":
-      inputs_len = max(len(p) for p in prompts) + 1
-      inputs = np.zeros((len(prompts), inputs_len), np.int32)
-      mask = np.zeros_like(inputs)
-      for i, p in enumerate(prompts):
-        ids = p + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])
-        inputs[i, : len(ids)], mask[i, : len(ids)] = ids, 1
-      start = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.pad_id
-      outputs = sampling.seq2seq_decode(
+      outputs = translate.translate(
           model_config,
           params,
-          inputs,
-          mask,
+          tokenizer,
+          prompts,
+          input_len=run_config["input_len"],
+          batch_size=FLAGS.batch_size,
           max_new_tokens=FLAGS.max_new_tokens,
-          start_id=start,
-          eos_id=tokenizer.eos_id,
           beam_size=FLAGS.beam_size,
+          length_penalty=FLAGS.length_penalty,
       )
+      if FLAGS.input_file:
+        with storage.open(FLAGS.output_file, "x", encoding="utf-8") as f:
+          f.write("".join(line + "\n" for line in outputs))
       for prompt, out in zip(FLAGS.prompt, outputs):
-        print(f"{prompt} -> {tokenizer.decode(out)}")
+        print(f"{prompt} -> {out}")
     else:
       raise errors.ConfigError(
           f"The workdir trained a {task!r} model; generation needs one of "

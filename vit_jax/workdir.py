@@ -14,6 +14,8 @@ A workdir W holds (each name below is the one place it is spelled):
     W/tokenizer/          the tokenizer of a text run
     W/compilation_cache/  compiled steps (JAX's persistent cache): a rerun loads, not compiles
     W/train.log           a sweep run's stdout and stderr
+    W/decodes/NAME/STEP.json  a decoding evaluator's decoded lines at one eval step, with their
+                          sources, references, metrics and sacrebleu's signatures
     W/lock                the host and pid of the process writing the workdir, while it runs
 and a sweep root holds `sweep.json` beside its runs' workdirs.
 
@@ -59,6 +61,7 @@ MODEL_ITEM = "model"
 TOKENIZER_DIR = "tokenizer"
 COMPILATION_CACHE_DIR = "compilation_cache"
 TRAIN_LOG_FILE = "train.log"
+DECODES_DIR = "decodes"
 SWEEP_FILE = "sweep.json"  # in a sweep root, not in a run's workdir
 
 # Names no other module may spell (tests/test_codebase.py): the ones that are only file names.
@@ -74,6 +77,7 @@ FILE_NAMES = (
     TOKENIZER_DIR,
     COMPILATION_CACHE_DIR,
     TRAIN_LOG_FILE,
+    DECODES_DIR,
     SWEEP_FILE,
 )
 
@@ -117,6 +121,14 @@ def compilation_cache_dir(workdir: str) -> str:
 
 def train_log_path(workdir: str) -> str:
   return storage.join(workdir, TRAIN_LOG_FILE)
+
+
+def decodes_path(root: str, name: str, step: int | None) -> str:
+  """The decoded lines of evaluator `name` at `step` in a workdir; `step` None: of the checkpoint
+  `vit_jax.evaluate` scored, in the folder of its --output (root/decodes/NAME.json)."""
+  if step is None:
+    return storage.join(root, DECODES_DIR, f"{name}.json")
+  return storage.join(root, DECODES_DIR, name, f"{step}.json")
 
 
 def lock_path(workdir: str) -> str:

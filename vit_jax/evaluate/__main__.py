@@ -13,7 +13,8 @@
   brings its own model, and the config then gives only the data and evaluators.
 --evals=a,b: run only these evaluators of the config.
 --batch_size: the eval batch (default: the config's).
---output=FILE.json: also write the metrics there (the file must not exist yet).
+--output=FILE.json: also write the metrics there (the file must not exist yet); a `decoding`
+  evaluator NAME writes its decoded lines beside it, in decodes/NAME.json (vit_jax/workdir.py).
 
 Prints one row per metric (evaluator, metric, value): the same numbers, under the same names, as
 the trainer logs. Bad input (a checkpoint whose model is not the config's, an unknown evaluator,
@@ -120,13 +121,15 @@ def check_params_fit(setup, ckpt, checkpoint_path: str) -> None:
   )
 
 
-def evaluate(checkpoint_path: str, config=None, names=()) -> tuple[dict, list]:
-  """({"NAME/metric": value}, notes) of every evaluator (or those named) on the checkpoint."""
+def evaluate(checkpoint_path: str, config=None, names=(), files_dir=None) -> tuple[dict, list]:
+  """({"NAME/metric": value}, notes) of every evaluator (or those named) on the checkpoint.
+  `files_dir`: where evaluators that write files beside their metrics write them."""
   # pylint: disable=g-import-not-at-top
   import jax
 
   from vit_jax import interop
   from vit_jax import tasks
+  from vit_jax import workdir as workdir_lib
   from vit_jax.config import checks
   from vit_jax.evaluate import registry
   from vit_jax.training import train
@@ -141,11 +144,19 @@ def evaluate(checkpoint_path: str, config=None, names=()) -> tuple[dict, list]:
         f"{', '.join(evals)}."
     )
   config.evals = {n: settings for n, settings in evals.items() if not names or n in names}
+  if files_dir is not None:
+    for name, settings in config.evals.items():
+      path = workdir_lib.decodes_path(files_dir, name, None)
+      if settings.kind == "decoding" and storage.exists(path):
+        raise errors.ConfigError(
+            f"{path} exists (the decoded lines of --evals={name}); choose a new --output folder "
+            "(nothing was written)."
+        )
   checks.validate_config(config)
   task = tasks.build_task(config, workdir)
   setup = train.prepare(config, task)
   check_params_fit(setup, ckpt, checkpoint_path)
-  evaluators = registry.build(config, task, setup)
+  evaluators = registry.build(config, task, setup, files_dir=files_dir)
   params = jax.device_put(ckpt.tree(), setup.state_shardings["params"])
   metrics = {f"{e.name}/{k}": v for e in evaluators for k, v in e.run(params).items()}
   return metrics, list(ckpt.notes)
@@ -174,7 +185,8 @@ def main(argv):
           f"--output {FLAGS.output} exists; choose a new file (nothing was written)."
       )
     with data.opened_once():  # the evaluators' checks and their reads share each dataset
-      metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals)
+      files_dir = storage.parent(storage.absolute(FLAGS.output)) if FLAGS.output else None
+      metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals, files_dir)
     for note in notes:
       print(f"checkpoint: {note}")
     print(table(metrics), flush=True)

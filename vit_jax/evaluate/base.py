@@ -23,6 +23,10 @@ from vit_jax.training import mesh as mesh_lib
 class Evaluator(abc.ABC):
   """Runs every `settings.every` steps (and at the last step); `run` returns {metric: float}."""
 
+  # Where an evaluator that writes files beside its metrics writes them (the trainer's workdir;
+  # vit_jax.evaluate: the folder of its --output); None: nowhere. `registry.build` sets it.
+  files_dir: str | None = None
+
   def __init__(self, name: str, settings, config, task, setup):
     self.name = name
     self.settings = settings
@@ -40,8 +44,10 @@ class Evaluator(abc.ABC):
     return f"evals.{self.name}.{setting}"
 
   @abc.abstractmethod
-  def run(self, params) -> dict:
-    """{metric: float} of `params` (sharded as the run's state)."""
+  def run(self, params, step: int | None = None, name: str | None = None) -> dict:
+    """{metric: float} of `params` (sharded as the run's state) at training step `step`, logged
+    under `name` (None: its own; the EMA's name for the EMA params). Only files written beside
+    the metrics are named by the two."""
 
   def global_batch(self, batch: dict) -> dict:
     """This process's rows of an eval batch as the global batch on the mesh."""
@@ -71,7 +77,8 @@ class TaskEval(Evaluator):
         self.config.prefetch_batches,
     )
 
-  def run(self, params) -> dict:
+  def run(self, params, step=None, name=None) -> dict:
+    del step, name  # writes no files
     return self.task.eval_summary(self.sums(params, self.batches()))
 
   def sums(self, params, batches) -> dict:

@@ -159,7 +159,8 @@ class FewShot(base.Evaluator):
       labels.append(out["label"][real])
     return np.concatenate(features), np.concatenate(labels)
 
-  def run(self, params) -> dict:
+  def run(self, params, step=None, name=None) -> dict:
+    del step, name  # writes no files
     s = self.settings
     train = self._features(params, s.train_split)
     test = self._features(params, s.split)

@@ -66,6 +66,21 @@ KINDS = {
     "causal_lm": Kind("lm", "CausalLMLoss", {**_SPLIT_KEYS, "stride": _NO_INT}),
     "masked_lm": Kind("lm", "MaskedLMLoss", _SPLIT_KEYS),
     "seq2seq": Kind("lm", "Seq2SeqLoss", _SPLIT_KEYS),
+    # BLEU, chrF and ROUGE of decoded text (vit_jax/evaluate/decoding.py); GNMT's and flax's WMT
+    # example's beam search: 4 beams, length penalty alpha 0.6. max_new_tokens None: target_len.
+    "decoding": Kind(
+        "decoding",
+        "Seq2SeqDecoding",
+        {
+            "dataset": _RUNS,
+            "split": _RUNS,
+            "max_examples": 1000,
+            "beam_size": 4,
+            "length_penalty": 0.6,
+            "max_new_tokens": _NO_INT,
+        },
+        probes="pairs",
+    ),
 }
 DEFAULT_NAME = "eval"  # the default entry: the task's own metrics on `eval_split`
 
@@ -138,6 +153,18 @@ def _value_problem(key: str, value) -> str | None:
     return "must be an integer >= 1 or None (the whole split)"
   if key == "stride" and value is not None and not (_is_int(value) and value >= 1):
     return "must be an integer >= 1 or None (seq_len)"
+  if key == "max_examples" and value is not None and not (_is_int(value) and value >= 1):
+    return "must be an integer >= 1 or None (the whole split)"
+  if key == "max_new_tokens" and value is not None and not (_is_int(value) and value >= 1):
+    return "must be an integer >= 1 or None (target_len)"
+  if key == "beam_size" and not (_is_int(value) and value >= 1):
+    return "must be an integer >= 1 (1: greedy)"
+  if key == "length_penalty" and not (
+      isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+  ):
+    return "must be a finite number >= 0 (0: none)"
+  if key == "length_penalty" and value < 0:
+    return "must be >= 0 (0: none)"
   if key == "shots" and not (
       isinstance(value, (tuple, list)) and value and all(_is_int(k) and k >= 1 for k in value)
   ):
@@ -204,19 +231,22 @@ def config_problems(config) -> list[str]:
   return problems
 
 
-def build(config, task, setup) -> list:
+def build(config, task, setup, files_dir: str | None = None) -> list:
   """The run's evaluators (vit_jax/evaluate/base.py), each importing only its kind's module.
 
   Building checks each evaluator's data (splits exist, class counts fit the model, a probe has
   enough examples per class): a problem is a UserError before anything is trained. An `optional`
-  evaluator whose dataset is not prepared is left out, with one line saying so.
+  evaluator whose dataset is not prepared is left out, with one line saying so. `files_dir`: where
+  evaluators that write files beside their metrics write them (None: nowhere).
   """
   evaluators = []
   for name, settings in evals_of(config).items():
     info = KINDS[settings.kind]
     cls = getattr(importlib.import_module(f"vit_jax.evaluate.{info.module}"), info.cls)
     try:
-      evaluators.append(cls(name, settings, config, task, setup))
+      evaluator = cls(name, settings, config, task, setup)
+      evaluator.files_dir = files_dir
+      evaluators.append(evaluator)
     except errors.DatasetNotPreparedError as e:
       if not settings.get("optional"):
         raise

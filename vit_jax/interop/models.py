@@ -21,11 +21,11 @@ from vit_jax.models import bert
 from vit_jax.models import registry
 from vit_jax.models import vit
 
-SUPPORTED = ("vit", "gpt", "bert", "bert_mlm", "bert_classifier", "bert_encoder")
+SUPPORTED = ("vit", "gpt", "bert", "bert_mlm", "bert_classifier", "bert_encoder", "seq2seq")
 BERT_NAMES = ("bert", "bert_mlm", "bert_classifier", "bert_encoder")
 # Task heads: re-initialized (or dropped) only when the caller asks for it.
 _BERT_HEADS = ("mlm", "nsp", "classifier")
-HEADS = {"vit": ("head",), "gpt": (), **{n: _BERT_HEADS for n in BERT_NAMES}}
+HEADS = {"vit": ("head",), "gpt": (), "seq2seq": (), **{n: _BERT_HEADS for n in BERT_NAMES}}
 # Params a model has but never uses for its outputs: filled in fresh when a checkpoint lacks them
 # (a Hugging Face BertForMaskedLM has no pooler).
 UNUSED = {"bert_mlm": ("bert/pooler",)}
@@ -87,6 +87,8 @@ def build(config: dict):
 
 def dummy_inputs(config: dict, flat: dict):
   """Smallest inputs that initialize the model with the checkpoint's parameter shapes."""
+  if config["name"] == "seq2seq":  # inputs and decoder inputs
+    return (jnp.zeros((1, 2), jnp.int32), jnp.zeros((1, 2), jnp.int32))
   if config["name"] != "vit":
     return (jnp.zeros((1, 2), jnp.int32),)
   _, (ph, pw) = vit.parse_variant(config.get("variant", "B/16"))

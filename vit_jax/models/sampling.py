@@ -227,7 +227,8 @@ def seq2seq_decode(
     beam_size: int = 1,
     length_penalty: float = 0.6,
 ):
-  """Greedy (beam_size 1) or beam search decoding; returns the best tokens per input row."""
+  """Greedy (beam_size 1) or beam search decoding; returns the best tokens per input row. Beam
+  search ranks its finished beams by `length_normalized` with alpha `length_penalty`."""
   model = build_model(model_config)
   inputs_BxS, input_mask_BxS = jnp.asarray(inputs_BxS), jnp.asarray(input_mask_BxS)
   encoded_BxSxD = jax.jit(
@@ -275,9 +276,15 @@ def seq2seq_decode(
     if finished.all():
       break
   lengths = np.array([[_length(row[1:], eos_id) for row in rows] for rows in tokens])
-  normalized = scores / (((5.0 + lengths) / 6.0) ** length_penalty)  # GNMT length penalty
-  best_beam = np.argmax(normalized, axis=-1)
+  best_beam = np.argmax(length_normalized(scores, lengths, length_penalty), axis=-1)
   return [_strip(tokens[b, best_beam[b], 1:], eos_id) for b in range(batch)]
+
+
+def length_normalized(log_probs, lengths, alpha: float):
+  """Beam scores divided by GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016,
+  as in flax's WMT example): alpha 0 ranks by log-probability alone, a larger alpha favours
+  longer hypotheses. `lengths` count the EOS."""
+  return log_probs / (((5.0 + lengths) / 6.0) ** alpha)
 
 
 def _length(row, eos_id):

@@ -363,7 +363,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   train_step = jit_update_step(config, setup)
   startup_clock.lap("model")
   # Each checks its data now (splits, class counts, probe sizes): a problem stops the run here.
-  evaluators = evaluator_registry.build(config, task, setup)
+  evaluators = evaluator_registry.build(config, task, setup, files_dir=workdir)
   startup_clock.lap("evaluators")
   if config.check_memory:  # before step 1: a step that cannot fit fails here, not mid-run
     from vit_jax.tpu_planning import aot  # pylint: disable=g-import-not-at-top  (only this option)
@@ -468,10 +468,11 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     due = [e for e in due if (step, e.name) not in recorded]
     metrics = {}
     for e in due:
-      metrics.update({f"{e.name}/{k}": v for k, v in e.run(state["params"]).items()})
+      metrics.update({f"{e.name}/{k}": v for k, v in e.run(state["params"], step).items()})
       if e.name in ema_names:
         ema_params = ema.like_params(state[checkpoint.EMA_PARAMS], state["params"])
-        metrics.update({f"{ema_names[e.name]}/{k}": v for k, v in e.run(ema_params).items()})
+        ema_metrics = e.run(ema_params, step, ema_names[e.name])
+        metrics.update({f"{ema_names[e.name]}/{k}": v for k, v in ema_metrics.items()})
     if metrics:
       log.write(step, metrics)
       latest_evals.update(metrics)
