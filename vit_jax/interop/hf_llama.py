@@ -80,7 +80,11 @@ def config_from_hf(hf_config: dict) -> dict:
       qk_norm=qk_norm,
       dropout_rate=0.0,
       attention_dropout_rate=hf_config.get("attention_dropout", 0.0),
+      num_kv_heads=heads,  # as transformers reads a config without num_key_value_heads
   )
+  missing = [key for key in _CONFIG if key not in hf_config and key != "num_key_value_heads"]
+  if missing:
+    raise errors.ConversionError(f"The {model_type} config lacks {', '.join(missing)}.")
   config.update(
       {ours: hf_config[theirs] for theirs, ours in _CONFIG.items() if theirs in hf_config}
   )
@@ -98,7 +102,7 @@ def config_from_hf(hf_config: dict) -> dict:
 
 def rules(config: dict) -> list:
   """The tensor rules of a model config from `config_from_hf`."""
-  heads, kv_heads = config["num_heads"], config.get("num_kv_heads") or config["num_heads"]
+  heads, kv_heads = config["num_heads"], config["num_kv_heads"]
   qkv_bias = config["biases"] != "none"
   out = [R.rule("model.embed_tokens.weight", "wte/embedding")]
   for i in range(config["depth"]):
@@ -117,7 +121,7 @@ def rules(config: dict) -> list:
     for theirs, ours in (("gate_proj", "gate"), ("up_proj", "Dense_0"), ("down_proj", "Dense_1")):
       out.append(R.rule(f"{t}mlp.{theirs}.weight", f"{o}MlpBlock_3/{ours}/kernel", R.LINEAR))
   out.append(R.rule("model.norm.weight", "decoder/encoder_norm/scale"))
-  if not config.get("tie_embeddings", True):
+  if not config["tie_embeddings"]:
     out.append(R.rule("lm_head.weight", "lm_head"))
   return out
 
@@ -126,7 +130,7 @@ def import_(hf_config: dict, tensors: dict):
   """HF config + tensors -> (our model config, flat params, notes)."""
   config = config_from_hf(hf_config)
   tensors = dict(tensors)
-  if config.get("tie_embeddings", True):
+  if config["tie_embeddings"]:
     tensors.pop("lm_head.weight", None)  # save_pretrained may write the tied copy
   flat = R.import_tensors(
       tensors, rules(config), source=f"Hugging Face {hf_config['model_type']} checkpoint"
