@@ -34,20 +34,20 @@ SHAPE = dict(
     eos_token_id=None,
     pad_token_id=None,
 )
-# Llama: llama3 RoPE scaling (its frequencies' three bands all within 16 head dims at these
-# lengths), untied. Qwen2: query/key/value biases, tied. Qwen3: QK-norm, linear scaling.
+# Llama: llama3 RoPE scaling, untied; at head width 16, base 10,000 and an original length of
+# 32, its frequencies fall in all three bands (kept, blended, divided). Qwen2: query/key/value biases, tied. Qwen3: QK-norm, linear scaling.
 FAMILIES = {
     "llama": lambda: transformers.LlamaForCausalLM(
         transformers.LlamaConfig(
             **SHAPE,
             tie_word_embeddings=False,
-            rope_theta=500_000.0,
+            rope_theta=10_000.0,
             rope_scaling=dict(
                 rope_type="llama3",
                 factor=8.0,
                 low_freq_factor=1.0,
                 high_freq_factor=4.0,
-                original_max_position_embeddings=16,
+                original_max_position_embeddings=32,
             ),
         )
     ),
