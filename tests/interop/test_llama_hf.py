@@ -35,7 +35,8 @@ SHAPE = dict(
     pad_token_id=None,
 )
 # Llama: llama3 RoPE scaling, untied; at head width 16, base 10,000 and an original length of
-# 32, its frequencies fall in all three bands (kept, blended, divided). Qwen2: query/key/value biases, tied. Qwen3: QK-norm, linear scaling.
+# 32, its frequencies fall in all three bands (kept, blended, divided). Qwen2: query/key/value
+# biases, tied. Qwen3: QK-norm, linear scaling.
 FAMILIES = {
     "llama": lambda: transformers.LlamaForCausalLM(
         transformers.LlamaConfig(
