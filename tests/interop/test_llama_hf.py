@@ -102,3 +102,28 @@ def test_log_probs_and_greedy_decoding_match(family):
   new = sampling.generate(config, params, prompt.tolist(), max_new_tokens=10)
   assert len(set(ref[0].tolist())) > 2  # not a repeated token, which any bug might also give
   np.testing.assert_array_equal(np.array(new), ref)
+
+
+def test_smollm2_135m_has_transformers_parameter_count():
+  """SmolLM2-135M's published config (built here, offline), through the config table."""
+  hub = dict(
+      model_type="llama",
+      architectures=["LlamaForCausalLM"],
+      vocab_size=49152,
+      hidden_size=576,
+      num_hidden_layers=30,
+      num_attention_heads=9,
+      num_key_value_heads=3,
+      intermediate_size=1536,
+      max_position_embeddings=8192,
+      rms_norm_eps=1e-5,
+      rope_theta=100_000.0,
+      tie_word_embeddings=True,
+      hidden_act="silu",
+  )
+  with torch.device("meta"):  # shapes only
+    theirs = transformers.LlamaForCausalLM(transformers.LlamaConfig(**hub))
+  count = sum(p.numel() for p in theirs.parameters())
+  model = build_model(hf_llama.config_from_hf(hub), scan_layers=True)  # one block to trace
+  shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), np.zeros((1, 8), np.int32))
+  assert sum(x.size for x in jax.tree.leaves(shapes)) == count == 134_515_008
