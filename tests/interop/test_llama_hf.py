@@ -7,6 +7,8 @@ import pytest
 
 from tests import peers
 from tests.interop import helpers
+from vit_jax import errors
+from vit_jax import interop
 from vit_jax.interop import flat_params
 from vit_jax.interop import hf_llama
 from vit_jax.models import build_model
@@ -127,3 +129,20 @@ def test_smollm2_135m_has_transformers_parameter_count():
   model = build_model(hf_llama.config_from_hf(hub), scan_layers=True)  # one block to trace
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), np.zeros((1, 8), np.int32))
   assert sum(x.size for x in jax.tree.leaves(shapes)) == count == 134_515_008
+
+
+def test_a_saved_llama_directory_loads_as_our_checkpoint(tmp_path):
+  hf, config, params = converted("llama")
+  hf.save_pretrained(tmp_path / "hf")
+  ckpt = interop.load(str(tmp_path / "hf"))
+  assert ckpt.model == config
+  np.testing.assert_array_equal(ckpt.tree()["lm_head"], params["lm_head"])
+  with pytest.raises(errors.ConversionError, match="GPT-2 has learned position embeddings"):
+    interop.save(ckpt, str(tmp_path / "out"), to="hf")
+
+
+def test_gpt2s_format_refuses_a_llama_block(tmp_path):
+  config = dict(name="gpt", variant="pico", vocab_size=VOCAB, max_len=16, normalization="rmsnorm")
+  ckpt, _ = helpers.init_ours(config, TOKENS)
+  with pytest.raises(errors.ConversionError, match="GPT-2's format holds GPT-2's block"):
+    interop.save(ckpt, str(tmp_path / "out"), to="hf")

@@ -27,6 +27,7 @@ _FAMILY = {
     "qwen2": ("Qwen2ForCausalLM", "qkv", False),
     "qwen3": ("Qwen3ForCausalLM", "none", True),
 }
+MODEL_TYPES = tuple(_FAMILY)
 # Hub config key -> our Gpt field.
 _CONFIG = {
     "vocab_size": "vocab_size",
