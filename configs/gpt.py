@@ -53,15 +53,36 @@ run names both stores and their weights (GPU/TPU; not run here):
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 from vit_jax.config import args
 from vit_jax.config import defaults
 from vit_jax.data.text import stream
+from vit_jax.models import gpt as gpt_model
 
 # A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`.
 TARGET_TOPOLOGY = {"gpt2": "v5p-64"}
 
 PAPER_VARIANTS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
+# The block options by which today's decoders differ from GPT-2 (Llama: normalization=rmsnorm,
+# gated_mlp=True, activation=silu, biases=none, num_kv_heads, rope_scaling=llama3,
+# tie_embeddings=False; interop/hf_llama.py maps the hub's config keys to them). Their values
+# here are the model's own defaults, GPT-2's.
+DECODER_OPTIONS = (
+    "activation",
+    "normalization",
+    "norm_eps",
+    "gated_mlp",
+    "biases",
+    "qk_norm",
+    "rope_base",
+    "rope_scaling",
+    "rope_factor",
+    "rope_low_freq_factor",
+    "rope_high_freq_factor",
+    "rope_original_max_len",
+    "tie_embeddings",
+)
 
 
 def get_config(arg=None):
@@ -80,6 +101,9 @@ def get_config(arg=None):
       scan_layers=False,
       kernel_init="xavier_uniform",
       scale_residual_init=False,
+      num_kv_heads=placeholder(int),  # None: every head has its keys and values
+      mlp_dim=placeholder(int),  # None: mlp_ratio x width
+      **{name: getattr(gpt_model.Gpt, name) for name in DECODER_OPTIONS},
   )
   c.batch_size = 16  # on 2 CPU cores more small steps beat fewer big ones
   # The accelerator recipe's slice (batch 512 x 1024 tokens; measured in docs/pod.md, "Before you

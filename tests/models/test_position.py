@@ -198,3 +198,33 @@ def test_vit_cls_token_gets_no_fixed_embedding():
   assert "posembed_input" not in params["Transformer"]  # nothing learned
   logits = model.apply({"params": params}, jnp.ones((2, 16, 16, 3)))
   assert logits.shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        position.RopeScaling("linear", factor=4.0),
+        # Llama 3.1's published values: every band (kept, blended, divided) at head width 128.
+        position.RopeScaling("llama3", 8.0, 1.0, 4.0, 8192),
+    ],
+)
+def test_rope_scaling_gives_transformers_frequencies(scaling):
+  from tests import peers  # pylint: disable=g-import-not-at-top
+
+  transformers = peers.require("transformers")
+  from transformers import modeling_rope_utils  # pylint: disable=g-import-not-at-top
+
+  rope = dict(rope_type=scaling.kind, factor=scaling.factor, rope_theta=500_000.0)
+  if scaling.kind == "llama3":
+    rope.update(
+        low_freq_factor=scaling.low_freq_factor,
+        high_freq_factor=scaling.high_freq_factor,
+        original_max_position_embeddings=scaling.original_max_len,
+    )
+  config = transformers.LlamaConfig(hidden_size=1024, num_attention_heads=8, rope_parameters=rope)
+  theirs, attention_scale = modeling_rope_utils.ROPE_INIT_FUNCTIONS[scaling.kind](config)
+  assert attention_scale == 1.0
+  ours = position.rope_frequencies(128, 500_000.0, scaling)
+  plain = position.rope_frequencies(128, 500_000.0)
+  assert 0 < np.sum(ours == plain) < 64 or scaling.kind == "linear"  # some kept, some scaled
+  np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6)

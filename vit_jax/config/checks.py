@@ -41,16 +41,27 @@ def has_key(config, dotted: str) -> bool:
 
 def choices(config) -> dict[str, tuple]:
   """The allowed values of each choice key: the schema's (config/defaults.py CHOICES) and the
-  names that the modules reading a key define: the image classification losses and the
-  optimizers and schedules."""
+  names that the modules reading a key define: the image classification losses, the
+  optimizers and schedules, and a transformer's normalizations, biases and RoPE scalings."""
   losses = {}
   if has_key(config, "loss"):  # image classification configs
     from vit_jax.tasks import classification  # pylint: disable=g-import-not-at-top
 
     losses["loss"] = tuple(classification.LOSSES)
+  block = {}
+  if has_key(config, "model.normalization"):  # a transformer's block options
+    from vit_jax.models import position  # pylint: disable=g-import-not-at-top
+    from vit_jax.models import transformer  # pylint: disable=g-import-not-at-top
+
+    block = {
+        "model.normalization": tuple(transformer.NORMS),
+        "model.biases": transformer.BIASES,
+        "model.rope_scaling": position.ROPE_SCALINGS,
+    }
   return {
       **defaults.CHOICES,
       **losses,
+      **block,
       "optimizer.name": optimizer.OPTIMIZERS,
       "optimizer.schedule": optimizer.SCHEDULES,
       "optimizer.cooldown_shape": optimizer.COOLDOWN_SHAPES,
@@ -84,6 +95,9 @@ def config_problems(config) -> list[str]:
           "which this trainer does not do (its small gradients would round to 0); use bfloat16 "
           "on TPUs, A100s and newer, float32 on V100s and T4s"
       )
+  kv_heads = get(config, "model.num_kv_heads")  # None: every head has its keys and values
+  if kv_heads not in (None, _MISSING) and not (type(kv_heads) is int and kv_heads >= 1):
+    problems.append(f"--config.model.num_kv_heads={kv_heads!r} must be None or a number >= 1")
   if get(config, "task") not in tasks.TASKS:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"

@@ -16,10 +16,16 @@ from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
 from vit_jax.interop import hf_bert
 from vit_jax.interop import hf_gpt2
+from vit_jax.interop import hf_llama
 from vit_jax.interop import hf_vit
 from vit_jax.interop import models
 
-FAMILIES = {"bert": hf_bert, "gpt2": hf_gpt2, "vit": hf_vit}  # by HF model_type
+FAMILIES = {  # by HF model_type
+    "bert": hf_bert,
+    "gpt2": hf_gpt2,
+    "vit": hf_vit,
+    **dict.fromkeys(hf_llama.MODEL_TYPES, hf_llama),  # read only, for now
+}
 _BY_OUR_NAME = {**{n: hf_bert for n in hf_bert.OUR_NAMES}, "gpt": hf_gpt2, "vit": hf_vit}
 # Hugging Face spells its config as our workdirs do; is_hf_dir tells the two apart.
 HF_CONFIG = "config.json"

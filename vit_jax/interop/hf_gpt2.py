@@ -19,6 +19,7 @@ import numpy as np
 from vit_jax import errors
 from vit_jax.interop import hf_rules as R
 from vit_jax.interop import models
+from vit_jax.models import gpt
 
 ARCHITECTURES = {"GPT2LMHeadModel": "gpt", "GPT2Model": "gpt"}
 _IGNORE = (r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",)  # causal-mask buffers of old files
@@ -126,6 +127,17 @@ def export(config: dict, flat: dict):
   if model.posemb != "learn":
     raise errors.ConversionError(
         f"GPT-2 has learned position embeddings; this model uses " f"posemb={model.posemb!r}."
+    )
+  # What GPT-2's format cannot hold: a Llama-family block (hf_llama reads those; no writer yet).
+  other = {
+      name: getattr(model, name)
+      for name in ("normalization", "gated_mlp", "biases", "num_kv_heads", "qk_norm")
+      if getattr(model, name) != getattr(gpt.Gpt, name)
+  }
+  if other or not model.tie_embeddings or model.mlp_dim is not None:
+    raise errors.ConversionError(
+        f"GPT-2's format holds GPT-2's block, tied and with mlp_ratio; this model sets {other}, "
+        f"tie_embeddings={model.tie_embeddings}, mlp_dim={model.mlp_dim}."
     )
   shape = model.shape()
   eos = _GPT2_EOS if model.vocab_size == _GPT2_VOCAB else None

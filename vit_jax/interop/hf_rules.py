@@ -155,8 +155,9 @@ ACTIVATIONS = {
     "gelu_pytorch_tanh": "gelu_tanh",
     "gelu_fast": "gelu_tanh",
     "relu": "relu",
+    "silu": "silu",
 }
-TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
+TO_HF_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
 
 
 def activation(hf_config: dict, field: str, default: str) -> str:

@@ -244,6 +244,8 @@ class MultiHeadAttention(nn.Module):
 
   Attributes:
     num_heads: number of heads H; the projection width must be divisible by it.
+    num_kv_heads: key-value heads (None: num_heads); fewer is grouped-query attention, each
+      serving num_heads / num_kv_heads query heads; the KV cache keeps only these.
     qkv_features: width of the Q/K/V projections (default: input width).
     out_features: output width (default: input width).
     dropout_rate: dropout on the attention weights (forces the einsum path in training).
@@ -252,6 +254,8 @@ class MultiHeadAttention(nn.Module):
       slowly, on other platforms), "einsum" (reference) or "chunked" (online softmax over key
       chunks, memory linear in length).
     rope: rotate queries and keys by their positions (RoPE) instead of adding position embeddings.
+    qkv_bias: biases of the query/key/value projections (None: use_bias, which the output's has).
+    qk_norm: RMSNorm over each head's queries and keys before RoPE (Qwen3), epsilon norm_eps.
     decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding);
       keys and values are stored head-major, (B, H, max_len, K).
 
@@ -261,13 +265,18 @@ class MultiHeadAttention(nn.Module):
   """
 
   num_heads: int
+  num_kv_heads: Optional[int] = None
   qkv_features: Optional[int] = None
   out_features: Optional[int] = None
   dropout_rate: float = 0.0
   use_bias: bool = True
+  qkv_bias: Optional[bool] = None
+  qk_norm: bool = False
+  norm_eps: float = 1e-6
   implementation: str = "auto"
   rope: bool = False
   rope_base: float = 10_000.0
+  rope_scaling: Optional[position.RopeScaling] = None
   decode: bool = False
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
@@ -300,11 +309,16 @@ class MultiHeadAttention(nn.Module):
           f"Attention width {features} is not divisible by num_heads={self.num_heads}."
       )
     head_dim = features // self.num_heads
+    kv_heads = self.num_kv_heads or self.num_heads
+    if self.num_heads % kv_heads:
+      raise errors.ConfigError(
+          f"num_heads={self.num_heads} is not a multiple of num_kv_heads={kv_heads}."
+      )
 
-    def projection(name):
+    def projection(name, heads):
       return nn.DenseGeneral(
-          (self.num_heads, head_dim),
-          use_bias=self.use_bias,
+          (heads, head_dim),
+          use_bias=self.use_bias if self.qkv_bias is None else self.qkv_bias,
           dtype=self.dtype,
           param_dtype=self.param_dtype,
           kernel_init=self.kernel_init,
@@ -349,9 +363,15 @@ class MultiHeadAttention(nn.Module):
       if positions_kv_BxS is not None:
         positions_kv_BxS = pad(positions_kv_BxS, pad_kv)
 
-    q_BxTxHxK = projection("query")(inputs_q_BxTxD)
-    k_BxSxHxK = projection("key")(inputs_kv_BxSxD)
-    v_BxSxHxK = projection("value")(inputs_kv_BxSxD)
+    q_BxTxHxK = projection("query", self.num_heads)(inputs_q_BxTxD)
+    k_BxSxHxK = projection("key", kv_heads)(inputs_kv_BxSxD)  # H here is kv_heads until repeated
+    v_BxSxHxK = projection("value", kv_heads)(inputs_kv_BxSxD)
+    if self.qk_norm:
+      norm = functools.partial(
+          nn.RMSNorm, epsilon=self.norm_eps, dtype=self.dtype, param_dtype=self.param_dtype
+      )
+      q_BxTxHxK = norm(name="query_norm")(q_BxTxHxK)
+      k_BxSxHxK = norm(name="key_norm")(k_BxSxHxK)
     q_len = inputs_q_BxTxD.shape[1]
     if self.decode:
       if not self_attention:
@@ -368,9 +388,10 @@ class MultiHeadAttention(nn.Module):
             positions_q_BxT if self_attention else position.arange_positions(*k_BxSxHxK.shape[:2])
         )
     if self.rope:
-      q_BxTxHxK = position.apply_rope(q_BxTxHxK, positions_q_BxT, self.rope_base)
+      rope = functools.partial(position.apply_rope, base=self.rope_base, scaling=self.rope_scaling)
+      q_BxTxHxK = rope(q_BxTxHxK, positions_q_BxT)
       if positions_kv_BxS is not None:
-        k_BxSxHxK = position.apply_rope(k_BxSxHxK, positions_kv_BxS, self.rope_base)
+        k_BxSxHxK = rope(k_BxSxHxK, positions_kv_BxS)
 
     kv_len = k_BxSxHxK.shape[1]
     masks_lib.check_mask_shape(spec, batch, self.num_heads, q_len, kv_len)
@@ -392,6 +413,10 @@ class MultiHeadAttention(nn.Module):
       )
       if impl == "splash" and self.implementation == "auto" and not _mesh_known():
         impl = "xla"  # XLA cannot partition the kernel over devices it was not told about
+    if kv_heads != self.num_heads and impl != "cudnn":  # cuDNN's takes grouped heads itself
+      k_BxSxHxK, v_BxSxHxK = (
+          jnp.repeat(x, self.num_heads // kv_heads, axis=2) for x in (k_BxSxHxK, v_BxSxHxK)
+      )
 
     weights = None
     if impl == "splash":
@@ -464,7 +489,7 @@ class MultiHeadAttention(nn.Module):
     if positions_q_BxT is None:
       positions_q_BxT = position.arange_positions(batch, new_len, start)
     if self.rope:  # store keys already rotated, so each is rotated once
-      k_BxTxHxK = position.apply_rope(k_BxTxHxK, positions_q_BxT, self.rope_base)
+      k_BxTxHxK = position.apply_rope(k_BxTxHxK, positions_q_BxT, self.rope_base, self.rope_scaling)
     if not initialized:  # init call: plain causal attention over the dummy input
       causal = masks_lib.causal_mask(new_len, batch)
       return k_BxTxHxK, v_BxTxHxK, masks_lib.combine(causal, mask), positions_q_BxT

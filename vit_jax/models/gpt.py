@@ -1,8 +1,12 @@
 """GPT (Radford et al. 2018/2019): pre-LN causal decoder with an LM head tied to the embedding.
 
 tokens -> token embedding (+ learned positions, or RoPE inside attention) -> causal blocks ->
-final LayerNorm -> logits = h @ embedding^T. With `decode=True` every attention layer keeps a KV
-cache, so generation feeds one new token (or a prompt chunk) per call.
+final LayerNorm -> logits = h @ embedding^T (or a separate `lm_head` table when untied).
+Today's decoders are the same stack with other block options (transformer.BlockOptions): Llama
+is RMSNorm, SwiGLU, no biases, grouped-query attention, RoPE (llama3-scaled), untied; Qwen2 adds
+query/key/value biases; Qwen3 adds QK-norm (interop/hf_llama.py maps their configs). With
+`decode=True` every attention layer keeps a KV cache, so generation feeds one new token (or a
+prompt chunk) per call.
 """
 
 from typing import Optional
@@ -102,6 +106,8 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
   depth: Optional[int] = None
   num_heads: Optional[int] = None
   mlp_ratio: int = 4
+  mlp_dim: Optional[int] = None  # None: mlp_ratio x width
+  tie_embeddings: bool = True  # the LM head reads the token embedding (GPT-2); else its own
   max_len: int = 1024
   posemb: str = "learn"  # "learn" (GPT-2) or "rope"
   decode: bool = False
@@ -179,15 +185,23 @@ class Gpt(transformer.BlockOptions, nn.Module, kw_only=True):
     cfg = transformer.BlockConfig.from_model_config(
         self,
         num_heads=shape.num_heads,
-        mlp_dim=self.mlp_ratio * shape.width,
+        mlp_dim=shape.mlp_dim or self.mlp_ratio * shape.width,
         depth=shape.depth,
         rope=self.posemb == "rope",
     )
     h_BxTxD = transformer.Encoder(
         cfg, num_layers=shape.depth, decode=self.decode, block_name="h", name="decoder"
     )(x_BxTxD, mask, deterministic=not train, positions_BxL=positions_BxT)
+    head_VxD = wte.embedding
+    if not self.tie_embeddings:
+      head_VxD = self.param("lm_head", TOKEN_INIT, (self.vocab_size, shape.width), param_dtype)
     if embedding_DxV is not None:  # a decoding loop's: forward only
       return jnp.dot(
           h_BxTxD, embedding_DxV.astype(h_BxTxD.dtype), preferred_element_type=jnp.float32
       )
-    return lm_head_logits(h_BxTxD, wte.embedding.astype(h_BxTxD.dtype))
+    return lm_head_logits(h_BxTxD, head_VxD.astype(h_BxTxD.dtype))
+
+
+def head_table(params):
+  """The (V, D) table the LM head multiplies by: its own when untied, else the token embedding."""
+  return params["lm_head"] if "lm_head" in params else params["wte"]["embedding"]

@@ -17,6 +17,7 @@ ACTIVATIONS = {
     "gelu": functools.partial(jax.nn.gelu, approximate=False),  # exact (erf)
     "gelu_tanh": functools.partial(jax.nn.gelu, approximate=True),  # the tanh approximation
     "relu": jax.nn.relu,
+    "silu": jax.nn.silu,  # SwiGLU's gate (Llama, Qwen)
 }
 
 
@@ -43,6 +44,9 @@ def kernel_init(name: str, std: float):
 class MlpBlock(nn.Module):
   """Dense -> activation -> [dropout] -> Dense (names Dense_0/Dense_1 as in ViT).
 
+  `gated`: a GLU, activation(gate(x)) * Dense_0(x) -> Dense_1 (SwiGLU with "silu": Llama's
+  gate_proj, up_proj, down_proj).
+
   The output is not dropped here: the residual branch that holds the block drops it once, as
   ViT, big_vision and BERT do. `dropout_rate` is the rate after the activation (ViT's
   models_vit.py MlpBlock has it there; BERT's modeling.py and GPT-2 do not: build with 0).
@@ -51,6 +55,8 @@ class MlpBlock(nn.Module):
   mlp_dim: int
   out_dim: int | None = None
   activation: str = "gelu_tanh"
+  gated: bool = False
+  use_bias: bool = True
   dropout_rate: float = 0.0
   kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
   out_kernel_init: nn.initializers.Initializer | None = None  # None: kernel_init
@@ -61,10 +67,18 @@ class MlpBlock(nn.Module):
   @nn.compact
   def __call__(self, x_BxLxD, deterministic: bool = True):
     dense = functools.partial(
-        nn.Dense, dtype=self.dtype, param_dtype=self.param_dtype, bias_init=self.bias_init
+        nn.Dense,
+        use_bias=self.use_bias,
+        dtype=self.dtype,
+        param_dtype=self.param_dtype,
+        bias_init=self.bias_init,
     )
     h_BxLxF = dense(self.mlp_dim, kernel_init=self.kernel_init, name="Dense_0")(x_BxLxD)
-    h_BxLxF = activation(self.activation)(h_BxLxF)
+    if self.gated:
+      gate_BxLxF = dense(self.mlp_dim, kernel_init=self.kernel_init, name="gate")(x_BxLxD)
+      h_BxLxF = activation(self.activation)(gate_BxLxF) * h_BxLxF
+    else:
+      h_BxLxF = activation(self.activation)(h_BxLxF)
     h_BxLxF = nn.Dropout(self.dropout_rate)(h_BxLxF, deterministic=deterministic)
     out_init = self.out_kernel_init or self.kernel_init
     return dense(self.out_dim or x_BxLxD.shape[-1], kernel_init=out_init, name="Dense_1")(h_BxLxF)

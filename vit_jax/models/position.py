@@ -1,6 +1,8 @@
 """Position information: learned tables, fixed sin-cos (1-D and 2-D), RoPE, and resampling."""
 
+import dataclasses
 import math
+from typing import Optional
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -54,12 +56,49 @@ def sincos_2d(height: int, width: int, dim: int, temperature: float = 10_000.0) 
   ).astype(np.float32)
 
 
-def apply_rope(x_BxTxHxK, positions_BxT, base: float = 10_000.0):
+ROPE_SCALINGS = ("none", "linear", "llama3")
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeScaling:
+  """How RoPE's frequencies are stretched for contexts longer than training's (Hugging Face's
+  `rope_scaling`): "linear" divides every frequency by `factor` (positions interpolated);
+  "llama3" divides only the low ones, those whose wavelength exceeds
+  original_max_len / low_freq_factor, keeps those under original_max_len / high_freq_factor,
+  and blends between the two."""
+
+  kind: str = "none"
+  factor: float = 1.0
+  low_freq_factor: float = 1.0
+  high_freq_factor: float = 4.0
+  original_max_len: int = 8192
+
+
+def rope_frequencies(head_dim: int, base: float, scaling: Optional[RopeScaling] = None):
+  """The (head_dim / 2,) angular frequencies base^(-2i / head_dim), scaled by `scaling`."""
+  inv_freq_F = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+  kind = scaling.kind if scaling else "none"
+  if kind not in ROPE_SCALINGS:
+    raise errors.ConfigError(f"Unknown RoPE scaling {kind!r}; choose one of {ROPE_SCALINGS}.")
+  if kind == "linear":
+    inv_freq_F = inv_freq_F / scaling.factor
+  elif kind == "llama3":
+    wavelen_F = 2 * math.pi / inv_freq_F
+    low, high = scaling.low_freq_factor, scaling.high_freq_factor
+    # 0 for low frequencies (wholly divided), 1 for high ones (kept), linear between.
+    smooth_F = np.clip((scaling.original_max_len / wavelen_F - low) / (high - low), 0.0, 1.0)
+    inv_freq_F = (1 - smooth_F) * inv_freq_F / scaling.factor + smooth_F * inv_freq_F
+  return inv_freq_F.astype(np.float32)
+
+
+def apply_rope(
+    x_BxTxHxK, positions_BxT, base: float = 10_000.0, scaling: Optional[RopeScaling] = None
+):
   """Rotary embedding: rotates (first half, second half) pairs of each head by position * freq."""
   half = x_BxTxHxK.shape[-1] // 2
   if 2 * half != x_BxTxHxK.shape[-1]:
     raise ValueError(f"RoPE needs an even head width, got {x_BxTxHxK.shape[-1]}.")
-  inv_freq_F = base ** (-jnp.arange(half, dtype=jnp.float32) / half)
+  inv_freq_F = jnp.asarray(rope_frequencies(2 * half, base, scaling))
   angles_BxTxF = positions_BxT[..., None].astype(jnp.float32) * inv_freq_F
   sin_BxTx1xF = jnp.sin(angles_BxTxF)[:, :, None, :]
   cos_BxTx1xF = jnp.cos(angles_BxTxF)[:, :, None, :]

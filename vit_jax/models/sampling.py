@@ -19,6 +19,7 @@ import numpy as np
 
 from vit_jax import errors
 from vit_jax.models import build_model
+from vit_jax.models import gpt
 
 
 def sample_logits(logits_BxV, rng, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
@@ -129,7 +130,7 @@ def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, 
   cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
 
   # Transposed once here, outside the loop (see gpt.Gpt.__call__).
-  embedding_DxV = jnp.transpose(params["wte"]["embedding"])
+  embedding_DxV = jnp.transpose(gpt.head_table(params))
 
   def feed(cache, tokens_BxT):
     logits_BxTxV, state = model.apply(

@@ -56,11 +56,30 @@ class BlockOptions:
   # init_std / sqrt(2 x depth), so the residual stream's variance does not grow with depth.
   scale_residual_init: bool = False
   norm_eps: float = 1e-6
+  normalization: str = "layernorm"  # or "rmsnorm" (Llama, Qwen): see NORMS
+  # A GLU MLP, activation(gate(x)) * up(x) -> down: SwiGLU with activation "silu" (Llama).
+  gated_mlp: bool = False
+  biases: str = "all"  # of the dense projections: see BIASES
+  num_kv_heads: Optional[int] = None  # grouped-query attention's key-value heads; None: all
+  qk_norm: bool = False  # RMSNorm over each head's queries and keys before RoPE (Qwen3)
+  # RoPE's base (Hugging Face's rope_theta) and scaling (position.RopeScaling's fields).
+  rope_base: float = 10_000.0
+  rope_scaling: str = "none"  # see position.ROPE_SCALINGS
+  rope_factor: float = 1.0
+  rope_low_freq_factor: float = 1.0
+  rope_high_freq_factor: float = 4.0
+  rope_original_max_len: int = 8192
   attention_impl: str = "auto"  # see attention.IMPLEMENTATIONS (auto: by platform)
   remat: str = "none"  # recompute activations in the backward pass: see REMAT_POLICIES
   scan_layers: bool = False  # one scanned block with stacked params (faster compiles when deep)
   dtype: str = "float32"  # compute dtype; parameters stay in param_dtype
   param_dtype: str = "float32"
+
+
+NORMS = {"layernorm": nn.LayerNorm, "rmsnorm": nn.RMSNorm}
+# Which dense projections have biases: every one (GPT-2, ViT, BERT), the query/key/value ones
+# only (Qwen2), or none (Llama, Qwen3). Norms keep theirs (LayerNorm's offset).
+BIASES = ("all", "qkv", "none")
 
 
 @dataclasses.dataclass(kw_only=True, unsafe_hash=True)  # hashable: an attribute of Flax modules
@@ -97,8 +116,24 @@ class BlockConfig(BlockOptions):
 
   def attention(self, name: str, decode: bool = False, rope: Optional[bool] = None):
     kernel, out_kernel = self.kernel_inits()
+    if self.biases not in BIASES:
+      raise errors.ConfigError(f"Unknown biases {self.biases!r}; choose one of {BIASES}.")
+    scaling = position.RopeScaling(
+        self.rope_scaling,
+        self.rope_factor,
+        self.rope_low_freq_factor,
+        self.rope_high_freq_factor,
+        self.rope_original_max_len,
+    )
     return attention.MultiHeadAttention(
         num_heads=self.num_heads,
+        num_kv_heads=self.num_kv_heads,
+        use_bias=self.biases == "all",
+        qkv_bias=self.biases != "none",
+        qk_norm=self.qk_norm,
+        norm_eps=self.norm_eps,
+        rope_base=self.rope_base,
+        rope_scaling=scaling,
         dropout_rate=self.attention_dropout_rate,
         implementation=self.attention_impl,
         rope=self.rope if rope is None else rope,
@@ -110,7 +145,11 @@ class BlockConfig(BlockOptions):
     )
 
   def norm(self, name: str):
-    return nn.LayerNorm(epsilon=self.norm_eps, name=name, **self.dtypes())
+    if self.normalization not in NORMS:
+      raise errors.ConfigError(
+          f"Unknown normalization {self.normalization!r}; choose one of {list(NORMS)}."
+      )
+    return NORMS[self.normalization](epsilon=self.norm_eps, name=name, **self.dtypes())
 
   def mlp(self, name: str):
     kernel, out_kernel = self.kernel_inits()
@@ -119,6 +158,8 @@ class BlockConfig(BlockOptions):
     return layers.MlpBlock(
         mlp_dim=self.mlp_dim,
         activation=self.activation,
+        gated=self.gated_mlp,
+        use_bias=self.biases == "all",
         dropout_rate=self.dropout_rate if self.mlp_hidden_dropout else 0.0,
         kernel_init=kernel,
         out_kernel_init=out_kernel,
