@@ -69,6 +69,7 @@ from vit_jax.tasks import causal_lm  # noqa: E402
 from vit_jax.tasks import token_cross_entropy  # noqa: E402
 from vit_jax.tpu_planning import pod_table  # noqa: E402
 from vit_jax.training import mesh as mesh_lib  # noqa: E402
+from vit_jax.training import setup as setup_lib  # noqa: E402
 from vit_jax.training import train  # noqa: E402
 
 
@@ -164,7 +165,7 @@ def program_row(flags, step_options, patches) -> dict:
   """The variant's step compiled for an H100 on this machine: bytes, kernels, temporary GiB."""
   config = pod_table.config_of(flags, ROOT)
   with patched(patches):
-    setup = train.prepare(config, tasks.build_task_without_data(config), h100_devices())
+    setup = setup_lib.prepare(config, tasks.build_task_without_data(config), h100_devices())
     state, batch = setup.abstract_inputs(config.batch_size)
     with jax.set_mesh(setup.mesh):
       compiled = train.jit_update_step(config, setup, **step_options).lower(state, batch).compile()
@@ -257,7 +258,7 @@ def init_rows(flags, devices, run: bool) -> dict:
       ("the recipe: Threefry kernel", True),
       ("inlined (JAX's default)", False),
   ):
-    setup = train.prepare(config, tasks.build_task_without_data(config), devices)
+    setup = setup_lib.prepare(config, tasks.build_task_without_data(config), devices)
     init_rng = setup.init_rng
     abstract_rng = jax.ShapeDtypeStruct(
         init_rng.shape, init_rng.dtype, sharding=mesh_lib.replicated(setup.mesh)

@@ -97,13 +97,14 @@ def _compile(lowered, keep_dir=None):
 def ours(step: str, extra_args, topology: str, batch_size: int, keep_dir=None) -> dict:
   # pylint: disable=g-import-not-at-top
   from vit_jax import tasks
+  from vit_jax.training import setup as setup_lib
   from vit_jax.training import train
 
   recipe = dict(pod_table.ROWS)[RECIPES[step]]
   args = (*recipe, f"--config.batch_size={batch_size}", *extra_args)
   config = pod_table.config_of(args, ROOT)
   devices = aot.parse_topology(topology).devices()
-  setup = train.prepare(config, tasks.build_task_without_data(config), devices)
+  setup = setup_lib.prepare(config, tasks.build_task_without_data(config), devices)
   state, batch = setup.abstract_inputs(batch_size)
   with jax.set_mesh(setup.mesh):
     lowered = train.jit_update_step(config, setup).lower(state, batch)

@@ -83,10 +83,10 @@ def our_runners(flags, steps_of) -> dict:
   # pylint: disable=g-import-not-at-top
   from vit_jax import tasks
   from vit_jax.training import mesh as mesh_lib
-  from vit_jax.training import train
+  from vit_jax.training import setup as setup_lib
 
   config = pod_table.config_of(flags, ROOT)
-  setup = train.prepare(config, tasks.build_task_without_data(config), jax.devices()[:1])
+  setup = setup_lib.prepare(config, tasks.build_task_without_data(config), jax.devices()[:1])
   batch = jax.device_put(
       data_like_batch(setup.task.batch_spec(config.batch_size), setup.model_config),
       mesh_lib.batch_sharding(setup.mesh),

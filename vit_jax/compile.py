@@ -68,6 +68,7 @@ def plan(config, topology: str | None = None, num_slices: int = 1):
   from vit_jax import tasks
   from vit_jax.config import checks
   from vit_jax.tpu_planning import aot
+  from vit_jax.training import setup as setup_lib
   from vit_jax.training import train
 
   checks.validate_config(config)
@@ -79,7 +80,7 @@ def plan(config, topology: str | None = None, num_slices: int = 1):
     )
   devices = aot.parse_topology(name).devices(num_slices) if name else None
   task = tasks.build_task_without_data(config)
-  setup = train.prepare(config, task, devices)  # mesh and batch checked before compiling
+  setup = setup_lib.prepare(config, task, devices)  # mesh and batch checked before compiling
   where = name or "the local devices"
   where += f" x {num_slices} slices" if num_slices > 1 else ""
   print(f"Compiling the train step for {where}...", flush=True)

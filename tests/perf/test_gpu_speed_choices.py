@@ -30,7 +30,7 @@ from vit_jax.models import build_model
 from vit_jax.models import gpt
 from vit_jax.models import masks
 from vit_jax.tasks import token_cross_entropy
-from vit_jax.training import train
+from vit_jax.training import setup as setup_lib
 
 GPT = {"name": "gpt", "variant": "pico", "width": 32, "depth": 2, "num_heads": 2, "max_len": 64}
 
@@ -263,17 +263,17 @@ def test_the_fresh_state_is_drawn_with_the_threefry_kernel_where_listed(monkeypa
   assert startup.INIT_THREEFRY_KERNEL_PLATFORMS == ("gpu",)
   config = helpers.vit_config("runlocal", num_classes=10, batch_size=8)
   config.model.update(width=32, depth=1, num_heads=2, mlp_dim=64)
-  plain, traced_with = train.Setup.init_state, []
+  plain, traced_with = setup_lib.Setup.init_state, []
 
   def recording(self, rng):
     traced_with.append(jax.config.jax_threefry_gpu_kernel_lowering)
     return plain(self, rng)
 
-  monkeypatch.setattr(train.Setup, "init_state", recording)
+  monkeypatch.setattr(setup_lib.Setup, "init_state", recording)
   states = []
   for platforms in (startup.INIT_THREEFRY_KERNEL_PLATFORMS, ("cpu",)):
     monkeypatch.setattr(startup, "INIT_THREEFRY_KERNEL_PLATFORMS", platforms)
-    setup = train.prepare(config, tasks.build_task_without_data(config))
+    setup = setup_lib.prepare(config, tasks.build_task_without_data(config))
     traced_with.clear()  # prepare's own trace (eval_shape) is not the initialisation's
     states.append(jax.tree.leaves(setup.fresh_state()))
     assert traced_with == [platforms == ("cpu",)]

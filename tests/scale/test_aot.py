@@ -21,6 +21,7 @@ from vit_jax.tpu_planning import collectives
 from vit_jax.tpu_planning import peak_buffers
 from vit_jax.tpu_planning import pod_table
 from vit_jax.training import flops
+from vit_jax.training import setup as setup_lib
 from vit_jax.training import train
 
 GIB = 2**30
@@ -103,7 +104,7 @@ def test_collective_traffic_counts_the_bytes_each_device_sends():
 def local():
   """(setup, report) of the ViT runlocal step compiled for this process's one CPU device."""
   config = helpers.vit_config("runlocal", num_classes=10, batch_size=8)
-  setup = train.prepare(config, tasks.build_task_without_data(config))
+  setup = setup_lib.prepare(config, tasks.build_task_without_data(config))
   return setup, aot.compile_report(setup, train.jit_update_step(config, setup), config.batch_size)
 
 
@@ -242,7 +243,7 @@ def test_compile_command_local_devices():
   # 2 (n-1)/n = 1x the gradients' bytes from each (and a few bytes of metrics).
   config = helpers.vit_config("runlocal", num_classes=10)
   params = flops.count_params(
-      train.prepare(config, tasks.build_task_without_data(config)).abstract_state["params"]
+      setup_lib.prepare(config, tasks.build_task_without_data(config)).abstract_state["params"]
   )
   sent = re.search(r"all-reduce +\d+ ops, >= ([\d.]+) MiB", out.stdout)
   assert sent and float(sent.group(1)) == pytest.approx(4 * params / 2**20, abs=0.05), out.stdout

@@ -23,7 +23,7 @@ from vit_jax.tpu_planning import aot
 from vit_jax.tpu_planning import peak_buffers
 from vit_jax.tpu_planning import pod_table
 from vit_jax.training import flops
-from vit_jax.training import train
+from vit_jax.training import setup as setup_lib
 
 pytestmark = [
     pytest.mark.tpu_compile,
@@ -111,7 +111,7 @@ def test_vit_b16_sends_its_gradients_once_per_step():
   name = "ViT-B/16, ImageNet-1k"
   config = pod_table.config_of(dict(pod_table.ROWS)[name], helpers.ROOT)
   params = flops.count_params(
-      train.prepare(config, tasks.build_task_without_data(config)).abstract_state["params"]
+      setup_lib.prepare(config, tasks.build_task_without_data(config)).abstract_state["params"]
   )
   out = row_output(name)
   assert out.returncode == 0, out.stderr[-3000:]

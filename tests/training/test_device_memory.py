@@ -9,6 +9,7 @@ from tests import helpers
 from vit_jax import errors
 from vit_jax import tasks
 from vit_jax.training import device_memory
+from vit_jax.training import setup as setup_lib
 from vit_jax.training import train
 
 GIB = device_memory.GIB
@@ -18,7 +19,7 @@ GIB = device_memory.GIB
 def step():
   """(setup, jitted train step, abstract state, abstract batch) of the ViT runlocal config."""
   config = helpers.vit_config("runlocal", num_classes=10, batch_size=8)
-  setup = train.prepare(config, tasks.build_task_without_data(config))
+  setup = setup_lib.prepare(config, tasks.build_task_without_data(config))
   return (setup, train.jit_update_step(config, setup), *setup.abstract_inputs(config.batch_size))
 
 

@@ -18,6 +18,7 @@ from vit_jax.config import checks
 from vit_jax.interop import orbax_format
 from vit_jax.sweep import runner
 from vit_jax.training import ema
+from vit_jax.training import setup as setup_lib
 from vit_jax.training import train
 
 
@@ -56,7 +57,7 @@ def test_update_step_follows_the_recursion_and_skips_a_nonfinite_step(
   config = ema_config(digits_dir, 4, decay=0.2)  # warmup below 0.2 at t=0, 0.2 from t=1
   config.debug_nan_at_step = 3
   task = tasks.build_task(config, str(tmp_path))
-  setup = train.prepare(config, task)
+  setup = setup_lib.prepare(config, task)
   step_fn = train.jit_update_step(config, setup, guard_by_select=by_select)
   state = jax.jit(setup.init_state, out_shardings=setup.state_shardings)(setup.init_rng)
   expected = flat(state["params"])

@@ -132,7 +132,7 @@ def evaluate(checkpoint_path: str, config=None, names=(), files_dir=None) -> tup
   from vit_jax import workdir as workdir_lib
   from vit_jax.config import checks
   from vit_jax.evaluate import registry
-  from vit_jax.training import train
+  from vit_jax.training import setup as setup_lib
 
   ckpt = interop.load(checkpoint_path)
   config, workdir = run_config(checkpoint_path, config, ckpt)
@@ -154,7 +154,7 @@ def evaluate(checkpoint_path: str, config=None, names=(), files_dir=None) -> tup
         )
   checks.validate_config(config)
   task = tasks.build_task(config, workdir)
-  setup = train.prepare(config, task)
+  setup = setup_lib.prepare(config, task)
   check_params_fit(setup, ckpt, checkpoint_path)
   evaluators = registry.build(config, task, setup, files_dir=files_dir)
   params = jax.device_put(ckpt.tree(), setup.state_shardings["params"])

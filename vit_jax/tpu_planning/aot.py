@@ -340,7 +340,7 @@ def _compile_uncached(lowered, options):
 
 def compile_report(setup, train_step, batch_size: int, list_peak_buffers: bool = True) -> Report:
   """Compiles the jitted `train_step` (training/train.py `jit_update_step`) for the mesh of
-  `setup` (a train.Setup) with abstract inputs; returns per-device figures.
+  `setup` (a training.setup.Setup) with abstract inputs; returns per-device figures.
 
   XLA lists the buffers live at the peak only when it compiles: with `list_peak_buffers` the step
   is compiled whatever the persistent compilation cache holds; without, a step found there is
