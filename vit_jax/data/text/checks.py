@@ -113,8 +113,8 @@ def check_mixture(config, mixes: bool) -> None:
           f"{mixture.STORES_KEY}: the stores of {first!r} ({mix.stores[first]}) and {name!r} "
           f"({mix.stores[name]}) hold ids of different tokenizers (fingerprints "
           f"{opened[first].tokenizer_fingerprint}, {opened[name].tokenizer_fingerprint}); "
-          "prepare every source with one tokenizer: the same --config.tokenizer.path (e.g. "
-          f"the file in {opened[first].tokenizer_dir()})."
+          "prepare every source with one tokenizer: the others with --config.tokenizer.path="
+          f"{opened[first].tokenizer_dir()}."
       )
   want = stores.tokenizer_settings(config)
   if all(want != store.tokenizer_settings for store in opened.values()):
@@ -293,6 +293,23 @@ def check_text_file(path: str) -> None:
     files.decode_text(path, f.read())
 
 
+def check_tokenizer_path(config, workdir: str) -> None:
+  """A run's `tokenizer.path` loads, of the kind and size the config names, where the run loads
+  it: not when a token store or a mixture gives the tokenizer, nor on a workdir that saved one."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import storage
+  from vit_jax.data import tokenizers
+  from vit_jax.data.tokenizers import base as tokenizer_base
+
+  if "tokenizer" not in config or not config.tokenizer.path:
+    return
+  if config.token_store or config.dataset == datasets.MIXTURE:
+    return
+  if storage.exists(storage.join(stores.tokenizer_dir(workdir), tokenizer_base.META_FILE)):
+    return
+  tokenizers.from_path(config.tokenizer)
+
+
 def check_preparation(config, examples: str, output: str, split_names) -> None:
   """What `python -m vit_jax.prepare` reads is there: the config's dataset (not a stream) and
   each split to tokenize; `output` can be written (a bucket needs the gcs extra)."""
@@ -311,6 +328,10 @@ def check_preparation(config, examples: str, output: str, split_names) -> None:
   from vit_jax import storage  # pylint: disable=g-import-not-at-top
 
   storage.check(output)
+  if config.tokenizer.path:  # loaded (and checked) before the dataset is read
+    from vit_jax.data import tokenizers  # pylint: disable=g-import-not-at-top
+
+    tokenizers.from_path(config.tokenizer)
   for split in split_names:
     check_split(
         config.dataset,
