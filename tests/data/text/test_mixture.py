@@ -304,6 +304,29 @@ def test_a_bad_mixture_is_one_error_before_anything_is_written(
   assert not (tmp_path / "w").exists()
 
 
+def test_a_source_whose_eval_split_has_no_tokens_is_refused_before_anything_is_written(
+    stores, tmp_path
+):
+  """Every source is evaluated, at weight 0 too: one whose validation split holds no tokens
+  would end the run at its first eval, after all the training before it."""
+  texts = ["alpha beta"] * 19 + [""]  # position 19, the validation split's, has no text
+  (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+  empty = mixture_stores.prepare(
+      str(tmp_path / "empty"),
+      f"files:{tmp_path}/docs.jsonl",
+      path=os.path.join(stores["web"], "tokenizer"),
+  )
+  c = config({"web": stores["web"], "empty": empty}, weights="web=1,empty=0")
+  with pytest.raises(errors.DataError) as refused:
+    train.train_and_evaluate(c, str(tmp_path / "w"))
+  assert str(refused.value).startswith(
+      f"--config.mixture.stores: empty={empty}: the 'validation' split of the token store "
+      f"{empty} (files:{tmp_path}/docs.jsonl) holds 1 examples and no tokens"
+  )
+  assert "or leave the source out" in str(refused.value) and "\n" not in str(refused.value)
+  assert not (tmp_path / "w").exists()
+
+
 def test_the_command_line_says_a_bad_mixture_in_one_line_with_exit_code_2(stores, tmp_path):
   result = helpers.run(
       [

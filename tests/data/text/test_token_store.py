@@ -300,3 +300,28 @@ def test_a_shard_of_empty_documents_reads_as_empty_documents(tmp_path):
   split = token_store.open_store(out, ["train"]).split("train")
   assert [len(d) for d in split.examples("text", np.arange(20))] == [10] * 10 + [0] * 10
   assert [len(w) for w in split.spans("text", [9, 15], [5, 0], [9, 4])] == [4, 0]
+
+
+def test_a_store_whose_eval_split_has_no_tokens_is_refused_before_anything_runs(tmp_path):
+  """Too few documents to hold one out, prepare refuses from its count before it writes. A
+  validation split whose one document is empty it cannot know of before it tokenizes, but the
+  run is refused by its checks, not at its first eval after all its training."""
+  texts = ["alpha beta"] * 19
+  (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+  out = str(tmp_path / "store")
+  config = gpt_config(f"files:{tmp_path}/docs.jsonl")
+  with pytest.raises(errors.DataError, match="has 19 documents, too few for a non-empty train"):
+    store_writer.prepare(config, out, report=_quiet)
+  assert not os.path.exists(out)
+  with open(tmp_path / "docs.jsonl", "a", encoding="utf-8") as f:
+    f.write(json.dumps({"text": ""}) + "\n")  # position 19: the validation split's
+  store_writer.prepare(config, out, report=_quiet)
+  config.token_store = out
+  with pytest.raises(errors.DataError) as refused:
+    checks.validate_training(config, str(tmp_path / "w"))
+  assert str(refused.value).startswith(
+      f"--config.eval_split='validation': the 'validation' split of the token store {out} "
+      f"(files:{tmp_path}/docs.jsonl) holds 1 examples and no tokens"
+  )
+  assert "from more documents, or ones with text" in str(refused.value)
+  assert not (tmp_path / "w").exists()

@@ -48,13 +48,8 @@ PLAN_WAIT_S = 3_600  # how long a task other than 0 waits for the plan (task 0 t
 def splits_to_prepare(config) -> list[str]:
   """The splits a run of `config` reads from its dataset: the training split, then each split
   its evaluators read from the same dataset."""
-  from vit_jax.evaluate import registry  # pylint: disable=g-import-not-at-top
-
   names = [config.train_split]
-  for settings in registry.evals_of(config).values():
-    if settings.get("dataset") == config.dataset and settings.get("split") not in names:
-      names.append(settings["split"])
-  return names
+  return names + [s for s in checks.evaluated_splits(config) if s not in names]
 
 
 def shard_counts(config, split_names: Sequence[str], examples_per_shard: int, inventory=None):
