@@ -325,3 +325,36 @@ def test_a_store_whose_eval_split_has_no_tokens_is_refused_before_anything_runs(
   )
   assert "from more documents, or ones with text" in str(refused.value)
   assert not (tmp_path / "w").exists()
+
+
+def test_a_rerun_on_files_that_changed_is_refused_naming_them(tmp_path):
+  """Finished or interrupted, a store is not added to from files the pattern now matches
+  otherwise: a file added, removed or resized is named (a listing, nothing read), and nothing is
+  changed."""
+  folder = tmp_path / "texts"
+  folder.mkdir()
+  for i in range(20):
+    (folder / f"doc{i:02d}.txt").write_text(f"document {i}\n")
+  config, out = gpt_config(f"files:{folder}/*.txt"), str(tmp_path / "store")
+  store_writer.prepare(config, out, report=_quiet)
+  stamps = {p: os.stat(p).st_mtime_ns for p in _files(out)}
+  rerun = lambda: store_writer.prepare(config, out, report=_quiet)
+  (folder / "doc20.txt").write_text("a new one\n")
+  with pytest.raises(errors.DataError, match=f"other files .*\\(added {folder}/doc20.txt\\)"):
+    rerun()
+  (folder / "doc20.txt").unlink()
+  (folder / "doc00.txt").write_text("document 0, longer\n")
+  (folder / "doc01.txt").unlink()
+  with pytest.raises(errors.DataError) as refused:
+    rerun()
+  assert f"(removed {folder}/doc01.txt; resized {folder}/doc00.txt (11 bytes, now 19))" in str(
+      refused.value
+  )
+  os.remove(os.path.join(out, token_store.MANIFEST_FILE))  # as if interrupted: refused alike
+  del stamps[os.path.join(out, token_store.MANIFEST_FILE)]
+  with pytest.raises(errors.DataError, match="removed"):
+    rerun()
+  assert {p: os.stat(p).st_mtime_ns for p in _files(out)} == stamps
+  (folder / "doc00.txt").write_text("document 0\n")
+  (folder / "doc01.txt").write_text("document 1\n")
+  assert rerun()  # the same files again: the store is finished
