@@ -243,6 +243,31 @@ def test_bad_preparation_input_is_one_line_and_exit_2(args, message, tmp_path):
   assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("code, status", [(None, 0), (2, 2), ("error: message", 1)])
+def test_prepare_ends_with_its_exit_status_and_output_without_the_interpreters_teardown(
+    code, status
+):
+  """What pyarrow's threads can abort after an hf: dataset is read (exit -6) is skipped; the
+  output, the atexit functions and the exit status are as sys.exit's."""
+  script = (
+      "import atexit, sys\n"
+      "from vit_jax import prepare\n"
+      "class Teardown:\n"
+      "  def __del__(self):\n"
+      "    print('teardown ran', flush=True)\n"
+      "kept = Teardown()\n"
+      "atexit.register(print, 'atexit ran')\n"
+      "def run():\n"
+      "  print('working')\n"
+      f"  sys.exit({code!r})\n"
+      "prepare._exit_without_teardown(run)\n"
+  )
+  ran = helpers.run([sys.executable, "-c", script])
+  assert ran.returncode == status, ran.stderr[-3000:]
+  assert ran.stdout.splitlines() == ["working", "atexit ran"]
+  assert ran.stderr.strip() == ("" if status != 1 else code)
+
+
 def test_a_store_in_a_bucket(text_files, tmp_path, gcs):
   local, remote = str(tmp_path / "store"), gcs.new_dir("store")
   config = gpt_config(text_files)
