@@ -359,7 +359,7 @@ def check_tokenizer_path(config, workdir: str) -> None:
   from vit_jax.data import tokenizers
   from vit_jax.data.tokenizers import base as tokenizer_base
 
-  if "tokenizer" not in config or not config.tokenizer.path:
+  if not config.tokenizer.path:
     return
   if config.token_store or config.dataset == datasets.MIXTURE:
     return
