@@ -36,10 +36,10 @@ a token store (docs/text.md), then trained on by index:
      training on WebText, which is not public. Not reproduced here (C4 is a different corpus).
 
 The same on a mixture, C4 at 0.8 and Wikipedia at 0.2 (docs/text.md, "Mixtures"): Wikipedia's
-store is prepared with the C4 store's tokenizer file (a mixture reads one vocabulary), and the
-run names both stores and their weights (GPU/TPU; not run here):
+store is prepared with the C4 store's tokenizer (a mixture reads one vocabulary), and the run
+names both stores and their weights (GPU/TPU; not run here):
   python -m vit_jax.prepare --config=configs/gpt.py:dataset=wikipedia,variant=gpt2 \
-      --config.tokenizer.path=gs://BUCKET/c4-gpt2/tokenizer/tokenizer.json \
+      --config.tokenizer.kind=byte_bpe --config.tokenizer.path=gs://BUCKET/c4-gpt2/tokenizer \
       --output=gs://BUCKET/wikipedia-gpt2
   python -m vit_jax.main --config=configs/gpt.py:dataset=mixture,variant=gpt2 \
       --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=50257 \

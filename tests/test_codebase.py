@@ -287,7 +287,8 @@ NOT_A_CONFIG = {
     ("vit_jax/checkpoint.py", "task"): "a checkpoint's record, compared part by part",
     ("vit_jax/generate.py", "task"): "a checkpoint's record; an imported one has no task part",
     ("vit_jax/generate.py", "tokenizer"): "a checkpoint's task record",
-    ("vit_jax/data/text/store_writer.py", "dataset"): "an evaluator's settings",
+    ("vit_jax/data/text/checks.py", "dataset"): "an evaluator's settings",
+    ("vit_jax/data/text/checks.py", "hf_holdout"): "a store's manifest, older ones without it",
     ("vit_jax/sweep/collect.py", "branch_from"): "a saved config.json, older ones without the key",
 }
 # Nested keys whose last part also names a model's, an evaluator's or a file's setting

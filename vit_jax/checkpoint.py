@@ -24,6 +24,7 @@ import orbax.checkpoint as ocp
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax import workdir as workdir_lib
+from vit_jax.config import args as config_args
 from vit_jax.storage import outages
 
 
@@ -126,7 +127,8 @@ def latest_record(workdir: str):
 def step_dirs(path: str) -> list[str]:
   """Finished step directories of a workdir or a `checkpoints/` dir, newest first."""
   path = workdir_lib.checkpoints_of(path)
-  steps = [d for d in storage.listdir(path) if d.isdigit()] if storage.isdir(path) else []
+  names = storage.listdir(path) if storage.isdir(path) else []
+  steps = [d for d in names if config_args.is_digits(d)]
   dirs = [storage.join(path, d) for d in sorted(steps, key=int, reverse=True)]
   if storage.is_remote(path):  # written in place, finished by orbax's commit marker: see below
     dirs = [d for d in dirs if ocp.step.is_path_finalized(d)]
@@ -135,7 +137,7 @@ def step_dirs(path: str) -> list[str]:
 
 # Orbax writes a step into `STEP.orbax-checkpoint-tmp...` and renames it when complete; in a bucket
 # (no rename) it writes `STEP` in place and marks it complete with a commit file at the end.
-_PARTIAL_STEP = re.compile(r"\d+\.orbax-checkpoint-tmp.*")
+_PARTIAL_STEP = re.compile(r"\d+\.orbax-checkpoint-tmp.*", re.ASCII)
 
 
 def discard_partial_saves(workdir: str) -> list[str]:
@@ -148,7 +150,7 @@ def discard_partial_saves(workdir: str) -> list[str]:
     partial += [
         storage.join(directory, n)
         for n in names
-        if n.isdigit() and not ocp.step.is_path_finalized(storage.join(directory, n))
+        if config_args.is_digits(n) and not ocp.step.is_path_finalized(storage.join(directory, n))
     ]
   for path in partial:
     storage.rmtree(path, ignore_errors=True)

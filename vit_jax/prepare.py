@@ -44,6 +44,7 @@ last shard (vit_jax/data/text/store_writer.py); TFDS renames a dataset's folder 
 once it is whole.
 """
 
+import atexit
 import os
 import sys
 
@@ -217,5 +218,33 @@ def _prepare_token_store(config, task_index: int, num_tasks: int) -> None:
   del finished  # another task's last shard finishes the store: not an error here
 
 
+def _exit_without_teardown(run) -> None:
+  """Runs `run` (absl's app.run, which ends by sys.exit, an error line's exit 2 included) and ends
+  the process with its exit status once its output is flushed and the atexit functions have run,
+  skipping the interpreter's teardown: after an hf: dataset is read, pyarrow's and datasets'
+  threads can abort it ("terminate called without an active exception", exit -6;
+  huggingface/datasets#7566, apache/arrow#34314) after the work is done. An exception that is no
+  sys.exit (a bug's traceback) ends the process as Python ends it."""
+  try:
+    run()
+    status = 0
+  except SystemExit as e:
+    status = e.code
+  if status is None:
+    status = 0
+  elif not isinstance(status, int):  # sys.exit("message"), as Python prints it
+    print(status, file=sys.stderr)
+    status = 1
+  atexit._run_exitfuncs()  # pylint: disable=protected-access  (logging's flush, pools, profiles)
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):  # a closed pipe: nothing more can be said
+      pass
+  os._exit(status)
+
+
 if __name__ == "__main__":
-  app.run(main, flags_parser=lambda argv: config_args.parse_command_line(FLAGS, argv))
+  _exit_without_teardown(
+      lambda: app.run(main, flags_parser=lambda argv: config_args.parse_command_line(FLAGS, argv))
+  )

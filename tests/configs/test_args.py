@@ -147,3 +147,36 @@ def test_config_file_arguments_may_have_spaces_around_their_keys_and_values():
       "depth": 6,
       "runlocal": True,
   }
+
+
+# Digits that str.isdigit takes: int() refuses the superscript two and reads the Arabic-Indic
+# three and the fullwidth four as 3 and 4.
+OTHER_DIGITS = ("\u00b2", "\u0663", "\uff14")
+
+
+@pytest.mark.parametrize("digit", OTHER_DIGITS)
+def test_a_number_in_other_digits_than_ascii_is_refused_in_one_line_or_not_a_step(digit, tmp_path):
+  """A mixture stage's STEP, branch_from's STEP, profile_steps and a TPU slice's size are one
+  ConfigError; a checkpoint folder named so is no step."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import checkpoint
+  from vit_jax import errors
+  from vit_jax.data.text import mixture
+  from vit_jax.tpu_planning import aot
+  from vit_jax.training import branch
+  from vit_jax.training import profiling
+
+  assert not args.is_digits(digit) and args.is_digits("8000")
+  refused = [
+      (lambda: mixture.parse_weights(f"web=1;{digit}:web=0.5"), "has no STEP:"),
+      (lambda: branch.parse(f"workdirs/run:{digit}"), "must be WORKDIR:STEP"),
+      (lambda: profiling.parse_steps(f"1:{digit}"), "must be START:STOP"),
+      (lambda: aot.parse_topology(f"v5p-{digit}"), "Unknown TPU topology"),
+      (lambda: aot.parse_topology(f"v5p:2x2x{digit}"), "Unknown TPU topology"),
+  ]
+  for call, message in refused:
+    with pytest.raises(errors.ConfigError, match=message):
+      call()
+  for name in ("2", digit):
+    (tmp_path / "checkpoints" / name).mkdir(parents=True)
+  assert checkpoint.step_dirs(str(tmp_path)) == [str(tmp_path / "checkpoints" / "2")]

@@ -21,6 +21,7 @@ from vit_jax.data.image import pipeline
 from vit_jax.data.image import sources
 from vit_jax.data.text import corpus
 from vit_jax.data.text import datasets
+from vit_jax.data.text import store_writer
 from vit_jax.data.text import token_store
 from vit_jax.training import train
 
@@ -140,6 +141,34 @@ def test_a_store_prepared_from_a_hub_folder_trains_and_evaluates_on_its_held_out
   assert not (tmp_path / "w2").exists()
   with pytest.raises(errors.WorkdirError, match="hf_holdout: saved 5, now 4"):
     checks.validate_training(other, str(workdir))
+
+
+def test_a_held_out_split_with_no_documents_is_refused_by_prepare_and_by_the_run(tmp_path):
+  """hf_holdout larger than the dataset holds nothing out: prepare refuses before it writes; a
+  store made so anyway is refused by the run's checks before its workdir exists, not at its
+  first eval, after all the training."""
+  folder = hub_data.write_text(tmp_path / "small", {"train": DOCUMENTS[:10]})
+  config = configs_lib.load("gpt", f"dataset=hf:{folder},variant=pico")
+  config.hf_holdout = 1000
+  out = tmp_path / "store"
+  with pytest.raises(errors.DataError) as refused:
+    checks.validate_preparation(config, str(out), None)
+  assert str(refused.value).startswith(
+      f"--config.dataset=hf:{folder}: its 'validation' split, which the run evaluates on, holds "
+      "no documents (no non-empty 'text'); hold out more with a smaller --config.hf_holdout "
+      "than 1000"
+  )
+  assert not out.exists()
+  store_writer.prepare(config, str(out), workers=1, report=_quiet)  # unchecked: empty validation
+  config.token_store = str(out)
+  with pytest.raises(errors.DataError) as refused:
+    checks.validate_training(config, str(tmp_path / "w"))
+  assert str(refused.value).startswith(
+      f"--config.eval_split='validation': the 'validation' split of the token store {out} "
+      f"(hf:{folder}) holds 0 examples and no tokens"
+  )
+  assert "a smaller --config.hf_holdout than 1000" in str(refused.value)
+  assert "\n" not in str(refused.value) and not (tmp_path / "w").exists()
 
 
 def test_a_save_to_disk_folder_trains_in_memory_and_evaluates_on_its_validation(text, tmp_path):

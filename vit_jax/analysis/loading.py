@@ -10,6 +10,7 @@ from vit_jax import interop
 from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
+from vit_jax.config import args as config_args
 from vit_jax.config import defaults as config_defaults
 from vit_jax.interop import assets as interop_assets
 from vit_jax.interop import models as interop_models
@@ -94,7 +95,7 @@ def load(path: str) -> Loaded:
 def _has_checkpoint(workdir: str) -> bool:
   directory = workdir_lib.checkpoints_dir(workdir)
   return storage.isdir(directory) and any(
-      d.isdigit() and storage.isdir(storage.join(directory, d, workdir_lib.STATE_ITEM))
+      config_args.is_digits(d) and storage.isdir(storage.join(directory, d, workdir_lib.STATE_ITEM))
       for d in storage.listdir(directory)
   )
 

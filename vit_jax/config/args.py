@@ -92,6 +92,13 @@ def _raised_in_package(error: BaseException) -> bool:
   return innermost.startswith(_PACKAGE_DIR + os.sep) and innermost not in _loaded_files
 
 
+def is_digits(text: str) -> bool:
+  """Whether `text` is a whole number in ASCII digits ("8000"): a step, a count, a checkpoint
+  folder's name. `str.isdigit` alone also takes '²' (which int() refuses) and '٣' (which int()
+  reads as 3)."""
+  return text.isascii() and text.isdigit()
+
+
 def load_beside(this_file: str, relative_path: str):
   """The module of the file at `relative_path` from `this_file`'s folder: how a config or sweep
   file that builds on another (configs/resnet.py on configs/vit.py) loads it."""

@@ -235,6 +235,7 @@ def validate_training(config, workdir: str) -> None:
   from vit_jax.data.text import checks as text_checks
 
   text_checks.check_config(config, task.examples, streams=task.streams, mixes=task.mixes)
+  text_checks.check_tokenizer_path(config, workdir)
 
 
 def validate_preparation(config, output: str, split_names=None) -> None:

@@ -214,7 +214,9 @@ def text_defaults(
           # spm_unigram / byte_bpe with a vocab_size (see the configs' accelerator commands).
           kind="char",  # trained on the training split; data/tokenizers TRAINABLE_KINDS
           vocab_size=placeholder(int),  # None: every character (char kind only)
-          path=placeholder(str),  # an existing SentencePiece .model or tokenizer.json instead
+          # Loaded instead of trained: a token store's or workdir's DIR/tokenizer (or a file in
+          # it), a SentencePiece .model or a tokenizer.json, of `kind` (data/tokenizers from_path)
+          path=placeholder(str),
           max_train_texts=20_000,  # documents the tokenizer is trained on
       )
   )

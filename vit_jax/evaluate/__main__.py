@@ -92,7 +92,7 @@ def run_config(checkpoint_path: str, config, ckpt):
       config.num_classes = ckpt.model["num_classes"]
     hf_tokenizer = storage.join(checkpoint_path, assets.HF_TOKENIZER)
     if not tasks.TASKS[task].reads_images and storage.isfile(hf_tokenizer):
-      config.tokenizer.path = hf_tokenizer
+      config.tokenizer.update(path=hf_tokenizer, kind="byte_bpe")  # what tokenizer.json loads as
   if FLAGS.batch_size:
     config.batch_size = FLAGS.batch_size
   config.grad_accum_steps = 1  # the batch need not split into training's microbatches

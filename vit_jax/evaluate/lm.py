@@ -66,8 +66,10 @@ class CausalLMLoss(TextTaskEval):
           f"{self.key('dataset')}=mixture scores the sources of the run's mixture, and "
           f"--config.dataset={self.config.dataset!r} is none; name a dataset."
       )
-    for path in self.task.mixture.stores.values():
-      datasets.open_store(path, [self.settings.split])  # a DataError naming the splits it has
+    from vit_jax.data.text import checks  # pylint: disable=g-import-not-at-top
+
+    for name, path in self.task.mixture.stores.items():  # each store holds the split, with tokens
+      checks.check_mixture_split(name, path, self.settings.split)
 
   def batches(self, source=None):
     """`source`: one source of the run's mixture."""

@@ -29,6 +29,7 @@ import numpy as np
 from vit_jax import errors
 from vit_jax import interop
 from vit_jax import tasks
+from vit_jax.config import args as config_args
 from vit_jax.models import sampling
 
 NAME = "vit_jax"
@@ -52,7 +53,8 @@ class VitJaxLM(lm_eval_model.LM):
     self.params = ckpt.tree()
     self.tokenizer = ckpt.tokenizer
     self.max_length = int(self.model_config["max_len"])
-    self.batch_size = int(batch_size) if str(batch_size).isdigit() else 16  # "auto": 16
+    size = str(batch_size)
+    self.batch_size = int(size) if config_args.is_digits(size) else 16  # "auto": 16
     self.max_gen_toks = int(max_gen_toks)
     self.eos_id = self.tokenizer.eos_id if self.tokenizer.eos_id is not None else 0
     model = ckpt.module()

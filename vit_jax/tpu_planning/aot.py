@@ -25,6 +25,7 @@ import tempfile
 import jax
 
 from vit_jax import errors
+from vit_jax.config import args as config_args
 from vit_jax.tpu_planning import chips
 from vit_jax.tpu_planning import collectives as collectives_lib
 from vit_jax.tpu_planning import peak_buffers
@@ -108,13 +109,13 @@ class Topology:
 def parse_topology(name: str) -> Topology:
   """'v5p-64' (Cloud TPU's slice name) or 'v5p:2x4x4' (the torus) -> Topology."""
   generation, sep, size = name.partition("-")
-  if sep and generation in chips.BY_GENERATION and size.isdigit():
+  if sep and generation in chips.BY_GENERATION and config_args.is_digits(size):
     count = int(size)
     shapes = SHAPES_2D if generation in ("v5e", "v6e") else SHAPES_3D
     if count % CORES_PER_CHIP[generation] == 0 and count // CORES_PER_CHIP[generation] in shapes:
       return Topology(name, generation, shapes[count // CORES_PER_CHIP[generation]])
   generation, sep, shape = name.partition(":")
-  if sep and generation in chips.BY_GENERATION and re.fullmatch(r"\d+(x\d+){1,2}", shape):
+  if sep and generation in chips.BY_GENERATION and re.fullmatch(r"\d+(x\d+){1,2}", shape, re.ASCII):
     return Topology(name, generation, shape)
   sizes = sorted({c * CORES_PER_CHIP["v5p"] for c in SHAPES_3D})
   raise errors.ConfigError(

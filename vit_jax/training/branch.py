@@ -26,6 +26,7 @@ from vit_jax import checkpoint
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax import workdir as workdir_lib
+from vit_jax.config import args as config_args
 from vit_jax.config import defaults
 from vit_jax.training import optimizer
 
@@ -67,7 +68,7 @@ MIXTURE_WEIGHTS = "mixture.weights"
 def parse(branch_from: str) -> tuple[str, int]:
   """ "WORKDIR:STEP" -> (WORKDIR, STEP); the workdir may hold colons (gs://...)."""
   workdir, _, step = branch_from.rpartition(":")
-  if not workdir or not step.isdigit():
+  if not workdir or not config_args.is_digits(step):
     raise errors.ConfigError(
         f"--config.branch_from={branch_from!r} must be WORKDIR:STEP, e.g. "
         "workdirs/long_run:8000 (a checkpoint step of that run)."

@@ -15,7 +15,7 @@ import jax
 
 from vit_jax import errors
 
-_STEPS = re.compile(r"(\d+):(\d+)")
+_STEPS = re.compile(r"(\d+):(\d+)", re.ASCII)  # \d: 0-9 only (int() refuses "²")
 
 
 def parse_steps(text: str) -> tuple[int, int]:

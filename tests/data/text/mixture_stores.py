@@ -1,7 +1,7 @@
 """Two small token stores of one tokenizer, for mixture tests: "web" (English paragraphs of the
 embedded corpus) and "code" (Python source), prepared in this process by the store writer as
-docs/text.md says: the first with a byte-level BPE trained on it, the second with
-`tokenizer.path` naming the first's tokenizer file."""
+docs/text.md says: the first with the default character tokenizer trained on it, the second
+with `tokenizer.path` naming the first's tokenizer folder."""
 
 import argparse
 import inspect
@@ -14,8 +14,7 @@ from tests import tiny_configs
 from vit_jax.data.text import corpus
 from vit_jax.data.text import store_writer
 
-VOCAB = 300
-TOKENIZER = {"kind": "byte_bpe", "vocab_size": VOCAB}  # the web store's, which a run repeats
+TOKENIZER = {"kind": "char"}  # the web store's (the default), which a run repeats
 
 
 def _paragraphs(path: str, paragraphs) -> str:
@@ -46,7 +45,7 @@ def make(directory: str) -> dict[str, str]:
   code = prepare(
       os.path.join(directory, "code"),
       _paragraphs(os.path.join(directory, "code.txt"), code_text),
-      path=os.path.join(web, "tokenizer", "tokenizer.json"),
+      path=os.path.join(web, "tokenizer"),
   )
   return {"web": web, "code": code}
 

@@ -165,14 +165,15 @@ def test_a_run_logs_tokens_per_source_at_its_weights(straight):
   assert abs(last["tokens/web"] / (STEPS * BATCH * SEQ_LEN) - 0.8) <= 0.03
 
 
-def test_a_run_reports_eval_loss_per_source(straight):
+def test_a_run_reports_eval_loss_per_source(stores, straight):
   last = records(straight, "eval/loss")[STEPS]
   web, code = last["eval/web/tokens"], last["eval/code/tokens"]
   assert web > 0 and code > 0 and last["eval/tokens"] == web + code
   pooled = (last["eval/web/loss"] * web + last["eval/code/loss"] * code) / (web + code)
   assert last["eval/loss"] == pytest.approx(pooled, rel=1e-6)
   assert last["eval/web/loss"] != last["eval/code/loss"]
-  assert last["eval/loss"] < np.log(mixture_stores.VOCAB)  # it learned something of both
+  vocab = tokenizers.load_tokenizer(os.path.join(stores["web"], "tokenizer")).vocab_size
+  assert last["eval/loss"] < np.log(vocab)  # it learned something of both
 
 
 def test_a_resumed_run_equals_the_straight_one(stores, straight, tmp_path, capsys):
@@ -300,6 +301,29 @@ def test_a_bad_mixture_is_one_error_before_anything_is_written(
   with pytest.raises(errors.UserError) as refused:
     train.train_and_evaluate(c, str(tmp_path / "w"))
   assert message.format(**paths) in str(refused.value) and "\n" not in str(refused.value)
+  assert not (tmp_path / "w").exists()
+
+
+def test_a_source_whose_eval_split_has_no_tokens_is_refused_before_anything_is_written(
+    stores, tmp_path
+):
+  """Every source is evaluated, at weight 0 too: one whose validation split holds no tokens
+  would end the run at its first eval, after all the training before it."""
+  texts = ["alpha beta"] * 19 + [""]  # position 19, the validation split's, has no text
+  (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+  empty = mixture_stores.prepare(
+      str(tmp_path / "empty"),
+      f"files:{tmp_path}/docs.jsonl",
+      path=os.path.join(stores["web"], "tokenizer"),
+  )
+  c = config({"web": stores["web"], "empty": empty}, weights="web=1,empty=0")
+  with pytest.raises(errors.DataError) as refused:
+    train.train_and_evaluate(c, str(tmp_path / "w"))
+  assert str(refused.value).startswith(
+      f"--config.mixture.stores: empty={empty}: the 'validation' split of the token store "
+      f"{empty} (files:{tmp_path}/docs.jsonl) holds 1 examples and no tokens"
+  )
+  assert "or leave the source out" in str(refused.value) and "\n" not in str(refused.value)
   assert not (tmp_path / "w").exists()
 
 

@@ -243,6 +243,31 @@ def test_bad_preparation_input_is_one_line_and_exit_2(args, message, tmp_path):
   assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("code, status", [(None, 0), (2, 2), ("error: message", 1)])
+def test_prepare_ends_with_its_exit_status_and_output_without_the_interpreters_teardown(
+    code, status
+):
+  """What pyarrow's threads can abort after an hf: dataset is read (exit -6) is skipped; the
+  output, the atexit functions and the exit status are as sys.exit's."""
+  script = (
+      "import atexit, sys\n"
+      "from vit_jax import prepare\n"
+      "class Teardown:\n"
+      "  def __del__(self):\n"
+      "    print('teardown ran', flush=True)\n"
+      "kept = Teardown()\n"
+      "atexit.register(print, 'atexit ran')\n"
+      "def run():\n"
+      "  print('working')\n"
+      f"  sys.exit({code!r})\n"
+      "prepare._exit_without_teardown(run)\n"
+  )
+  ran = helpers.run([sys.executable, "-c", script])
+  assert ran.returncode == status, ran.stderr[-3000:]
+  assert ran.stdout.splitlines() == ["working", "atexit ran"]
+  assert ran.stderr.strip() == ("" if status != 1 else code)
+
+
 def test_a_store_in_a_bucket(text_files, tmp_path, gcs):
   local, remote = str(tmp_path / "store"), gcs.new_dir("store")
   config = gpt_config(text_files)
@@ -300,3 +325,61 @@ def test_a_shard_of_empty_documents_reads_as_empty_documents(tmp_path):
   split = token_store.open_store(out, ["train"]).split("train")
   assert [len(d) for d in split.examples("text", np.arange(20))] == [10] * 10 + [0] * 10
   assert [len(w) for w in split.spans("text", [9, 15], [5, 0], [9, 4])] == [4, 0]
+
+
+def test_a_store_whose_eval_split_has_no_tokens_is_refused_before_anything_runs(tmp_path):
+  """Too few documents to hold one out, prepare refuses from its count before it writes. A
+  validation split whose one document is empty it cannot know of before it tokenizes, but the
+  run is refused by its checks, not at its first eval after all its training."""
+  texts = ["alpha beta"] * 19
+  (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+  out = str(tmp_path / "store")
+  config = gpt_config(f"files:{tmp_path}/docs.jsonl")
+  with pytest.raises(errors.DataError, match="has 19 documents, too few for a non-empty train"):
+    store_writer.prepare(config, out, report=_quiet)
+  assert not os.path.exists(out)
+  with open(tmp_path / "docs.jsonl", "a", encoding="utf-8") as f:
+    f.write(json.dumps({"text": ""}) + "\n")  # position 19: the validation split's
+  store_writer.prepare(config, out, report=_quiet)
+  config.token_store = out
+  with pytest.raises(errors.DataError) as refused:
+    checks.validate_training(config, str(tmp_path / "w"))
+  assert str(refused.value).startswith(
+      f"--config.eval_split='validation': the 'validation' split of the token store {out} "
+      f"(files:{tmp_path}/docs.jsonl) holds 1 examples and no tokens"
+  )
+  assert "from more documents, or ones with text" in str(refused.value)
+  assert not (tmp_path / "w").exists()
+
+
+def test_a_rerun_on_files_that_changed_is_refused_naming_them(tmp_path):
+  """Finished or interrupted, a store is not added to from files the pattern now matches
+  otherwise: a file added, removed or resized is named (a listing, nothing read), and nothing is
+  changed."""
+  folder = tmp_path / "texts"
+  folder.mkdir()
+  for i in range(20):
+    (folder / f"doc{i:02d}.txt").write_text(f"document {i}\n")
+  config, out = gpt_config(f"files:{folder}/*.txt"), str(tmp_path / "store")
+  store_writer.prepare(config, out, report=_quiet)
+  stamps = {p: os.stat(p).st_mtime_ns for p in _files(out)}
+  rerun = lambda: store_writer.prepare(config, out, report=_quiet)
+  (folder / "doc20.txt").write_text("a new one\n")
+  with pytest.raises(errors.DataError, match=f"other files .*\\(added {folder}/doc20.txt\\)"):
+    rerun()
+  (folder / "doc20.txt").unlink()
+  (folder / "doc00.txt").write_text("document 0, longer\n")
+  (folder / "doc01.txt").unlink()
+  with pytest.raises(errors.DataError) as refused:
+    rerun()
+  assert f"(removed {folder}/doc01.txt; resized {folder}/doc00.txt (11 bytes, now 19))" in str(
+      refused.value
+  )
+  os.remove(os.path.join(out, token_store.MANIFEST_FILE))  # as if interrupted: refused alike
+  del stamps[os.path.join(out, token_store.MANIFEST_FILE)]
+  with pytest.raises(errors.DataError, match="removed"):
+    rerun()
+  assert {p: os.stat(p).st_mtime_ns for p in _files(out)} == stamps
+  (folder / "doc00.txt").write_text("document 0\n")
+  (folder / "doc01.txt").write_text("document 1\n")
+  assert rerun()  # the same files again: the store is finished

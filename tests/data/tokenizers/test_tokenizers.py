@@ -1,10 +1,12 @@
 """Every tokenizer kind: round trip, save/load, fingerprints, errors."""
 
 import json
+import types
 
 import numpy as np
 import pytest
 
+from vit_jax import errors
 from vit_jax.data import tokenizers
 from vit_jax.data.text import corpus
 
@@ -108,6 +110,50 @@ def test_load_pretrained_files(tmp_path, spm_tokenizer, train_docs):
     tokenizers.load_pretrained(str(tmp_path / "vocab.txt"))
 
 
+def _path_settings(kind, path, vocab_size=None):
+  """A config's `tokenizer` block naming `path`."""
+  return types.SimpleNamespace(kind=kind, vocab_size=vocab_size, path=str(path))
+
+
+def test_tokenizer_path_takes_a_saved_folder_or_any_file_in_it_of_the_kind_named(built, tmp_path):
+  """A token store's or workdir's tokenizer/ (as the other stores of a mixture are prepared):
+  the folder, or any of its files, loads the saved tokenizer itself (its fingerprint), as the
+  kind the config names."""
+  kind, trained = built
+  trained.save(str(tmp_path / "tokenizer"))
+  for path in [tmp_path / "tokenizer", *sorted((tmp_path / "tokenizer").iterdir())]:
+    loaded = tokenizers.from_path(_path_settings(kind, path))
+    assert loaded.fingerprint == trained.fingerprint, path
+  loaded = tokenizers.from_path(_path_settings(kind, tmp_path / "tokenizer", trained.vocab_size))
+  assert loaded.fingerprint == trained.fingerprint
+  other = "byte_bpe" if kind == "char" else "char"
+  fix = {"char": "char", "byte_bpe": "byte_bpe"}.get(kind, "spm_unigram or spm_bpe")
+  with pytest.raises(errors.ConfigError) as refused:
+    tokenizers.from_path(_path_settings(other, tmp_path / "tokenizer"))
+  assert f"holds a '{trained.kind}' tokenizer, not a '{other}' one" in str(refused.value)
+  assert str(refused.value).endswith(f"set --config.tokenizer.kind={fix}.")
+  with pytest.raises(errors.ConfigError, match=f"holds a vocabulary of {trained.vocab_size}, not"):
+    tokenizers.from_path(_path_settings(kind, tmp_path / "tokenizer", trained.vocab_size + 1))
+
+
+def test_a_tokenizer_path_of_anything_else_is_one_line_naming_it(tmp_path):
+  (tmp_path / "notes.txt").write_text("text")
+  (tmp_path / "vocab.json").write_text(json.dumps(["<pad>", "a"]))  # a char vocabulary, alone
+  (tmp_path / "empty").mkdir()
+  cases = {
+      tmp_path / "missing": "does not exist",
+      tmp_path / "notes.txt": "is not a tokenizer",
+      tmp_path / "empty": "is not a tokenizer",
+      tmp_path / "vocab.json": "is not a Hugging Face tokenizer.json",
+  }
+  for path, what in cases.items():
+    with pytest.raises(errors.ConfigError) as refused:
+      tokenizers.from_path(_path_settings("char", path))
+    message = str(refused.value)
+    assert message.startswith(f"--config.tokenizer.path={path} {what}"), message
+    assert "a token store's or workdir's tokenizer folder" in message and "\n" not in message
+
+
 @pytest.mark.parametrize("kind", tokenizers.TRAINABLE_KINDS)
 def test_empty_corpus_is_a_clear_error(kind):
   with pytest.raises(ValueError, match="corpus is empty"):
@@ -170,3 +216,22 @@ def test_load_bert_style_wordpiece_json(tmp_path, train_docs):
   assert pieces[1].startswith("##")  # A rare word, split into pieces.
   starts = tok.word_starts(ids)
   assert starts.sum() == 2 and starts[0]
+
+
+def test_a_run_and_prepare_check_the_tokenizer_path_before_anything_is_written(
+    tmp_path, char_tokenizer
+):
+  # pylint: disable=g-import-not-at-top
+  from tests import tiny_configs
+  from vit_jax.config import checks
+
+  char_tokenizer.save(str(tmp_path / "tokenizer"))
+  config = tiny_configs.load("gpt", "dataset=embedded,variant=pico")
+  config.tokenizer.update(kind="byte_bpe", path=str(tmp_path / "tokenizer"))
+  for check in (
+      lambda: checks.validate_training(config, str(tmp_path / "w")),
+      lambda: checks.validate_preparation(config, str(tmp_path / "out")),
+  ):
+    with pytest.raises(errors.ConfigError, match="holds a 'char' tokenizer, not a 'byte_bpe'"):
+      check()
+  assert not (tmp_path / "w").exists() and not (tmp_path / "out").exists()

@@ -113,8 +113,8 @@ def check_mixture(config, mixes: bool) -> None:
           f"{mixture.STORES_KEY}: the stores of {first!r} ({mix.stores[first]}) and {name!r} "
           f"({mix.stores[name]}) hold ids of different tokenizers (fingerprints "
           f"{opened[first].tokenizer_fingerprint}, {opened[name].tokenizer_fingerprint}); "
-          "prepare every source with one tokenizer: the same --config.tokenizer.path (e.g. "
-          f"the file in {opened[first].tokenizer_dir()})."
+          "prepare every source with one tokenizer: the others with --config.tokenizer.path="
+          f"{opened[first].tokenizer_dir()}."
       )
   want = stores.tokenizer_settings(config)
   if all(want != store.tokenizer_settings for store in opened.values()):
@@ -129,6 +129,9 @@ def check_mixture(config, mixes: bool) -> None:
         )
         + f" for {first!r}; give the settings a store of the mixture was made with."
     )
+  for split in evaluated_splits(config):  # every source is evaluated, at any weight
+    for name in mix.names:
+      check_mixture_split(name, mix.stores[name], split)
   trained = {n for stage in mix.stages for n, weight in stage.weights.items() if weight > 0}
   for name in mix.names:
     entries = opened[name].manifest["splits"][config.train_split]["shards"]
@@ -143,7 +146,7 @@ def _mixture_store(name: str, path: str, splits) -> stores.Store:
   """Source `name`'s store at `path`: finished, of documents, holding `splits` whole."""
   from vit_jax import storage  # pylint: disable=g-import-not-at-top
 
-  where = f"--config.mixture.stores: {name}={path}"
+  where = _source(name, path)
   storage.check(path)
   made = [storage.join(path, f) for f in (stores.MANIFEST_FILE, stores.PLAN_FILE)]
   if not any(storage.exists(f) for f in made):
@@ -159,6 +162,60 @@ def _mixture_store(name: str, path: str, splits) -> stores.Store:
         "it with configs/gpt.py."
     )
   return store
+
+
+def check_mixture_split(name: str, path: str, split: str) -> None:
+  """Source `name`'s store at `path` holds `split`, whole, with tokens to evaluate on."""
+  store = datasets.open_store(path, [split])  # a DataError naming the splits it has
+  check_has_tokens(store, split, _source(name, path), other="or leave the source out")
+
+
+def _source(name: str, path: str) -> str:
+  return f"--config.mixture.stores: {name}={path}"
+
+
+def check_has_tokens(
+    store, split: str, where: str, *, other: str = "or read another split"
+) -> None:
+  """Split `split` of `store` has tokens to read; else one DataError naming where the run names
+  it (`where`), the store and the fix. An eval split without any would end the run at its first
+  eval, after all the training before it."""
+  from vit_jax.data import hub  # pylint: disable=g-import-not-at-top  (its split names only)
+
+  entry = store.manifest["splits"][split]
+  if any(entry["tokens"].values()):
+    return
+  holdout = store.manifest.get("read_settings", {}).get("hf_holdout")
+  if holdout and split == hub.HELD_OUT:
+    more = (
+        f"with a smaller --config.hf_holdout than {holdout} (1 document in about {holdout} is "
+        "held out)"
+    )
+  elif store.dataset.startswith(datasets.FILE_PREFIXES):
+    more = (
+        f"from more documents, or ones with text (every {corpus.VALIDATION_EVERY}th is the "
+        "validation split's)"
+    )
+  else:
+    more = "from data whose split holds text"
+  raise errors.DataError(
+      f"{where}: the {split!r} split of the token store {store.path} ({store.dataset}) holds "
+      f"{entry['examples']:,} examples and no tokens, so a run finds nothing to read there; "
+      f"prepare the store again {more} into a new --output, {other}."
+  )
+
+
+def evaluated_splits(config) -> list[str]:
+  """The splits of `config.dataset` (or of each source of its mixture) the run's evaluators
+  read, each once, in order."""
+  from vit_jax.evaluate import registry  # pylint: disable=g-import-not-at-top
+
+  names = []
+  for settings in registry.evals_of(config).values():
+    split = settings.get("split")
+    if settings.get("dataset") == config.dataset and split is not None and split not in names:
+      names.append(split)
+  return names
 
 
 def check_split(
@@ -181,7 +238,8 @@ def check_split(
   their first records: prepare reads them whole, before it writes anything."""
   if token_store and not stream.is_stream(name):
     datasets.check_kind(name, examples)
-    datasets.open_store(token_store, [split])  # the split is there and its files are whole
+    store = datasets.open_store(token_store, [split])  # the split is there, its files whole
+    check_has_tokens(store, split, f"--config.{key}={split!r}")
     return
   if datasets.is_streamed(name) and not tokenizing:
     datasets.check_kind(name, examples)
@@ -293,6 +351,23 @@ def check_text_file(path: str) -> None:
     files.decode_text(path, f.read())
 
 
+def check_tokenizer_path(config, workdir: str) -> None:
+  """A run's `tokenizer.path` loads, of the kind and size the config names, where the run loads
+  it: not when a token store or a mixture gives the tokenizer, nor on a workdir that saved one."""
+  # pylint: disable=g-import-not-at-top
+  from vit_jax import storage
+  from vit_jax.data import tokenizers
+  from vit_jax.data.tokenizers import base as tokenizer_base
+
+  if not config.tokenizer.path:
+    return
+  if config.token_store or config.dataset == datasets.MIXTURE:
+    return
+  if storage.exists(storage.join(stores.tokenizer_dir(workdir), tokenizer_base.META_FILE)):
+    return
+  tokenizers.from_path(config.tokenizer)
+
+
 def check_preparation(config, examples: str, output: str, split_names) -> None:
   """What `python -m vit_jax.prepare` reads is there: the config's dataset (not a stream) and
   each split to tokenize; `output` can be written (a bucket needs the gcs extra)."""
@@ -311,6 +386,11 @@ def check_preparation(config, examples: str, output: str, split_names) -> None:
   from vit_jax import storage  # pylint: disable=g-import-not-at-top
 
   storage.check(output)
+  if config.tokenizer.path:  # loaded (and checked) before the dataset is read
+    from vit_jax.data import tokenizers  # pylint: disable=g-import-not-at-top
+
+    tokenizers.from_path(config.tokenizer)
+  evaluated = evaluated_splits(config)
   for split in split_names:
     check_split(
         config.dataset,
@@ -321,3 +401,28 @@ def check_preparation(config, examples: str, output: str, split_names) -> None:
         tokenizing=True,
         read_options=data.read_options(config),
     )
+    if split in evaluated and config.dataset.startswith(data.HUB_PREFIX):
+      _check_evaluated_hub_split(config, split)
+
+
+def _check_evaluated_hub_split(config, split: str) -> None:
+  """An hf: split the run evaluates on holds a document (its count is known only once it is
+  tokenized; a files: dataset's splits are counted by the scan before anything is written, and
+  a TFDS split is checked by _check_tfds_split). Reads up to its first document: about
+  hf_holdout documents of the held-out split."""
+  from vit_jax.data import hub  # pylint: disable=g-import-not-at-top  (hf: datasets only)
+
+  options = data.read_options(config)
+  if next(iter(hub.documents(config.dataset, split, options, config.data_dir)), None) is not None:
+    return
+  if split == hub.HELD_OUT and options.hf_holdout:
+    fix = (
+        f"hold out more with a smaller --config.hf_holdout than {options.hf_holdout} (1 "
+        f"document in about {options.hf_holdout} is held out)"
+    )
+  else:
+    fix = "add documents to it, or evaluate on another split (--config.eval_split)"
+  raise errors.DataError(
+      f"--config.dataset={config.dataset}: its {split!r} split, which the run evaluates on, "
+      f"holds no documents (no non-empty {options.text_key!r}); {fix}. Nothing was written."
+  )

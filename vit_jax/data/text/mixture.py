@@ -36,6 +36,7 @@ import zlib
 import numpy as np
 
 from vit_jax import errors
+from vit_jax.config import args as config_args
 from vit_jax.data.text import order
 
 BLOCK = 2048  # rows per block: each block meets the weights exactly (levanter's default block)
@@ -106,7 +107,7 @@ def parse_weights(text: str) -> list[Stage]:
     step = 0
     if i:
       head, has_step, part = part.partition(":")
-      if not has_step or not head.strip().isdigit():
+      if not has_step or not config_args.is_digits(head.strip()):
         raise _malformed(text, f"stage {i + 1} ({part.strip() or head.strip()!r}) has no STEP:")
       step = int(head)
       if step <= stages[-1].step:

@@ -12,8 +12,9 @@ tokenized once, in shards, by several processes on several hosts, resumable.
    (`datasets.read_settings`: a files: dataset's text_key and bad_documents, an hf: dataset's
    text column, subset and held-out slice), its kind, the tokenizer's settings and fingerprint,
    and each split's shards (an hf: dataset streamed from its files: one per file). The other
-   tasks wait for the plan. A rerun reads the plan and goes on when it asks for the same store,
-   or stops naming what differs.
+   tasks wait for the plan. A rerun reads the plan and goes on when it asks for the same store
+   (a files: dataset's pattern matching the same files at the same sizes, files.json's), or
+   stops naming what differs.
 2. The shards. Task i tokenizes the shards k with k % n == i that are not done yet, `workers`
    at a time in worker processes. A shard's arrays are staged on local disk and put in place
    whole (a rename, or one upload each), then its NNNNN.json: a shard counts as done only once
@@ -48,13 +49,8 @@ PLAN_WAIT_S = 3_600  # how long a task other than 0 waits for the plan (task 0 t
 def splits_to_prepare(config) -> list[str]:
   """The splits a run of `config` reads from its dataset: the training split, then each split
   its evaluators read from the same dataset."""
-  from vit_jax.evaluate import registry  # pylint: disable=g-import-not-at-top
-
   names = [config.train_split]
-  for settings in registry.evals_of(config).values():
-    if settings.get("dataset") == config.dataset and settings.get("split") not in names:
-      names.append(settings["split"])
-  return names
+  return names + [s for s in checks.evaluated_splits(config) if s not in names]
 
 
 def shard_counts(config, split_names: Sequence[str], examples_per_shard: int, inventory=None):
@@ -164,7 +160,8 @@ def prepare(
 def _plan(config, output, split_names, examples_per_shard, task_index, workers, report) -> dict:
   """The store's plan: read (and checked) where one exists, made and written by task 0 else."""
   plan_path = storage.join(output, token_store.PLAN_FILE)
-  if not storage.exists(plan_path) and task_index == 0:
+  made_here = not storage.exists(plan_path) and task_index == 0
+  if made_here:
     _check_output(output)
     inventory = None
     if config.dataset.startswith(datasets.FILE_PREFIXES):  # read whole once, before any write
@@ -178,10 +175,9 @@ def _plan(config, output, split_names, examples_per_shard, task_index, workers, 
       )
     shards = shard_counts(config, split_names, examples_per_shard, inventory)
     tokenizer = _tokenizer(config, output, report)
-    if inventory is not None:
-      storage.replace_text(
-          storage.join(output, token_store.FILES_FILE), json.dumps(inventory.to_json())
-      )
+    if inventory is not None:  # with each file's size, which a rerun compares
+      listed = {**inventory.to_json(), "sizes": _file_sizes(inventory.paths)}
+      storage.replace_text(storage.join(output, token_store.FILES_FILE), json.dumps(listed))
     plan = make_plan(config, shards, tokenizer, inventory)
     storage.replace_text(plan_path, json.dumps(plan, indent=2))
   deadline = time.time() + PLAN_WAIT_S
@@ -217,7 +213,53 @@ def _plan(config, output, split_names, examples_per_shard, task_index, workers, 
         f"--output={output} holds a token store of other settings ({listing}); use a new "
         "--output, or the settings it was made with. Nothing was changed."
     )
+  if "files" in plan and not made_here:
+    _check_files(config.dataset, output)
   return plan
+
+
+def _file_sizes(paths) -> list[int]:
+  """The size in bytes of each file of `paths`, from one listing per folder (nothing is read)."""
+  listings, sizes = {}, []
+  for path in paths:
+    folder = storage.parent(path) or os.curdir  # (a relative pattern's files in the cwd)
+    if folder not in listings:
+      listings[folder] = storage.file_sizes(folder)
+    sizes.append(listings[folder].get(storage.name(path), -1))
+  return sizes
+
+
+def _check_files(dataset: str, output: str) -> None:
+  """A files: dataset's store is rerun on the files it was planned on: the pattern matches the
+  same files, at the sizes files.json records (a listing, nothing read); a DataError naming the
+  files added, removed or resized otherwise (they would be left out, or read at positions that
+  moved)."""
+  from vit_jax.data.text import files  # pylint: disable=g-import-not-at-top
+
+  saved = json.loads(storage.read_text(storage.join(output, token_store.FILES_FILE)))
+  planned = [path for path, _ in saved["files"]]
+  now = files.paths(dataset)
+  sizes_now = dict(zip(now, _file_sizes(now)))
+  added = sorted(set(now) - set(planned))
+  removed = [p for p in planned if p not in sizes_now]
+  resized = [
+      f"{p} ({size:,} bytes, now {sizes_now[p]:,})"
+      for p, size in zip(planned, saved.get("sizes", ()))  # (a store made before it held sizes)
+      if p in sizes_now and sizes_now[p] != size
+  ]
+  changes = [(added, "added"), (removed, "removed"), (resized, "resized")]
+  listing = "; ".join(f"{what} {_first_few(paths)}" for paths, what in changes if paths)
+  if listing:
+    raise errors.DataError(
+        f"--output={output} was planned on other files than {dataset} matches now ({listing}); "
+        "prepare them into a new --output, or restore the files it was made from. Nothing was "
+        "changed."
+    )
+
+
+def _first_few(items, count: int = 3) -> str:
+  more = f" and {len(items) - count} more" if len(items) > count else ""
+  return ", ".join(items[:count]) + more
 
 
 def _check_output(output: str) -> None:

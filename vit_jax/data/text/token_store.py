@@ -8,7 +8,8 @@
                                     shard count (first)
     DIR/tokenizer/                  the tokenizer the tokens are ids of (vit_jax/data/tokenizers)
     DIR/files.json                  a files: dataset's files and each one's document count, which
-                                    its shards start reading from (vit_jax/data/text/files.py)
+                                    its shards start reading from (vit_jax/data/text/files.py),
+                                    and each one's size, which a rerun of prepare compares
     DIR/SPLIT/NNNNN.FIELD.tokens    shard NNNNN's examples' FIELD tokens, one after another:
                                     uint16 where the vocabulary fits, else uint32, little-endian
     DIR/SPLIT/NNNNN.FIELD.offsets   int64, one more than the shard's examples: example i's tokens

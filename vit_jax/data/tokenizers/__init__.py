@@ -2,7 +2,7 @@
 
     tok = build_tokenizer("spm_unigram", corpus.split_documents("train"), 8000)
     tok = load_or_build(workdir + "/tokenizer", lambda: build_tokenizer(...))
-    tok = load_pretrained("/path/spiece.model")      # or .../tokenizer.json
+    tok = load_pretrained("/path/spiece.model")      # or .../tokenizer.json, or STORE/tokenizer
 
 A training workdir keeps its tokenizer (`load_or_build`), so evaluation and
 resumed runs use the very same vocabulary; a checkpoint that records
@@ -29,6 +29,11 @@ TRAINERS = {
     "byte_bpe": "hf.HfTokenizer",
 }
 TRAINABLE_KINDS = tuple(TRAINERS)
+# What `load_pretrained` (and so `tokenizer.path`) reads.
+PATH_FORMS = (
+    "a token store's or workdir's tokenizer folder (DIR/tokenizer) or a file in it, a "
+    "SentencePiece .model, or a Hugging Face tokenizer.json"
+)
 _CLASSES = {path.split(".")[1]: path for path in TRAINERS.values()}  # exported by __getattr__
 
 __all__ = [  # noqa: PLE0604 -- the names of _CLASSES, loaded by __getattr__
@@ -36,8 +41,10 @@ __all__ = [  # noqa: PLE0604 -- the names of _CLASSES, loaded by __getattr__
     "Tokenizer",
     "TokenizerMismatchError",
     "TRAINABLE_KINDS",
+    "PATH_FORMS",
     "build_tokenizer",
     "check_fingerprint",
+    "from_path",
     "from_settings",
     "load_or_build",
     "load_pretrained",
@@ -98,23 +105,74 @@ def build_tokenizer(
 
 
 def from_settings(settings, texts: Callable[[], Iterable[str]]) -> Tokenizer:
-  """The tokenizer a config's `tokenizer` block describes: loaded from its `path`, or a `kind`
-  tokenizer of `vocab_size` trained on `texts()`."""
+  """The tokenizer a config's `tokenizer` block describes: loaded from its `path`
+  (`from_path`), or a `kind` tokenizer of `vocab_size` trained on `texts()`."""
   if settings.path:
-    return load_pretrained(settings.path)
+    return from_path(settings)
   return build_tokenizer(settings.kind, texts(), settings.vocab_size)
 
 
-def load_pretrained(path: str, special_ids: Optional[dict] = None) -> Tokenizer:
-  """Loads an existing SentencePiece `.model` or HF `tokenizer.json`."""
-  if path.endswith(".json"):
-    return _load_class(TRAINERS["byte_bpe"]).from_file(path, special_ids)
-  if path.endswith(".model"):
-    return _load_class(TRAINERS["spm_unigram"]).from_file(path, special_ids)
-  raise errors.ConfigError(
-      f"Don't know how to load {path!r}: expected a "
-      "SentencePiece '.model' or a Hugging Face 'tokenizer.json'."
-  )
+def from_path(settings) -> Tokenizer:
+  """The tokenizer a config's `tokenizer.path` names (`load_pretrained`), of the `kind` the
+  block names (char for a char tokenizer's folder, byte_bpe for a tokenizer.json, spm_unigram or
+  spm_bpe for a .model) and, if set, of its `vocab_size`; a ConfigError naming the path and the
+  value to give otherwise."""
+  path = settings.path
+  tokenizer = load_pretrained(path, named="--config.tokenizer.path")
+  if tokenizer.kind != saved_kind(settings.kind):
+    kinds = " or ".join(k for k in TRAINABLE_KINDS if saved_kind(k) == tokenizer.kind)
+    raise errors.ConfigError(
+        f"--config.tokenizer.path={path} holds a {tokenizer.kind!r} tokenizer, not a "
+        f"{settings.kind!r} one (--config.tokenizer.kind); set --config.tokenizer.kind={kinds}."
+    )
+  if settings.vocab_size and settings.vocab_size != tokenizer.vocab_size:
+    raise errors.ConfigError(
+        f"--config.tokenizer.path={path} holds a vocabulary of {tokenizer.vocab_size}, not "
+        f"--config.tokenizer.vocab_size={settings.vocab_size}; give {tokenizer.vocab_size}, or "
+        "leave vocab_size unset."
+    )
+  return tokenizer
+
+
+def saved_folder(path: str) -> Optional[str]:
+  """The saved tokenizer's folder (a token store's or workdir's `tokenizer/`) that `path` is or
+  holds a file of, or None."""
+  for folder in (path, storage.parent(path)):
+    if folder and storage.exists(storage.join(folder, tokenizer_base.META_FILE)):
+      return folder
+  return None
+
+
+# A model file's ending -> the trainable kind whose class loads it, and the file's name.
+_FILES = {
+    ".json": ("byte_bpe", "Hugging Face tokenizer.json"),
+    ".model": ("spm_unigram", "SentencePiece .model"),
+}
+
+
+def load_pretrained(
+    path: str, special_ids: Optional[dict] = None, *, named: Optional[str] = None
+) -> Tokenizer:
+  """The tokenizer at `path`: a saved tokenizer's folder (DIR/tokenizer of a token store or
+  workdir) or any file in it, loaded as it was saved (its kind, special ids and fingerprint),
+  unless `special_ids` are given; else an existing SentencePiece `.model` or Hugging Face
+  `tokenizer.json`, its special ids `special_ids` (None: found by their usual pieces). Anything
+  else is a ConfigError naming the path (as the option `named`, if given) and PATH_FORMS."""
+  folder = saved_folder(path) if special_ids is None else None
+  if folder is not None:
+    return _tokenizer_load(folder)
+  shown = f"{named}={path}" if named else path
+  kind, file = next((v for end, v in _FILES.items() if path.endswith(end)), (None, None))
+  if kind is None or not storage.isfile(path):
+    what = "does not exist" if not storage.exists(path) else "is not a tokenizer"
+    raise errors.ConfigError(f"{shown} {what}; give {PATH_FORMS}.")
+  try:
+    return _load_class(TRAINERS[kind]).from_file(path, special_ids)
+  except errors.UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  (Hugging Face's loader raises Exception)
+    cause = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    raise errors.ConfigError(f"{shown} is not a {file} ({cause}); give {PATH_FORMS}.") from None
 
 
 def load_tokenizer(directory: str) -> Tokenizer:
