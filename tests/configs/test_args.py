@@ -34,6 +34,8 @@ OPTIONAL_INTS = [
     ("gpt.py", "model.width"),
     ("gpt.py", "model.depth"),
     ("gpt.py", "model.num_heads"),
+    ("gpt.py", "model.num_kv_heads"),
+    ("gpt.py", "model.mlp_dim"),
     ("bert.py", "model.mlp_dim"),
     ("bert_classifier.py", "model.mlp_dim"),
     ("seq2seq.py", "model.num_decoder_layers"),
