@@ -16,9 +16,12 @@ if [ ! -f "$stamp" ]; then
   target="."
   [ -n "$extras" ] && target=".[$extras]"
   # uv installs what pip would, from the same index, several times faster (parallel downloads,
-  # one cache for every venv); pip installs where uv cannot be had.
+  # one cache for every venv); pip installs where uv cannot be had. --compile-bytecode: uv
+  # otherwise leaves the .pyc files to the first import, which never writes them where
+  # PYTHONDONTWRITEBYTECODE is set, and every process then compiles TensorFlow's and JAX's
+  # sources again (about 6 s of CPU per process start; pip compiles at install by default).
   if ! { "$venv/bin/python" -m pip install -q uv &&
-    "$venv/bin/python" -m uv pip install -q --python "$venv/bin/python" -e "$target"; }; then
+    "$venv/bin/python" -m uv pip install -q --compile-bytecode --python "$venv/bin/python" -e "$target"; }; then
     "$venv/bin/python" -m pip install -q -e "$target"
   fi
   touch "$stamp"
