@@ -35,6 +35,7 @@ OPTIONAL_INTS = [
     ("gpt.py", "model.depth"),
     ("gpt.py", "model.num_heads"),
     ("gpt.py", "model.num_kv_heads"),
+    ("gpt.py", "model.head_dim"),
     ("gpt.py", "model.mlp_dim"),
     ("bert.py", "model.mlp_dim"),
     ("bert_classifier.py", "model.mlp_dim"),
