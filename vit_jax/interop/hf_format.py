@@ -52,9 +52,13 @@ def read(path: str) -> models.Checkpoint:
     )
   with safetensors_files.Tensors(path) as tensors:
     model, flat, notes = family.import_(config, tensors)
-  tokenizer = assets.read_hf_tokenizer(path, config)
+  tokenizer, tokenizer_notes = assets.read_hf_tokenizer(path, config)
   if tokenizer is not None:
-    notes.append(f"read the tokenizer ({assets.HF_TOKENIZER}, vocab {tokenizer.vocab_size})")
+    template = ", chat template" if tokenizer.chat_template is not None else ""
+    notes.append(
+        f"read the tokenizer ({assets.HF_TOKENIZER}, vocab {tokenizer.vocab_size}{template})"
+    )
+    notes += tokenizer_notes
     if tokenizer.vocab_size > model.get("vocab_size", tokenizer.vocab_size):
       raise errors.ConversionError(
           f"{path}: the tokenizer has {tokenizer.vocab_size} tokens, more than the model's "
