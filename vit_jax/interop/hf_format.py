@@ -14,6 +14,7 @@ from vit_jax.interop import assets
 from vit_jax.interop import hf_bert
 from vit_jax.interop import hf_gpt2
 from vit_jax.interop import hf_llama
+from vit_jax.interop import hf_rules
 from vit_jax.interop import hf_vit
 from vit_jax.interop import models
 from vit_jax.interop import safetensors_files
@@ -22,8 +23,9 @@ FAMILIES = {  # by HF model_type
     "bert": hf_bert,
     "gpt2": hf_gpt2,
     "vit": hf_vit,
-    **dict.fromkeys(hf_llama.MODEL_TYPES, hf_llama),  # read only, for now
+    **dict.fromkeys(hf_llama.MODEL_TYPES, hf_llama),
 }
+# Our GPT is GPT-2's with learned positions, else one of the Llama family (hf_llama.exports).
 _BY_OUR_NAME = {**{n: hf_bert for n in hf_bert.OUR_NAMES}, "gpt": hf_gpt2, "vit": hf_vit}
 # Hugging Face spells its config as our workdirs do; is_hf_dir tells the two apart.
 HF_CONFIG = "config.json"
@@ -44,6 +46,7 @@ def read_config(path: str) -> dict:
 
 def read(path: str) -> models.Checkpoint:
   config = read_config(path)
+  hf_rules.refuse_experts(config)
   family = FAMILIES.get(config.get("model_type"))
   if family is None:
     raise errors.ConversionError(
@@ -70,7 +73,7 @@ def read(path: str) -> models.Checkpoint:
 def export(ckpt: models.Checkpoint) -> tuple[dict, dict]:
   """(HF config, {tensor name: function making it}) for our checkpoint; raises if the format
   cannot hold the model."""
-  family = _BY_OUR_NAME.get(ckpt.model["name"])
+  family = hf_llama if hf_llama.exports(ckpt.model) else _BY_OUR_NAME.get(ckpt.model["name"])
   if family is None:
     raise errors.ConversionError(
         f"No Hugging Face format for our model {ckpt.model['name']!r}; "

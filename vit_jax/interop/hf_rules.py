@@ -86,7 +86,7 @@ def import_tensors(tensors, rules: list, ignore=(), source: str = "checkpoint", 
       problems.append(f"misshapen in {source}: {r.theirs} {shape}, the config makes it {r.shape}")
       continue
     value = np.asarray(tensors[r.theirs])
-    if dtype is not None and np.issubdtype(value.dtype, np.floating):
+    if dtype is not None and value.dtype in safetensors_files.FLOATS:
       value = value.astype(dtype, copy=False)
     try:
       arrays = r.to_ours(value)
@@ -180,6 +180,25 @@ def activation(hf_config: dict, field: str, default: str) -> str:
   if name not in ACTIVATIONS:
     raise errors.ConversionError(f"Unsupported {field}={name!r}; supported: {sorted(ACTIVATIONS)}.")
   return ACTIVATIONS[name]
+
+
+# Mixtures of experts: their model types, and the config keys that count their experts.
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "olmoe", "phimoe")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+
+def refuse_experts(hf_config: dict) -> None:
+  """A mixture-of-experts config, named as one (whatever its model_type)."""
+  experts = {k: hf_config[k] for k in _EXPERT_KEYS if (hf_config.get(k) or 0) > 1}
+  model_type = hf_config.get("model_type")
+  if experts or model_type in _MOE_TYPES:
+    counts = ", ".join(f"{k}={v}" for k, v in experts.items())
+    raise errors.ConversionError(
+        f"model_type={model_type!r} is a mixture of experts{f' ({counts})' if counts else ''}: "
+        "each of its layers routes tokens among several MLPs, and our models have one dense "
+        "MLP per block. Convert a dense model instead (Llama, Mistral, Qwen2 or Qwen3 "
+        "*ForCausalLM; GPT-2, BERT, ViT)."
+    )
 
 
 def architecture(hf_config: dict, supported: dict, guessed: str) -> str:

@@ -40,6 +40,8 @@ _DTYPES = {
     "BOOL": np.dtype(np.bool_),
 }
 _NAMES = {dtype: name for name, dtype in _DTYPES.items()}
+# numpy does not count ml_dtypes' bfloat16 among its floating types.
+FLOATS = frozenset(_DTYPES[name] for name in ("F64", "F32", "F16", "BF16"))
 _READ_ERRORS = (safetensors.SafetensorError, OSError, ValueError)
 
 
