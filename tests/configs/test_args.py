@@ -87,6 +87,14 @@ def test_none_for_a_key_that_is_not_optional_is_one_error(monkeypatch, capsys):
   )
 
 
+def test_none_in_lower_case_is_a_string_keys_value(monkeypatch):
+  """Llama's block options: no biases, no RoPE scaling."""
+  config = os.path.join(helpers.ROOT, "configs", "gpt.py")
+  argv = [f"--config={config}", "--config.model.biases=none", "--config.model.rope_scaling=none"]
+  parsed = parse(argv, monkeypatch)
+  assert (parsed.model.biases, parsed.model.rope_scaling) == ("none", "none")
+
+
 def optional_ints(config, prefix=""):
   """The keys of `config` declared `placeholder(int)` and None in it."""
   for key, field in config.items(preserve_field_references=True):
