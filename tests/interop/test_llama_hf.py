@@ -19,9 +19,9 @@ from tests import peers
 from tests import tiny_configs
 from tests.interop import helpers
 from vit_jax import convert
+from vit_jax import generate
 from vit_jax import errors
 from vit_jax import interop
-from vit_jax.interop import flat_params
 from vit_jax.interop import hf_llama
 from vit_jax.models import build_model
 from vit_jax.models import sampling
@@ -93,43 +93,8 @@ EXPORTED = {
 }
 
 
-def converted(family):
-  torch.manual_seed(0)
-  hf = helpers.perturb_torch(FAMILIES[family]())
-  tensors = {k: v.numpy() for k, v in hf.state_dict().items()}
-  config, flat, _ = hf_llama.import_(hf.config.to_dict(), tensors)
-  return hf, config, flat_params.unflatten(flat)
-
-
 def log_probs(logits):
   return np.asarray(jax.nn.log_softmax(np.asarray(logits, np.float64), axis=-1))
-
-
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_log_probs_and_greedy_decoding_match(family):
-  hf, config, params = converted(family)
-  expected = {"qwen2": ("qkv", False), "qwen3": ("none", True)}.get(family, ("none", False))
-  assert (config["biases"], config["qk_norm"]) == expected
-  assert config["num_kv_heads"] == 2 and config["tie_embeddings"] == (family == "qwen2")
-  assert config.get("head_dim") == (24 if family == "qwen3" else None)
-  with torch.no_grad():
-    theirs = hf(input_ids=torch.tensor(TOKENS, dtype=torch.long)).logits.numpy()
-  ours = build_model(config).apply({"params": params}, TOKENS)
-  diff = helpers.max_diff(log_probs(ours), log_probs(theirs))
-  assert diff <= 1e-4, diff
-
-  prompt = TOKENS[:, :5]
-  with torch.no_grad():
-    ref = hf.generate(
-        torch.tensor(prompt, dtype=torch.long),
-        do_sample=False,
-        max_new_tokens=10,
-        pad_token_id=0,
-        attention_mask=torch.ones(prompt.shape, dtype=torch.long),
-    ).numpy()[:, 5:]
-  new = sampling.generate(config, params, prompt.tolist(), max_new_tokens=10)
-  assert len(set(ref[0].tolist())) > 2  # not a repeated token, which any bug might also give
-  np.testing.assert_array_equal(np.array(new), ref)
 
 
 # Published configs (built here, offline): SmolLM2-135M, and Qwen3-0.6B, whose 16 heads are 128
@@ -233,20 +198,53 @@ def theirs_log_probs(folder: str, tokens):
     return model, log_probs(model(input_ids=torch.tensor(tokens, dtype=torch.long)).logits)
 
 
+def saved_dtypes(folder: str) -> set:
+  """The dtypes of a folder's safetensors files, from their headers."""
+  dtypes = set()
+  for name in os.listdir(folder):
+    if name.endswith(".safetensors"):
+      with open(os.path.join(folder, name), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+      dtypes |= {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+  return dtypes
+
+
+def greedy(model, prompts, new_tokens: int) -> np.ndarray:
+  """transformers' greedy continuation of equal-length prompts."""
+  with torch.no_grad():
+    out = model.generate(
+        torch.tensor(prompts, dtype=torch.long),
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        attention_mask=torch.ones(prompts.shape, dtype=torch.long),
+    )
+  return out.numpy()[:, prompts.shape[1] :]
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_hub_folder_converts_to_a_workdir_and_back(family, hub, tmp_path):
   workdir, exported = str(tmp_path / "workdir"), str(tmp_path / "exported")
   assert convert.main([hub[family], workdir, "--to", "orbax"]) == 0
-  ckpt = interop.load(workdir)
-  assert ckpt.model["param_dtype"] == ("bfloat16" if family == "qwen2" else "float32")
+  config, params, tokenizer, _ = generate.load_workdir(workdir)  # as vit_jax.generate reads it
+  expected = {"qwen2": ("qkv", False), "qwen3": ("none", True)}.get(family, ("none", False))
+  assert (config["biases"], config["qk_norm"]) == expected
+  assert config["num_kv_heads"] == 2 and config["tie_embeddings"] == (family == "qwen2")
+  assert config.get("head_dim") == (24 if family == "qwen3" else None)
+  assert config["param_dtype"] == ("bfloat16" if family == "qwen2" else "float32")
   fast = transformers.AutoTokenizer.from_pretrained(hub[family])
   tokens = held_out_prompts(fast)
   model, theirs = theirs_log_probs(hub[family], tokens)
-  ours = log_probs(ckpt.module().apply({"params": ckpt.tree()}, tokens))
+  ours = log_probs(build_model(config).apply({"params": params}, tokens))
   assert helpers.max_diff(ours, theirs) <= 1e-4
+  # Greedy through the KV cache, from the first 6 tokens: the same 10 new tokens.
+  prompts = tokens[:, :6]
+  want = greedy(model, prompts, 10)
+  assert fast.eos_token_id not in want and len(set(want[0].tolist())) > 2  # not a stuck token
+  new = sampling.generate(config, params, prompts.tolist(), max_new_tokens=10, temperature=0.0)
+  np.testing.assert_array_equal(np.array(new), want)
   # The tokenizer, its special tokens and the chat template, in the workdir's tokenizer folder.
-  assert (ckpt.tokenizer.eos_id, ckpt.tokenizer.pad_id) == (fast.eos_token_id, fast.pad_token_id)
-  assert ckpt.tokenizer.chat_template == helpers.CHAT_TEMPLATE
+  assert (tokenizer.eos_id, tokenizer.pad_id) == (fast.eos_token_id, fast.pad_token_id)
+  assert tokenizer.chat_template == helpers.CHAT_TEMPLATE
   assert os.path.isfile(os.path.join(workdir, "tokenizer", "chat_template.jinja"))
 
   assert convert.main([workdir, exported, "--to", "hf"]) == 0
@@ -257,8 +255,9 @@ def test_a_hub_folder_converts_to_a_workdir_and_back(family, hub, tmp_path):
     assert getattr(back.config, field) == getattr(model.config, field), field
   assert back.config.eos_token_id == fast.eos_token_id
   theirs_back = back.state_dict()
-  for name, value in model.state_dict().items():  # the same weights, in the same dtype
+  for name, value in model.state_dict().items():
     assert torch.equal(theirs_back[name], value), name
+  assert saved_dtypes(exported) == {"BF16" if family == "qwen2" else "F32"}  # as they came
   again = transformers.AutoTokenizer.from_pretrained(exported)
   messages = [{"role": "user", "content": "What does the for statement do?"}]
   assert again.apply_chat_template(messages) == fast.apply_chat_template(messages)
