@@ -254,6 +254,9 @@ def test_a_hub_folder_converts_to_a_workdir_and_back(family, hub, tmp_path):
   for field in ("rope_parameters", "rms_norm_eps", "tie_word_embeddings"):
     assert getattr(back.config, field) == getattr(model.config, field), field
   assert back.config.eos_token_id == fast.eos_token_id
+  with torch.no_grad():
+    exported_log_probs = log_probs(back(input_ids=torch.tensor(tokens, dtype=torch.long)).logits)
+  np.testing.assert_array_equal(exported_log_probs, theirs)
   theirs_back = back.state_dict()
   for name, value in model.state_dict().items():
     assert torch.equal(theirs_back[name], value), name
