@@ -417,9 +417,18 @@ def finetune_config(imported: str, text: str, steps: int):
   return config
 
 
-def test_a_fine_tune_from_an_imported_qwen3_resumes_exactly_and_generates(hub, tmp_path, capsys):
-  imported, text = str(tmp_path / "imported"), str(tmp_path / "held_out.txt")
-  assert convert.main([hub["qwen3"], imported, "--to", "orbax"]) == 0
+@pytest.fixture(scope="module")
+def imported_qwen3(hub, tmp_path_factory) -> str:
+  """The Qwen3 hub folder converted to a workdir by the convert command."""
+  workdir = str(tmp_path_factory.mktemp("imported") / "qwen3")
+  assert convert.main([hub["qwen3"], workdir, "--to", "orbax"]) == 0
+  return workdir
+
+
+def test_a_fine_tune_from_an_imported_qwen3_resumes_exactly_and_generates(
+    imported_qwen3, tmp_path, capsys
+):
+  imported, text = imported_qwen3, str(tmp_path / "held_out.txt")
   with open(text, "w", encoding="utf-8") as f:
     f.write("\n".join(helpers.reference_topics()[40:]))  # not what the tokenizer saw
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
@@ -452,3 +461,23 @@ def test_a_fine_tune_from_an_imported_qwen3_resumes_exactly_and_generates(hub, t
       after.model, after.tree(), [prompt], max_new_tokens=8, eos_id=after.tokenizer.eos_id
   )[0]
   assert list(new) == want.tolist()
+
+
+def test_the_lm_eval_adapter_scores_an_imported_qwen3_as_transformers_does(imported_qwen3, hub):
+  instance = peers.require("lm_eval.api.instance")
+  from vit_jax.evaluate import lm_eval_adapter  # pylint: disable=g-import-not-at-top
+
+  harness = lm_eval_adapter.VitJaxLM(imported_qwen3, batch_size=2)
+  pairs = [("The for statement", " is used to iterate"), ("A class definition", " defines it")]
+  got = harness.loglikelihood(
+      [instance.Instance("loglikelihood", doc={}, arguments=pair, idx=0) for pair in pairs]
+  )
+  model = transformers.AutoModelForCausalLM.from_pretrained(hub["qwen3"], dtype=torch.float32)
+  for (context, continuation), (logprob, _) in zip(pairs, got):
+    context_ids, continuation_ids = harness.encode(context), harness.encode(continuation)
+    with torch.no_grad():
+      logits = model(input_ids=torch.tensor([context_ids + continuation_ids])).logits
+    row = log_probs(logits)[0]
+    start = len(context_ids) - 1  # the position that predicts the continuation's first token
+    want = sum(row[start + i, token] for i, token in enumerate(continuation_ids))
+    assert logprob == pytest.approx(want, abs=1e-4), (context, continuation)
