@@ -19,7 +19,6 @@ from tests import peers
 from tests import tiny_configs
 from tests.interop import helpers
 from vit_jax import convert
-from vit_jax import generate
 from vit_jax import errors
 from vit_jax import interop
 from vit_jax.interop import hf_llama
@@ -225,7 +224,8 @@ def greedy(model, prompts, new_tokens: int) -> np.ndarray:
 def test_a_hub_folder_converts_to_a_workdir_and_back(family, hub, tmp_path):
   workdir, exported = str(tmp_path / "workdir"), str(tmp_path / "exported")
   assert convert.main([hub[family], workdir, "--to", "orbax"]) == 0
-  config, params, tokenizer, _ = generate.load_workdir(workdir)  # as vit_jax.generate reads it
+  ckpt = interop.load(workdir)
+  config, params, tokenizer = ckpt.model, ckpt.tree(), ckpt.tokenizer
   expected = {"qwen2": ("qkv", False), "qwen3": ("none", True)}.get(family, ("none", False))
   assert (config["biases"], config["qk_norm"]) == expected
   assert config["num_kv_heads"] == 2 and config["tie_embeddings"] == (family == "qwen2")
