@@ -102,6 +102,7 @@ def get_config(arg=None):
       kernel_init="xavier_uniform",
       scale_residual_init=False,
       num_kv_heads=placeholder(int),  # None: every head has its keys and values
+      head_dim=placeholder(int),  # None: width / num_heads
       mlp_dim=placeholder(int),  # None: mlp_ratio x width
       **{name: getattr(gpt_model.Gpt, name) for name in DECODER_OPTIONS},
   )

@@ -1,26 +1,34 @@
 """Converts checkpoints: `python -m vit_jax.convert SRC DST --to npz|hf|orbax [options]`.
 
 SRC is one of our workdirs (or one step's directory), an .npz (original ViT or big_vision
-layout, or any of our models in our names) or a Hugging Face model directory (BERT, GPT-2, ViT;
-config.json + model.safetensors, and tokenizer.json if it has one). DST is written completely or
-not at all.
+layout, or any of our models in our names) or a Hugging Face model directory (BERT, GPT-2, ViT,
+and the Llama, Mistral, Qwen2 and Qwen3 causal LMs; config.json + model.safetensors or the shards
+of model.safetensors.index.json, read a tensor at a time, and tokenizer.json if it has one). DST
+is written completely or not at all.
 
 The tokenizer travels with the weights: a workdir written here holds it in `DST/tokenizer` (as
-training saves it) and a config.json naming the task, so an imported GPT-2 generates at once
-(`python -m vit_jax.generate --workdir=DST --prompt=...`); a Hugging Face directory written here
-gets `tokenizer.json` when the source has a Hugging Face tokenizer. An .npz holds weights only.
+training saves it, with a chat model's template) and a config.json naming the task, so an
+imported GPT-2 or Llama generates at once (`python -m vit_jax.generate --workdir=DST
+--prompt=...`); a Hugging Face directory written here gets `tokenizer.json`, its special tokens
+and chat template when the source has a Hugging Face tokenizer. Our GPT with RoPE is written as
+LlamaForCausalLM, Qwen2ForCausalLM (query/key/value biases) or Qwen3ForCausalLM (QK-norm), and
+with learned positions as GPT-2. An .npz holds weights only.
 
   python -m vit_jax.convert workdirs/digits vit.npz --to npz
   python -m vit_jax.convert vit.npz vit_bv.npz --to npz --layout big_vision
   python -m vit_jax.convert vit.npz hf_vit --to hf
   python -m vit_jax.convert hf_bert bert_workdir --to orbax
   python -m vit_jax.convert hf_gpt2 gpt_workdir --to orbax   # then vit_jax.generate on it
+  python -m vit_jax.convert hub/SmolLM2-135M llama_workdir --to orbax
+  python -m vit_jax.convert llama_workdir llama_hf --to hf    # transformers loads it
   python -m vit_jax.convert hf_bert cls_workdir --to orbax --reinit-head \\
       --model '{"name": "bert_classifier", "num_classes": 3}'
 
 --model takes JSON (or a JSON file): overrides of the model config read with SRC, or the whole
 config for an .npz that is not recognized. --ema writes the EMA of a workdir's params (trained
-with --config.ema_decay) instead of its params. Errors print one message and exit with code 2.
+with --config.ema_decay) instead of its params. Errors print one message and exit with code 2,
+among them what ours does not compute (a sliding window, YaRN and other RoPE scalings, mixtures
+of experts: docs/checkpoints.md).
 
   python -m vit_jax.convert workdirs/digits vit_ema.npz --to npz --ema
 

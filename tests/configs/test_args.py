@@ -35,6 +35,7 @@ OPTIONAL_INTS = [
     ("gpt.py", "model.depth"),
     ("gpt.py", "model.num_heads"),
     ("gpt.py", "model.num_kv_heads"),
+    ("gpt.py", "model.head_dim"),
     ("gpt.py", "model.mlp_dim"),
     ("bert.py", "model.mlp_dim"),
     ("bert_classifier.py", "model.mlp_dim"),
@@ -84,6 +85,14 @@ def test_none_for_a_key_that_is_not_optional_is_one_error(monkeypatch, capsys):
   assert capsys.readouterr().err.strip() == (
       "error: --config.seed=None: seed is not optional; give it a value."
   )
+
+
+def test_none_in_lower_case_is_a_string_keys_value(monkeypatch):
+  """Llama's block options: no biases, no RoPE scaling."""
+  config = os.path.join(helpers.ROOT, "configs", "gpt.py")
+  argv = [f"--config={config}", "--config.model.biases=none", "--config.model.rope_scaling=none"]
+  parsed = parse(argv, monkeypatch)
+  assert (parsed.model.biases, parsed.model.rope_scaling) == ("none", "none")
 
 
 def optional_ints(config, prefix=""):

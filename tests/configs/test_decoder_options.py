@@ -51,6 +51,7 @@ def test_llama_options_are_config_keys_that_build_a_llama_block():
         ("biases", "q"),
         ("rope_scaling", "yarn"),
         ("num_kv_heads", 0),
+        ("head_dim", 0),
     ],
 )
 def test_a_bad_decoder_option_is_refused_naming_its_key(key, value):

@@ -61,6 +61,7 @@ VALUES = {
     "gated_mlp": (True, False),
     "biases": ("qkv", "all"),
     "num_kv_heads": (1, None),
+    "head_dim": (8, None),
     "qk_norm": (True, False),
     "rope_base": (500_000.0, 10_000.0),
     "rope_scaling": ("llama3", "none"),

@@ -1,6 +1,9 @@
 """Grouped-query attention: equal to multi-head attention with each key-value head repeated for
 its group, the same outputs and gradients through every kernel a CPU can run, and a KV cache
-that holds only the key-value heads."""
+that holds only the key-value heads; all of it also with heads of their own width (`head_dim`
+apart from width / heads, as Qwen3's)."""
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +43,11 @@ def test_grouped_query_attention_is_multi_head_with_key_value_heads_repeated(kv_
 
 @pytest.mark.parametrize("impl", ["xla", "chunked", "splash"])
 def test_every_cpu_kernel_gives_the_reference_outputs_and_gradients(impl):
+  # Heads 12 wide, not 32 / 4 = 8 (test_attention.py has the kernels at width / heads).
+  layer = functools.partial(globals()["layer"], head_dim=12)
   params = layer().init(jax.random.PRNGKey(1), X)
+  assert params["params"]["query"]["kernel"].shape == (32, HEADS, 12)
+  assert params["params"]["out"]["kernel"].shape == (HEADS, 12, 32)
   segments = jnp.array([[1] * 7 + [2] * 5, [1] * 12])
   spec = masks.MaskSpec(causal=True).with_segments(segments)
   cotangent = jax.random.normal(jax.random.PRNGKey(2), X.shape)
@@ -59,15 +66,23 @@ def test_every_cpu_kernel_gives_the_reference_outputs_and_gradients(impl):
 
 
 def test_the_kv_cache_holds_the_key_value_heads_and_decodes_as_the_full_forward():
+  # Heads 48 wide, not pico's 64 / 2 = 32 (test_kv_cache.py has the cache at width / heads),
+  # with QK-norm over that width.
   model = lambda decode: gpt.Gpt(
-      vocab_size=31, variant="pico", posemb="rope", num_kv_heads=1, decode=decode
+      vocab_size=31,
+      variant="pico",
+      posemb="rope",
+      num_kv_heads=1,
+      head_dim=48,
+      qk_norm=True,
+      decode=decode,
   )
   tokens = jax.random.randint(jax.random.PRNGKey(0), (2, 9), 0, 31)
   params = model(False).init(jax.random.PRNGKey(1), tokens)["params"]
   full = model(False).apply({"params": params}, tokens)
   cache = model(True).init(jax.random.PRNGKey(0), jnp.zeros((2, 9), jnp.int32))["cache"]
   key = cache["decoder"]["h_0"]["MultiHeadDotProductAttention_1"]["cached_key"]
-  assert key.shape == (2, 1, 9, 32)  # (B, kv heads, max_len, K): pico's 2 heads share 1
+  assert key.shape == (2, 1, 9, 48)  # (B, kv heads, max_len, K): 2 heads share 1
   step = jax.jit(
       lambda cache, tokens: model(True).apply(
           {"params": params, "cache": cache}, tokens, mutable=["cache"]

@@ -7,7 +7,8 @@ from vit_jax.tpu_planning import chips
 from vit_jax.training import flops
 
 
-def test_gpt_flops_are_palm_formula():
+@pytest.mark.parametrize("head_dim", [None, 48])  # pico's 2 heads: 32 wide, or 48
+def test_gpt_flops_are_palm_formula(head_dim):
   width, depth, vocab, seq = 64, 2, 29, 16
   config = {
       "name": "gpt",
@@ -15,10 +16,12 @@ def test_gpt_flops_are_palm_formula():
       "vocab_size": vocab,
       "max_len": 32,
       "scan_layers": True,
+      "head_dim": head_dim,
   }
-  # Matmul parameters used per token: Q, K, V, out (4 D^2), MLP (2 x 4 D^2), tied LM head (D V).
-  n = depth * 12 * width**2 + width * vocab
-  per_token = 6 * n + 12 * depth * width * seq  # 12 L H Q T with H Q = D
+  heads_width = 2 * head_dim if head_dim else width  # H Q
+  # Matmul parameters used per token: Q, K, V, out (4 D H Q), MLP (2 x 4 D^2), tied LM head (D V).
+  n = depth * (4 * width * heads_width + 8 * width**2) + width * vocab
+  per_token = 6 * n + 12 * depth * heads_width * seq  # 12 L H Q T
   got = flops.train_flops_per_example(config, (jnp.zeros((1, seq), jnp.int32),))
   assert got == per_token * seq
 

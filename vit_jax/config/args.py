@@ -197,7 +197,8 @@ for _type, _parser in ((int, flags.IntegerParser()), (float, flags.FloatParser()
 def refuse_none(config, argv) -> None:
   """A ConfigError for a `--config.KEY=None` whose key is not optional. An optional key is one
   a config declares with `placeholder(TYPE)` (a FieldReference, so its type survives a None);
-  a plain key set to None would fail later, far from the flag."""
+  a plain key set to None would fail later, far from the flag. A string key takes "none" as the
+  string it is (`model.biases=none`, `model.rope_scaling=none`)."""
   for arg in argv[1:]:
     key, sep, value = arg.partition("=")
     if not (sep and key.startswith("--config.") and value.strip() in ("None", "none")):
@@ -206,9 +207,10 @@ def refuse_none(config, argv) -> None:
     node = config
     for part in parents:
       node = node[part]
-    if not isinstance(
-        dict(node.items(preserve_field_references=True)).get(last), config_dict.FieldReference
-    ):
+    declared = dict(node.items(preserve_field_references=True)).get(last)
+    if isinstance(node[last], str) and value.strip() == "none":
+      continue
+    if not isinstance(declared, config_dict.FieldReference):
       raise errors.ConfigError(
           f"{key}=None: {key[len('--config.'):]} is not optional; give it a value."
       )

@@ -95,9 +95,11 @@ def config_problems(config) -> list[str]:
           "which this trainer does not do (its small gradients would round to 0); use bfloat16 "
           "on TPUs, A100s and newer, float32 on V100s and T4s"
       )
-  kv_heads = get(config, "model.num_kv_heads")  # None: every head has its keys and values
-  if kv_heads not in (None, _MISSING) and not (type(kv_heads) is int and kv_heads >= 1):
-    problems.append(f"--config.model.num_kv_heads={kv_heads!r} must be None or a number >= 1")
+  # None: every head has its keys and values; each head is width / num_heads wide.
+  for key in ("model.num_kv_heads", "model.head_dim"):
+    value = get(config, key)
+    if value not in (None, _MISSING) and not (type(value) is int and value >= 1):
+      problems.append(f"--config.{key}={value!r} must be None or a number >= 1")
   if get(config, "task") not in tasks.TASKS:
     problems.append(
         f"--config.task={get(config, 'task')!r} must be one of {', '.join(tasks.TASKS)}"

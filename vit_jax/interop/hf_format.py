@@ -1,14 +1,11 @@
 """Hugging Face model directories: `config.json` + `model.safetensors` as `save_pretrained`
-writes them (sharded `model.safetensors.index.json` is read too), and the tokenizer
+writes them (or the shards `model.safetensors.index.json` names), and the tokenizer
 (`tokenizer.json`, see `assets`) when there is one. Needs neither torch nor transformers, and
-never unpickles: a directory with only `pytorch_model.bin` is refused."""
+never unpickles: a directory with only `pytorch_model.bin` is refused. The weights are read and
+written a tensor at a time (`safetensors_files`)."""
 
 import json
 import os
-
-import numpy as np
-import safetensors
-from safetensors import numpy as safetensors_np
 
 from vit_jax import errors
 from vit_jax import storage
@@ -17,20 +14,21 @@ from vit_jax.interop import assets
 from vit_jax.interop import hf_bert
 from vit_jax.interop import hf_gpt2
 from vit_jax.interop import hf_llama
+from vit_jax.interop import hf_rules
 from vit_jax.interop import hf_vit
 from vit_jax.interop import models
+from vit_jax.interop import safetensors_files
 
 FAMILIES = {  # by HF model_type
     "bert": hf_bert,
     "gpt2": hf_gpt2,
     "vit": hf_vit,
-    **dict.fromkeys(hf_llama.MODEL_TYPES, hf_llama),  # read only, for now
+    **dict.fromkeys(hf_llama.MODEL_TYPES, hf_llama),
 }
+# Our GPT is GPT-2's with learned positions, else one of the Llama family (hf_llama.exports).
 _BY_OUR_NAME = {**{n: hf_bert for n in hf_bert.OUR_NAMES}, "gpt": hf_gpt2, "vit": hf_vit}
 # Hugging Face spells its config as our workdirs do; is_hf_dir tells the two apart.
 HF_CONFIG = "config.json"
-WEIGHTS = "model.safetensors"
-INDEX = "model.safetensors.index.json"
 
 
 def is_hf_dir(path: str) -> bool:
@@ -41,46 +39,29 @@ def is_hf_dir(path: str) -> bool:
   )
 
 
-def read_dir(path: str) -> tuple[dict, dict]:
-  """(config.json as a dict, {tensor name: np.ndarray})."""
-  config = json.loads(storage.read_text(storage.join(path, HF_CONFIG)))
-  if storage.isfile(storage.join(path, WEIGHTS)):
-    files = [WEIGHTS]
-  elif storage.isfile(storage.join(path, INDEX)):
-    files = sorted(
-        set(json.loads(storage.read_text(storage.join(path, INDEX)))["weight_map"].values())
-    )
-  else:
-    found = sorted(n for n in storage.listdir(path) if not n.startswith("."))
-    raise errors.ConversionError(
-        f"{path} has no {WEIGHTS} (or {INDEX}); found {found}. Only safetensors are read, never "
-        "pickled .bin files: re-save the model with save_pretrained(dir) (safetensors by default)."
-    )
-  tensors = {}
-  for name in files:
-    try:
-      with storage.local_copy(storage.join(path, name)) as local:
-        tensors.update(safetensors_np.load_file(local))
-    except (safetensors.SafetensorError, OSError, ValueError) as e:  # truncated or corrupted
-      raise errors.ConversionError(
-          f"Cannot read {storage.join(path, name)} as safetensors ({e}); "
-          "the file is damaged: re-save or re-download it."
-      ) from e
-  return config, tensors
+def read_config(path: str) -> dict:
+  """config.json as a dict."""
+  return json.loads(storage.read_text(storage.join(path, HF_CONFIG)))
 
 
 def read(path: str) -> models.Checkpoint:
-  config, tensors = read_dir(path)
+  config = read_config(path)
+  hf_rules.refuse_experts(config)
   family = FAMILIES.get(config.get("model_type"))
   if family is None:
     raise errors.ConversionError(
         f"Unsupported Hugging Face model_type={config.get('model_type')!r} in {path}; supported: "
         f"{sorted(FAMILIES)}."
     )
-  model, flat, notes = family.import_(config, tensors)
-  tokenizer = assets.read_hf_tokenizer(path, config)
+  with safetensors_files.Tensors(path) as tensors:
+    model, flat, notes = family.import_(config, tensors)
+  tokenizer, tokenizer_notes = assets.read_hf_tokenizer(path, config)
   if tokenizer is not None:
-    notes.append(f"read the tokenizer ({assets.HF_TOKENIZER}, vocab {tokenizer.vocab_size})")
+    template = ", chat template" if tokenizer.chat_template is not None else ""
+    notes.append(
+        f"read the tokenizer ({assets.HF_TOKENIZER}, vocab {tokenizer.vocab_size}{template})"
+    )
+    notes += tokenizer_notes
     if tokenizer.vocab_size > model.get("vocab_size", tokenizer.vocab_size):
       raise errors.ConversionError(
           f"{path}: the tokenizer has {tokenizer.vocab_size} tokens, more than the model's "
@@ -90,8 +71,9 @@ def read(path: str) -> models.Checkpoint:
 
 
 def export(ckpt: models.Checkpoint) -> tuple[dict, dict]:
-  """(HF config, tensors) for our checkpoint; raises if the format cannot hold the model."""
-  family = _BY_OUR_NAME.get(ckpt.model["name"])
+  """(HF config, {tensor name: function making it}) for our checkpoint; raises if the format
+  cannot hold the model."""
+  family = hf_llama if hf_llama.exports(ckpt.model) else _BY_OUR_NAME.get(ckpt.model["name"])
   if family is None:
     raise errors.ConversionError(
         f"No Hugging Face format for our model {ckpt.model['name']!r}; "
@@ -111,9 +93,7 @@ def write(ckpt: models.Checkpoint, path: str, overwrite: bool = False) -> list:
     os.makedirs(staged)
     with open(os.path.join(staged, HF_CONFIG), "w", encoding="utf-8") as f:
       json.dump(config, f, indent=2, sort_keys=True)
-    safetensors_np.save_file(
-        {k: np.ascontiguousarray(v) for k, v in tensors.items()},
-        os.path.join(staged, WEIGHTS),
-        metadata={"format": "pt"},
+    safetensors_files.write(
+        tensors, os.path.join(staged, safetensors_files.WEIGHTS), metadata={"format": "pt"}
     )
     return assets.write_hf_tokenizer(ckpt.tokenizer, staged)

@@ -71,7 +71,6 @@ def _rules(depth: int, heads: int, prefix: str) -> list:
 
 def import_(hf_config: dict, tensors: dict):
   """HF config + tensors -> (our model config, flat params, notes)."""
-  tensors = dict(tensors)
   R.architecture(hf_config, ARCHITECTURES, "GPT2LMHeadModel")
   for field, want in (
       ("scale_attn_weights", True),
@@ -90,8 +89,9 @@ def import_(hf_config: dict, tensors: dict):
         f"n_inner={inner} is not a multiple of n_embd={width}; our Gpt " "has an integer mlp_ratio."
     )
   prefix = "transformer." if "transformer.wte.weight" in tensors else ""
-  head = tensors.pop("lm_head.weight", None)
-  if head is not None and not np.array_equal(head, tensors.get(f"{prefix}wte.weight")):
+  if "lm_head.weight" in tensors and not np.array_equal(
+      tensors["lm_head.weight"], tensors.get(f"{prefix}wte.weight")
+  ):
     raise errors.ConversionError(
         "lm_head.weight differs from wte: an untied LM head is not "
         "supported (our Gpt ties it to the token embedding)."
@@ -117,7 +117,8 @@ def import_(hf_config: dict, tensors: dict):
       norm_eps=hf_config.get("layer_norm_epsilon", 1e-5),
   )
   rules = _rules(config["depth"], config["num_heads"], prefix)
-  flat = R.import_tensors(tensors, rules, _IGNORE, source="Hugging Face GPT-2 checkpoint")
+  ignore = _IGNORE + (r"lm_head\.weight",)  # equal to wte (checked above)
+  flat = R.import_tensors(tensors, rules, ignore, source="Hugging Face GPT-2 checkpoint")
   return config, flat, notes
 
 
@@ -131,7 +132,7 @@ def export(config: dict, flat: dict):
   # What GPT-2's format cannot hold: a Llama-family block (hf_llama reads those; no writer yet).
   other = {
       name: getattr(model, name)
-      for name in ("normalization", "gated_mlp", "biases", "num_kv_heads", "qk_norm")
+      for name in ("normalization", "gated_mlp", "biases", "num_kv_heads", "head_dim", "qk_norm")
       if getattr(model, name) != getattr(gpt.Gpt, name)
   }
   if other or not model.tie_embeddings or model.mlp_dim is not None:

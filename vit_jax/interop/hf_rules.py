@@ -9,12 +9,13 @@ kernels DenseGeneral-shaped: query/key/value (D, H, K), out (H, K, D).
 
 import dataclasses
 import re
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
 from vit_jax import errors
 from vit_jax.interop import flat_params
+from vit_jax.interop import safetensors_files
 
 
 def _one(fn):
@@ -28,11 +29,12 @@ class Rule:
   to_ours: Callable  # their tensor -> tuple of our arrays
   to_theirs: Callable  # our arrays (in `ours` order) -> their tensor
   optional: bool = False  # may be absent on either side (e.g. BERT's pooler)
+  shape: Optional[tuple] = None  # their tensor's shape, where the config says what it must be
 
 
-def rule(theirs: str, ours: str, layout=None, optional: bool = False) -> Rule:
+def rule(theirs: str, ours: str, layout=None, optional: bool = False, shape=None) -> Rule:
   to_ours, to_theirs = layout or (lambda x: x, lambda x: x)
-  return Rule(theirs, (ours,), _one(to_ours), to_theirs, optional)
+  return Rule(theirs, (ours,), _one(to_ours), to_theirs, optional, shape)
 
 
 # Layout pairs (to_ours, to_theirs).
@@ -68,8 +70,10 @@ def heads_out(num_heads: int, input_major: bool = False):
   return to_ours, to_theirs
 
 
-def import_tensors(tensors: dict, rules: list, ignore=(), source: str = "checkpoint"):
-  """Their {name: array} -> our flat params. Raises listing missing, unexpected, unconvertible."""
+def import_tensors(tensors, rules: list, ignore=(), source: str = "checkpoint", dtype=None):
+  """Their {name: array} (a dict, or `safetensors_files.Tensors` read a tensor at a time) -> our
+  flat params, floats cast to `dtype` if given. Each tensor is converted as it is read and then
+  let go. Raises listing missing, unexpected, misshapen and unconvertible tensors."""
   flat, problems, used = {}, [], set()
   for r in rules:
     if r.theirs not in tensors:
@@ -77,17 +81,24 @@ def import_tensors(tensors: dict, rules: list, ignore=(), source: str = "checkpo
         problems.append(f"missing in {source}: {r.theirs}")
       continue
     used.add(r.theirs)
+    shape = safetensors_files.shape_of(tensors, r.theirs)  # from the header: nothing read yet
+    if r.shape is not None and shape != tuple(r.shape):
+      problems.append(f"misshapen in {source}: {r.theirs} {shape}, the config makes it {r.shape}")
+      continue
     value = np.asarray(tensors[r.theirs])
+    if dtype is not None and value.dtype in safetensors_files.FLOATS:
+      value = value.astype(dtype, copy=False)
     try:
       arrays = r.to_ours(value)
     except ValueError as e:  # a reshape that does not fit the config
       problems.append(f"cannot convert {r.theirs} {value.shape} to {', '.join(r.ours)}: {e}")
       continue
     flat.update(zip(r.ours, arrays))
+    del value, arrays
   ignored = [re.compile(p) for p in ignore]
   for name in sorted(set(tensors) - used):
     if not any(p.fullmatch(name) for p in ignored):
-      problems.append(f"unexpected in {source}: {name} {flat_params.shape_of(tensors[name])}")
+      problems.append(f"unexpected in {source}: {name} {safetensors_files.shape_of(tensors, name)}")
   flat_params.raise_problems(
       f"The {source} does not fit the architecture its config names", problems
   )
@@ -95,7 +106,9 @@ def import_tensors(tensors: dict, rules: list, ignore=(), source: str = "checkpo
 
 
 def export_tensors(flat: dict, rules: list, target: str = "target") -> dict:
-  """Our flat params -> their {name: contiguous array}. Every param must be used by a rule."""
+  """Our flat params -> their {name: function returning the contiguous array}, made when the
+  writer asks for it (`safetensors_files.write`), so that the export never sits in memory beside
+  the params. Every param must be used by a rule."""
   tensors, problems, used = {}, [], set()
   for r in rules:
     present = [k in flat for k in r.ours]
@@ -104,7 +117,9 @@ def export_tensors(flat: dict, rules: list, target: str = "target") -> dict:
         problems.append(f"missing in our params: {', '.join(k for k in r.ours if k not in flat)}")
       continue
     used.update(r.ours)
-    tensors[r.theirs] = np.ascontiguousarray(r.to_theirs(*(np.asarray(flat[k]) for k in r.ours)))
+    tensors[r.theirs] = lambda r=r: np.ascontiguousarray(
+        r.to_theirs(*(np.asarray(flat[k]) for k in r.ours))
+    )
   problems += [
       f"no place in the {target} for our param {k} {flat_params.shape_of(flat[k])}"
       for k in sorted(set(flat) - used)
@@ -165,6 +180,25 @@ def activation(hf_config: dict, field: str, default: str) -> str:
   if name not in ACTIVATIONS:
     raise errors.ConversionError(f"Unsupported {field}={name!r}; supported: {sorted(ACTIVATIONS)}.")
   return ACTIVATIONS[name]
+
+
+# Mixtures of experts: their model types, and the config keys that count their experts.
+_MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "olmoe", "phimoe")
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+
+def refuse_experts(hf_config: dict) -> None:
+  """A mixture-of-experts config, named as one (whatever its model_type)."""
+  experts = {k: hf_config[k] for k in _EXPERT_KEYS if (hf_config.get(k) or 0) > 1}
+  model_type = hf_config.get("model_type")
+  if experts or model_type in _MOE_TYPES:
+    counts = ", ".join(f"{k}={v}" for k, v in experts.items())
+    raise errors.ConversionError(
+        f"model_type={model_type!r} is a mixture of experts{f' ({counts})' if counts else ''}: "
+        "each of its layers routes tokens among several MLPs, and our models have one dense "
+        "MLP per block. Convert a dense model instead (Llama, Mistral, Qwen2 or Qwen3 "
+        "*ForCausalLM; GPT-2, BERT, ViT)."
+    )
 
 
 def architecture(hf_config: dict, supported: dict, guessed: str) -> str:

@@ -247,6 +247,9 @@ class MultiHeadAttention(nn.Module):
     num_kv_heads: key-value heads (None: num_heads); fewer is grouped-query attention, each
       serving num_heads / num_kv_heads query heads; the KV cache keeps only these.
     qkv_features: width of the Q/K/V projections (default: input width).
+    head_dim: width K of each head (None: qkv_features / num_heads); set apart from the width,
+      the query projection is D -> H x K and the output H x K -> D (Qwen3: 1024 wide, 16 heads
+      of 128).
     out_features: output width (default: input width).
     dropout_rate: dropout on the attention weights (forces the einsum path in training).
     implementation: "auto" (by platform: `choose_implementation`), "xla" (`xla_attention`),
@@ -267,6 +270,7 @@ class MultiHeadAttention(nn.Module):
   num_heads: int
   num_kv_heads: Optional[int] = None
   qkv_features: Optional[int] = None
+  head_dim: Optional[int] = None
   out_features: Optional[int] = None
   dropout_rate: float = 0.0
   use_bias: bool = True
@@ -303,12 +307,15 @@ class MultiHeadAttention(nn.Module):
     self_attention = inputs_kv_BxSxD is None
     if self_attention:
       inputs_kv_BxSxD = inputs_q_BxTxD
-    features = self.qkv_features or inputs_q_BxTxD.shape[-1]
-    if features % self.num_heads:
-      raise errors.ConfigError(
-          f"Attention width {features} is not divisible by num_heads={self.num_heads}."
-      )
-    head_dim = features // self.num_heads
+    head_dim = self.head_dim
+    if head_dim is None:
+      features = self.qkv_features or inputs_q_BxTxD.shape[-1]
+      if features % self.num_heads:
+        raise errors.ConfigError(
+            f"Attention width {features} is not divisible by num_heads={self.num_heads}; "
+            "set head_dim to give the heads a width of their own."
+        )
+      head_dim = features // self.num_heads
     kv_heads = self.num_kv_heads or self.num_heads
     if self.num_heads % kv_heads:
       raise errors.ConfigError(

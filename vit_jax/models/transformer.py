@@ -61,6 +61,7 @@ class BlockOptions:
   gated_mlp: bool = False
   biases: str = "all"  # of the dense projections: see BIASES
   num_kv_heads: Optional[int] = None  # grouped-query attention's key-value heads; None: all
+  head_dim: Optional[int] = None  # each head's width; None: width / num_heads (Qwen3 sets it)
   qk_norm: bool = False  # RMSNorm over each head's queries and keys before RoPE (Qwen3)
   # RoPE's base (Hugging Face's rope_theta) and scaling (position.RopeScaling's fields).
   rope_base: float = 10_000.0
@@ -128,6 +129,7 @@ class BlockConfig(BlockOptions):
     return attention.MultiHeadAttention(
         num_heads=self.num_heads,
         num_kv_heads=self.num_kv_heads,
+        head_dim=self.head_dim,
         use_bias=self.biases == "all",
         qkv_bias=self.biases != "none",
         qk_norm=self.qk_norm,

@@ -63,6 +63,8 @@ def forward_flops_per_example(model: nn.Module, init_inputs) -> float:
         q_BxTxD = args[0]
         kv_BxSxD = args[1] if len(args) > 1 and args[1] is not None else q_BxTxD
         features = module.qkv_features or q_BxTxD.shape[-1]
+        if module.head_dim is not None:  # heads of their own width: H x Q is not the width
+          features = module.num_heads * module.head_dim
         # Q K^T and weights x V: 2 matmuls of 2 x T x S x (H x Q) FLOPs each.
         total[0] += 4.0 * q_BxTxD.shape[1] * kv_BxSxD.shape[1] * features
       if type(module).__name__ == "MlmHead":  # BERT's output projection onto the embedding

@@ -17,6 +17,9 @@ from vit_jax import storage
 from vit_jax.data.tokenizers import base
 
 _MODEL_FILE = "tokenizer.json"
+# A chat model's prompt format (a Jinja template, as Hugging Face saves it), carried with the
+# tokenizer but not part of its fingerprint: it changes no token's id.
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
 # Looked up by token when a loaded tokenizer.json does not say which is which.
 _TOKEN_CANDIDATES = {
     "pad": ("<pad>", "[PAD]", "<|pad|>"),
@@ -35,8 +38,12 @@ class HfTokenizer(base.Tokenizer):
   kind = "hf_tokenizers"
 
   def __init__(
-      self, tokenizer: tokenizers.Tokenizer, special_ids: Optional[dict[str, Optional[int]]] = None
+      self,
+      tokenizer: tokenizers.Tokenizer,
+      special_ids: Optional[dict[str, Optional[int]]] = None,
+      chat_template: Optional[str] = None,
   ):
+    self.chat_template = chat_template
     # Text that spells a special token ("[MASK]") stays text: only our code
     # inserts special ids.
     tokenizer.encode_special_tokens = True
@@ -118,7 +125,13 @@ class HfTokenizer(base.Tokenizer):
 
   def _save_model(self, directory: str) -> None:
     storage.write_text(storage.join(directory, _MODEL_FILE), self._tok.to_str(pretty=True))
+    if self.chat_template is not None:
+      storage.write_text(storage.join(directory, CHAT_TEMPLATE_FILE), self.chat_template)
 
   @classmethod
   def _load_model(cls, directory: str, meta: dict) -> "HfTokenizer":
-    return cls.from_file(storage.join(directory, _MODEL_FILE), meta["special_ids"])
+    tokenizer = cls.from_file(storage.join(directory, _MODEL_FILE), meta["special_ids"])
+    template = storage.join(directory, CHAT_TEMPLATE_FILE)
+    if storage.isfile(template):
+      tokenizer.chat_template = storage.read_text(template)
+    return tokenizer
