@@ -158,7 +158,7 @@ TARGETS = {
         ["tests/models/test_seq2seq.py", "tests/models/test_kv_cache.py"],
         None,
     ),
-    "vit_jax/models/registry.py": (
+    "vit_jax/models/__init__.py": (
         [
             "tests/survival/test_bad_model_config.py",
             "tests/models/test_presets.py",

@@ -18,7 +18,6 @@ from vit_jax.config import defaults
 from vit_jax.data import tfds_builders
 from vit_jax.data.text import datasets as text_datasets
 from vit_jax.evaluate import registry as evaluator_registry
-from vit_jax.models import registry as model_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "vit_jax"
@@ -231,16 +230,14 @@ def test_workdir_file_names_are_spelled_only_in_the_workdir_module():
 
 # ---- Each registry fact has one home: what the tables name exists, and nothing restates them --
 def test_every_model_row_names_a_task_and_a_class():
-  no_task = {
-      name: row.task for name, row in model_registry.MODELS.items() if row.task not in tasks.TASKS
-  }
+  no_task = {name: row.task for name, row in models.MODELS.items() if row.task not in tasks.TASKS}
   assert not no_task, f"model rows whose task is not in vit_jax/tasks TASKS: {no_task}"
-  trains_nothing = set(tasks.TASKS) - {row.task for row in model_registry.MODELS.values()}
+  trains_nothing = set(tasks.TASKS) - {row.task for row in models.MODELS.values()}
   assert not trains_nothing, f"tasks no model row names: {sorted(trains_nothing)}"
-  for path in model_registry.class_paths():
-    assert isinstance(model_registry.load_class(path), type), path
+  for path in models.class_paths():
+    assert isinstance(models.load_class(path), type), path
   exported = {name for name in models.__all__ if name not in ("build_model", "MODELS")}
-  assert exported == {path.split(".")[1] for path in model_registry.class_paths()}
+  assert exported == {path.split(".")[1] for path in models.class_paths()}
 
 
 def test_each_task_names_its_evaluator_and_what_it_reads():

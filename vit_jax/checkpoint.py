@@ -36,7 +36,7 @@ class OtherModelError(CheckpointMismatchError):
   """A step's model record is not the config's model: another model, or a damaged record."""
 
 
-EMA_PARAMS = "ema_params"  # the train state's EMA of the params (training/ema.py), if any
+EMA_PARAMS = "ema_params"  # the train state's EMA of the params (training/optimizer.py), if any
 
 # Train-state keys a config may add between attempts, each with the config key that adds it: a
 # checkpoint without one restores without it (the trainer starts it); one with it restored by a

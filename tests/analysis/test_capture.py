@@ -5,14 +5,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vit_jax import models
 from vit_jax.analysis import attention
-from vit_jax.models import registry
 
 VIT = dict(name="vit", variant="Ti/4", width=32, depth=3, num_heads=2, mlp_dim=64, num_classes=5)
 
 
 def _init(config, *inputs):
-  module = registry.build_model(config)
+  module = models.build_model(config)
   return module, module.init(jax.random.PRNGKey(0), *inputs)["params"]
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from tests.helpers import ROOT
 from vit_jax import interop
+from vit_jax import models
 from vit_jax.analysis import loading
 from vit_jax.analysis import predicting
-from vit_jax.models import registry
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +89,7 @@ def test_visualize_and_predict_write_their_files(digits_workdir, digits_test_fol
 def gpt_npz(tmp_path_factory):
   """A tiny GPT as an imported .npz: a text model, with no tokenizer."""
   config = dict(name="gpt", vocab_size=16, variant="pico", max_len=16)
-  params = registry.build_model(config).init(jax.random.PRNGKey(0), np.zeros((1, 4), np.int32))[
+  params = models.build_model(config).init(jax.random.PRNGKey(0), np.zeros((1, 4), np.int32))[
       "params"
   ]
   path = str(tmp_path_factory.mktemp("gpt") / "gpt.npz")

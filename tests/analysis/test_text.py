@@ -7,11 +7,11 @@ import os
 import jax
 import numpy as np
 
+from vit_jax import models
 from vit_jax.analysis import loading
 from vit_jax.analysis import predicting
 from vit_jax.analysis import report
 from vit_jax.data import tokenizers
-from vit_jax.models import registry
 
 
 def _loaded(tmp_path, config, task):
@@ -19,7 +19,7 @@ def _loaded(tmp_path, config, task):
   tokenizer = tokenizers.build_tokenizer("char", ["the cat sat on the mat"])
   tokenizer.save(str(workdir / "tokenizer"))
   config = dict(config, vocab_size=tokenizer.vocab_size, max_len=32)
-  module = registry.build_model(config)
+  module = models.build_model(config)
   params = module.init(jax.random.PRNGKey(0), np.zeros((1, 4), np.int32))["params"]
   return loading.Loaded(
       path=str(workdir),

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import pytest
 
 from tests import helpers
+from vit_jax import models
 from vit_jax.config import checks
-from vit_jax.models import registry
 
 LLAMA = dict(
     posemb="rope",
@@ -34,7 +34,7 @@ def test_llama_options_are_config_keys_that_build_a_llama_block():
   config = gpt_config()
   config.model.update(LLAMA)
   assert checks.config_problems(config) == []
-  model = registry.build_model(config.model)
+  model = models.build_model(config.model)
   params = jax.eval_shape(model.init, jax.random.PRNGKey(0), jnp.zeros((1, 8), jnp.int32))
   block = params["params"]["decoder"]["h_0"]
   assert set(block["MlpBlock_3"]) == {"gate", "Dense_0", "Dense_1"}

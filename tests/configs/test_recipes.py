@@ -20,7 +20,7 @@ import pytest
 
 from tests import helpers
 from vit_jax import errors
-from vit_jax.models import registry
+from vit_jax import models
 from vit_jax.models import resnet
 from vit_jax.sweep import checks as sweep_checks
 from vit_jax.sweep import spec
@@ -477,7 +477,7 @@ DIFFERENCES = {
 def flat(config, key: str):
   """A config key's value, or for `built.ATTR` / `init.GROUP` keys what the model code fixes."""
   if key.startswith("built."):
-    value = registry.build_model(config.model)
+    value = models.build_model(config.model)
     for part in key.split(".")[1:]:
       value = getattr(value, part)
     return value
@@ -493,7 +493,7 @@ def init_stds(config) -> dict:
   """Standard deviations of the GPT's initial parameters by group, from the built model made 64
   wide (the depth, which scales the residual projections, stays) with a 1,000-token vocabulary,
   so that initializing it is quick; every group pools at least 12k values (about 1% error)."""
-  model = registry.build_model(config.model, width=64, num_heads=4, vocab_size=1_000)
+  model = models.build_model(config.model, width=64, num_heads=4, vocab_size=1_000)
   params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 8), jnp.int32))["params"]
   groups = {}
   for path, value in flax.traverse_util.flatten_dict(params, sep="/").items():
@@ -548,7 +548,7 @@ def test_listed_differences_hold(recipe, key):
 def test_token_pooling_keeps_a_cls_position_slot():
   """The listed difference: with classifier="token" the position table has 1 + 196 slots."""
   config = resolve(RECIPES["vit_b16_i1k"][0])
-  model = registry.build_model(config.model, num_classes=10)
+  model = models.build_model(config.model, num_classes=10)
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), jnp.zeros((1, 224, 224, 3)))
   table = shapes["params"]["Transformer"]["posembed_input"]["pos_embedding"]
   assert table.shape == (1, 1 + 14 * 14, 768)
@@ -578,7 +578,7 @@ def test_scaling_recipe_decays_big_visions_kernels_and_the_head_100x():
   from vit_jax.training import optimizer  # pylint: disable=g-import-not-at-top
 
   config = resolve(RECIPES["vit_g14_i21k"][0])
-  model = registry.build_model(config.model, num_classes=10, depth=2)
+  model = models.build_model(config.model, num_classes=10, depth=2)
   shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), jnp.zeros((1, 224, 224, 3)))
   params = shapes["params"]
   mult = config.optimizer.head_weight_decay_mult

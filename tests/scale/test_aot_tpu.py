@@ -18,8 +18,6 @@ import jax.numpy as jnp
 import pytest
 
 from tests import helpers
-from vit_jax import compile as compile_lib
-from vit_jax import errors
 from vit_jax import tasks
 from vit_jax.tpu_planning import aot
 from vit_jax.tpu_planning import peak_buffers
@@ -161,23 +159,24 @@ def test_a_step_that_fits_only_without_the_headroom_is_refused():
 
 
 @pytest.mark.parametrize(
-    "topology, overrides, message",
+    "args, message",
     [
-        ("v5p-6", [], "Unknown TPU topology 'v5p-6'"),
-        ("v5p-8", ["--config.mesh=data:3"], "mesh='data:3' has 3 slots but there are 4 devices"),
-        ("v5p-8", ["--config.batch_size=6"], "--config.batch_size=6 must be divisible by"),
+        (["--topology=v5p-6"], "error: Unknown TPU topology 'v5p-6'"),
+        (["--config.mesh=data:3"], "error: mesh='data:3' has 3 slots but there are 4 devices"),
+        (["--config.batch_size=6"], "error: --config.batch_size=6 must be divisible by the batch"),
     ],
 )
-def test_bad_input_for_a_slice_is_refused_before_compiling(topology, overrides, message, capsys):
-  """In this process, through `plan`, whose user errors `vit_jax.compile` prints as its one
-  `error:` line with exit code 2 (the fit tests here run the command and read that line)."""
-  config = pod_table.config_of(
-      ["--config=configs/vit.py:runlocal", "--config.num_classes=10", *overrides], helpers.ROOT
+def test_bad_input_for_a_slice_is_refused_in_one_line(args, message):
+  out = compile_command(
+      f"--config={helpers.VIT_CONFIG}:runlocal",
+      "--config.num_classes=10",
+      "--topology=v5p-8",  # 4 chips
+      *args,
   )
-  with pytest.raises(errors.USER_ERRORS) as refused:
-    compile_lib.plan(config, topology)  # v5p-8: 4 chips
-  assert str(refused.value).startswith(message), refused.value
-  assert "Compiling" not in capsys.readouterr().out
+  assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+  errors = error_lines(out)
+  assert len(errors) == 1 and errors[0].startswith(message), out.stderr[-2000:]
+  assert "Traceback" not in out.stderr and "Compiling" not in out.stdout
 
 
 def test_a_step_that_does_not_fit_names_what_to_change():

@@ -1,5 +1,5 @@
-"""The EMA of the params (`config.ema_decay`, training/ema.py): its recursion and warmup through
-the jitted update step (a skipped non-finite step included), exact resume, both evals in one
+"""The EMA of the params (`config.ema_decay`, training/optimizer.py): its recursion and warmup
+through the jitted update step (a skipped non-finite step included), exact resume, both evals in one
 metrics row, turning it on mid-run, and refusing to drop it."""
 
 import os
@@ -17,7 +17,7 @@ from vit_jax import tasks
 from vit_jax.config import checks
 from vit_jax.interop import orbax_format
 from vit_jax.sweep import runner
-from vit_jax.training import ema
+from vit_jax.training import optimizer as optimizer_lib
 from vit_jax.training import setup as setup_lib
 from vit_jax.training import train
 
@@ -41,10 +41,12 @@ def ema_config(digits_dir, steps: int, decay: float | None = 0.5):
 
 
 def test_decay_warms_up_as_tensorflow_num_updates():
-  assert float(ema.decay_at(0, 0.999)) == pytest.approx(0.1)
-  assert float(ema.decay_at(90, 0.999)) == pytest.approx(0.91)
-  assert float(ema.decay_at(10**6, 0.999)) == pytest.approx(0.999)  # capped by ema_decay
-  assert float(ema.decay_at(0, 0.05)) == pytest.approx(0.05)
+  assert float(optimizer_lib.ema_decay_at(0, 0.999)) == pytest.approx(0.1)
+  assert float(optimizer_lib.ema_decay_at(90, 0.999)) == pytest.approx(0.91)
+  assert float(optimizer_lib.ema_decay_at(10**6, 0.999)) == pytest.approx(
+      0.999
+  )  # capped by ema_decay
+  assert float(optimizer_lib.ema_decay_at(0, 0.05)) == pytest.approx(0.05)
 
 
 # The select is the TPU's guard (the branch elsewhere): the same arithmetic, checked in -m slow.

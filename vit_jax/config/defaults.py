@@ -119,7 +119,7 @@ def training_defaults() -> ml_collections.ConfigDict:
   )
   # An exponential moving average of the params, trained, saved, evaluated (NAME_ema/metric) and
   # exported (convert --ema) beside them; its decay warms up as min(ema_decay, (1+t) / (10+t))
-  # at step t (training/ema.py). None: no EMA.
+  # at step t (training/optimizer.py). None: no EMA.
   c.ema_decay = placeholder(float)
   c.log_every = 50
   # Also log the RMS of params, gradients and updates per block group (training/health_metrics.py).

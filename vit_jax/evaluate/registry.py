@@ -86,7 +86,7 @@ DEFAULT_NAME = "eval"  # the default entry: the task's own metrics on `eval_spli
 
 
 def ema_name(name: str) -> str:
-  """The name an evaluator's metrics of the EMA params are logged under (training/ema.py)."""
+  """The name an evaluator's metrics of the EMA params are logged under (training/optimizer.py)."""
   return f"{name}_ema"
 
 

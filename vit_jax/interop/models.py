@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from vit_jax import errors
+from vit_jax import models as model_table
 from vit_jax.interop import flat_params
 from vit_jax.models import bert
-from vit_jax.models import registry
 from vit_jax.models import vit
 
 SUPPORTED = ("vit", "gpt", "bert", "bert_mlm", "bert_classifier", "bert_encoder", "seq2seq")
@@ -70,11 +70,11 @@ def check_supported(config: dict) -> str:
 
 
 def build(config: dict):
-  """The Flax module for `config` (the registry's models, and "bert_encoder" = `Bert`)."""
+  """The Flax module for `config` (the model table's models, and "bert_encoder" = `Bert`)."""
   name = check_supported(config)
   kwargs = {k: v for k, v in config.items() if k != "name"}
   if name != "bert_encoder":
-    return registry.build_model(config)
+    return model_table.build_model(config)
   fields = {f.name for f in dataclasses.fields(bert.Bert)} - {"parent", "name"}
   unknown = sorted(set(kwargs) - fields)
   if unknown:

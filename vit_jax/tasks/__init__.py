@@ -6,7 +6,7 @@ and causal LM and seq2seq also `text_common.TokenLossTask` (loss per target toke
 
 This registry is the one list of tasks and what each one reads: the trainer builds from it, the
 config checks read its names and its examples, the evaluators its default kind, and generate
-which tasks sample. The models a task trains are the rows of vit_jax/models/registry.py MODELS
+which tasks sample. The models a task trains are the rows of vit_jax/models MODELS
 that name it.
 """
 
@@ -14,7 +14,7 @@ import dataclasses
 import importlib
 
 from vit_jax import errors
-from vit_jax.models import registry as model_registry
+from vit_jax import models
 from vit_jax.tasks import base
 
 IMAGES = "images"  # the examples of an image task; text tasks read a data/text/datasets.py kind
@@ -57,11 +57,11 @@ GENERATING = tuple(name for name, info in TASKS.items() if info.generates)
 
 def task_of_model(model_name: str) -> str:
   """The task a model runs with (an imported checkpoint names its model, not its task)."""
-  if model_name not in model_registry.MODELS:
+  if model_name not in models.MODELS:
     raise errors.ConfigError(
-        f"No task runs model {model_name!r}; models with a task: {list(model_registry.MODELS)}."
+        f"No task runs model {model_name!r}; models with a task: {list(models.MODELS)}."
     )
-  return model_registry.MODELS[model_name].task
+  return models.MODELS[model_name].task
 
 
 def _task_class(config):

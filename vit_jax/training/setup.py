@@ -13,7 +13,6 @@ import optax
 from vit_jax import checkpoint
 from vit_jax import startup
 from vit_jax.models import build_model
-from vit_jax.training import ema
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import optimizer as optimizer_lib
 
@@ -32,13 +31,13 @@ class Setup:
   step_rng: jax.Array  # folded with the step and microbatch: dropout and other training noise
   abstract_state: dict  # init_state's {"params", "opt_state", "step"[, "ema_params"]}, no shardings
   state_shardings: dict
-  ema_decay: float | None = None  # config.ema_decay (training/ema.py)
+  ema_decay: float | None = None  # config.ema_decay (training/optimizer.py)
 
   def init_state(self, init_rng) -> dict:
     params = self.model.init(init_rng, *self.task.init_inputs())["params"]
     state = {"params": params, "opt_state": self.tx.init(params), "step": jnp.array(0, jnp.int32)}
     if self.ema_decay is not None:
-      state[checkpoint.EMA_PARAMS] = ema.start(params)
+      state[checkpoint.EMA_PARAMS] = optimizer_lib.ema_start(params)
     return state
 
   @functools.cached_property

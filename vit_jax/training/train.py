@@ -4,9 +4,9 @@ Read top to bottom, after what the steps run on (the model, mesh, optimizer and 
 shardings: training/setup.py's `prepare`): the update step (`update_step`: the loss, its
 gradients accumulated over microbatches, the non-finite guard and the optimizer update); then
 `train_and_evaluate`: state (fresh, resumed or fine-tuned), the evaluators (`config.evals`,
-vit_jax/evaluate) and the loop with logging, checkpoints, preemption (training/preemption.py) and
-non-finite checks, each log window's time breakdown and the run's goodput
-(training/metrics_log.py), and `profile_steps` traces (training/profiling.py).
+vit_jax/evaluate) and the loop with logging, checkpoints, preemption notices
+(training/job_end.py) and non-finite checks, each log window's time breakdown and the run's
+goodput (training/metrics_log.py), and `profile_steps` traces (training/profiling.py).
 `vit_jax.compile` compiles the same jitted step for a TPU slice (`prepare` and `jit_update_step`
 over the slice's devices).
 
@@ -37,12 +37,12 @@ from vit_jax.config import checks
 from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import attention
 from vit_jax.storage import outages
-from vit_jax.training import ema
 from vit_jax.training import flops
 from vit_jax.training import host_input
+from vit_jax.training import job_end
 from vit_jax.training import mesh as mesh_lib
 from vit_jax.training import metrics_log
-from vit_jax.training import preemption
+from vit_jax.training import optimizer as optimizer_lib
 from vit_jax.training import setup as setup_lib
 
 # ---- Update step -------------------------------------------------------------------------------
@@ -69,9 +69,10 @@ def update_step(
   The task's loss is normalized by the full batch's totals (examples, tokens), so the losses and
   gradients of `grad_accum_steps` microbatches, taken one after another, add up to the full
   batch's. With `ema_decay`, the state's "ema_params" average the updated params
-  (training/ema.py). A step whose loss or gradients are not finite changes nothing, the average
-  included; the trainer then stops or counts it (`config.nonfinite`). `log_internals` adds the
-  RMS of the parameters, gradients and updates per block group (training/health_metrics.py).
+  (training/optimizer.py). A step whose loss or gradients are not finite changes nothing, the
+  average included; the trainer then stops or counts it (`config.nonfinite`). `log_internals`
+  adds the RMS of the parameters, gradients and updates per block group
+  (training/health_metrics.py).
 
   `nan_at_step` (1-based, as logged) is fault injection: that step's loss and gradients become
   NaN, to exercise the guard. `guard_nonfinite=False` applies every update as it is; it exists to
@@ -99,7 +100,9 @@ def update_step(
     updates, opt_state = tx.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
     if ema_decay is not None:
-      ema_params = ema.update(ema_params, params, ema.decay_at(step, ema_decay))
+      ema_params = optimizer_lib.ema_update(
+          ema_params, params, optimizer_lib.ema_decay_at(step, ema_decay)
+      )
     return params, opt_state, ema_params
 
   # The rate this step applies: the schedule at the optimizer's own count, not at `step`. A
@@ -305,7 +308,9 @@ def _train_and_evaluate(config, workdir: str) -> dict:
           f"note: checkpoint step {latest} has no EMA of the params; it starts from them now.",
           flush=True,
       )
-      state[checkpoint.EMA_PARAMS] = ema.start_placed(state["params"], state_shardings)
+      state[checkpoint.EMA_PARAMS] = optimizer_lib.ema_start_placed(
+          state["params"], state_shardings
+      )
   elif config.branch_from:  # the parent's state at the branch point; the parent is only read
     from vit_jax.training import branch  # pylint: disable=g-import-not-at-top  (only a branch)
 
@@ -326,7 +331,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
       opt_state = jax.jit(tx.init, out_shardings=state_shardings["opt_state"])(params)
       state = {**state, "params": params, "opt_state": opt_state}
       if setup.ema_decay is not None:
-        state[checkpoint.EMA_PARAMS] = ema.start_placed(params, state_shardings)
+        state[checkpoint.EMA_PARAMS] = optimizer_lib.ema_start_placed(params, state_shardings)
   start_step = int(state["step"])
   startup_clock.lap("state")
   mfu_meter = flops.MfuMeter(setup.model_config, task.init_inputs(1))  # model FLOPs / device peak
@@ -378,7 +383,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
     for e in due:
       metrics.update({f"{e.name}/{k}": v for k, v in e.run(state["params"], step).items()})
       if e.name in ema_names:
-        ema_params = ema.like_params(state[checkpoint.EMA_PARAMS], state["params"])
+        ema_params = optimizer_lib.ema_like_params(state[checkpoint.EMA_PARAMS], state["params"])
         ema_metrics = e.run(ema_params, step, ema_names[e.name])
         metrics.update({f"{ema_names[e.name]}/{k}": v for k, v in ema_metrics.items()})
     if metrics:
@@ -396,7 +401,7 @@ def _train_and_evaluate(config, workdir: str) -> dict:
   batches = host_input.prefetch_to_mesh(
       train_batches, mesh, config.batch_size, config.prefetch_batches
   )
-  watcher = preemption.Watcher(start_step)
+  watcher = job_end.Watcher(start_step)
   trace = None  # a jax.profiler trace of config.profile_steps (by default on process 0 only)
   if config.profile_steps and (jax.process_index() == 0 or config.profile_all_processes):
     from vit_jax.training import profiling  # pylint: disable=g-import-not-at-top  (only if set)
