@@ -63,8 +63,9 @@ _llama3 below), here on C4 with a byte-level BPE of the model's vocabulary size.
   python -m vit_jax.main --config=configs/gpt.py:dataset=c4,variant=llama3.1-8b \
       --config.tokenizer.kind=byte_bpe --config.tokenizer.vocab_size=128256 \
       --config.token_store=gs://BUCKET/c4-llama3 --workdir=gs://BUCKET/llama3.1-8b
-  -> not run here: the step fits its target_topology, FSDP over the slice (docs/pod.md's table:
-     its memory per chip); the published model's own results are on other data and tokenizer.
+  -> not run here. `python -m vit_jax.compile` with the same flags: the step fits its
+     target_topology v5p-512, FSDP over the 256 chips (its memory per chip: docs/pod.md's
+     table); the published model's own results are on other data and tokenizer.
      Every preset's commands, and what a run does not reproduce: docs/decoders.md.
 """
 
@@ -83,19 +84,16 @@ TARGET_TOPOLOGY = {
     "smollm2-135m": "v5p-64",
     "smollm2-360m": "v5p-128",
     "qwen2.5-0.5b": "v5p-512",
-    "llama3.2-1b": "v5p-2048",
+    "llama3.2-1b": "v5p-512",
     "llama3.1-8b": "v5p-512",
 }
-# What else a decoder's step needs to fit its slice (beyond bf16 compute and the splash attention
-# `auto` picks): the 1B's state sharded over the slice (FSDP), and the 8B's too, its layers
-# scanned and recomputed in the backward pass, its 2,048 rows in two microbatches of one
-# sequence per chip (the same step: gradients of the whole batch).
-FIT_SLICE = {
-    "llama3.2-1b": dict(mesh="fsdp:-1"),
-    "llama3.1-8b": dict(
-        mesh="fsdp:-1", grad_accum_steps=2, model=dict(remat="full", scan_layers=True)
-    ),
-}
+# What else the Llamas' steps need to fit their slice (beyond bf16 compute and the splash attention
+# `auto` picks), measured with `python -m vit_jax.compile`: the state sharded over the slice
+# (FSDP), the layers scanned and recomputed in the backward pass, the 2,048 sequences in two
+# microbatches of four per chip (the same step: gradients of the whole batch). On v5p-512 a chip
+# holds 69.56 GiB for the 8B; FSDP alone, without the rest, needs terabytes for the 1B.
+_LLAMA_FIT = dict(mesh="fsdp:-1", grad_accum_steps=2, model=dict(remat="full", scan_layers=True))
+FIT_SLICE = {"llama3.2-1b": _LLAMA_FIT, "llama3.1-8b": _LLAMA_FIT}
 
 PAPER_VARIANTS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 # The block options by which today's decoders differ from GPT-2 (Llama: normalization=rmsnorm,
