@@ -90,8 +90,9 @@ TARGET_TOPOLOGY = {
 # What else the Llamas' steps need to fit their slice (beyond bf16 compute and the splash attention
 # `auto` picks), measured with `python -m vit_jax.compile`: the state sharded over the slice
 # (FSDP), the layers scanned and recomputed in the backward pass, the 2,048 sequences in two
-# microbatches of four per chip (the same step: gradients of the whole batch). On v5p-512 a chip
-# holds 69.56 GiB for the 8B; FSDP alone, without the rest, needs terabytes for the 1B.
+# microbatches of four per chip (the same step: gradients of the whole batch); docs/pod.md's
+# table has the memory per chip. FSDP alone did not do: XLA asked 19.84 TB of temporaries a chip
+# for the 1B's step on v5p-2048.
 _LLAMA_FIT = dict(mesh="fsdp:-1", grad_accum_steps=2, model=dict(remat="full", scan_layers=True))
 FIT_SLICE = {"llama3.2-1b": _LLAMA_FIT, "llama3.1-8b": _LLAMA_FIT}
 
