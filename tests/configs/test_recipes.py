@@ -642,6 +642,7 @@ def _init_stds(model_json: str) -> dict:
       remat="none",
   )
   params = jax.jit(model.init)(jax.random.PRNGKey(0), jnp.zeros((1, 8), jnp.int32))["params"]
+  params = jax.device_get(params)  # one transfer, not one per array
   groups = {}
   for path, value in flax.traverse_util.flatten_dict(params, sep="/").items():
     if path.endswith("bias"):
