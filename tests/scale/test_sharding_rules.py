@@ -106,6 +106,11 @@ FAMILIES = [
         {"name": "gpt", "variant": "gpt2", "vocab_size": 512, "max_len": 64},
         (jnp.zeros((1, 8), int),),
     ),
+    (  # Llama's block: a gated MLP and an untied LM head
+        {"name": "gpt", "variant": "pico", "vocab_size": 512, "max_len": 64, "width": 256}
+        | {"gated_mlp": True, "tie_embeddings": False, "num_kv_heads": 2},
+        (jnp.zeros((1, 8), int),),
+    ),
     (
         {"name": "bert_classifier", "variant": "base", "vocab_size": 512, "max_len": 64},
         (jnp.zeros((1, 8), int),),
@@ -127,7 +132,9 @@ FAMILIES = [
 ]
 
 
-@pytest.mark.parametrize("cfg,inputs", FAMILIES, ids=[c["name"] for c, _ in FAMILIES])
+@pytest.mark.parametrize(
+    "cfg,inputs", FAMILIES, ids=[c["name"] + "_gated" * c.get("gated_mlp", 0) for c, _ in FAMILIES]
+)
 def test_every_large_parameter_of_the_models_has_a_rule(cfg, inputs):
   params = jax.eval_shape(lambda: build_model(cfg).init(jax.random.PRNGKey(0), *inputs))
   assert mesh_lib.unmatched_params(params["params"], FakeMesh(fsdp=2, model=2).shape) == []
@@ -144,3 +151,16 @@ def test_a_parameter_no_rule_matches_is_named_on_a_sharding_mesh(capsys):
   assert "new_adapter/kernel" in err and "RULES in vit_jax/training/mesh.py" in err
   mesh_lib.warn_unmatched(params, FakeMesh(data=8))  # data parallel: everything is replicated
   assert not capsys.readouterr().err
+
+
+def test_wide_norms_are_replicated_on_purpose():
+  """An 8B decoder's norms are 4,096 wide, as large as a tensor worth sharding: a rule replicates
+  them, so a sharding mesh neither splits nor warns about them."""
+  params = {
+      "decoder/encoder_norm": {"scale": np.zeros(4096)},
+      "decoder/h/layers/block/LayerNorm_0": {"scale": np.zeros((32, 4096))},  # scanned
+      "decoder/h_0/MultiHeadDotProductAttention_1/query_norm": {"scale": np.zeros(4096)},
+  }
+  assert mesh_lib.unmatched_params(params, FakeMesh(fsdp=2, model=2).shape) == []
+  mesh = FakeMesh(fsdp=2, model=2)
+  assert tuple(mesh_lib.spec_for("decoder/encoder_norm/scale", (4096,), mesh)) == (None,)

@@ -32,6 +32,57 @@ PRESETS = {
     "gpt2-large": transformer.Shape(1280, 36, 20),
     "gpt2-xl": transformer.Shape(1600, 48, 25),
 }
+# Today's decoders, each as its config.json on the Hugging Face hub (the repository beside it)
+# gives it: shape (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size) and
+# the block options by which it departs from LLAMA_BLOCK. vocab_size is its tokenizer's: a run
+# gets it from --config.tokenizer.vocab_size, the model from the tokenizer.
+LLAMA_BLOCK = dict(
+    posemb="rope", normalization="rmsnorm", gated_mlp=True, activation="silu", biases="none"
+)
+_LLAMA3_ROPE = dict(
+    rope_base=500_000.0,
+    rope_scaling="llama3",
+    rope_low_freq_factor=1.0,
+    rope_high_freq_factor=4.0,
+    rope_original_max_len=8192,
+)
+# fmt: off
+DECODERS = {
+    "smollm2-135m": dict(  # HuggingFaceTB/SmolLM2-135M
+        width=576, depth=30, num_heads=9, mlp_dim=1536, num_kv_heads=3, vocab_size=49_152,
+        norm_eps=1e-5, rope_base=100_000.0, tie_embeddings=True,
+    ),
+    "smollm2-360m": dict(  # HuggingFaceTB/SmolLM2-360M
+        width=960, depth=32, num_heads=15, mlp_dim=2560, num_kv_heads=5, vocab_size=49_152,
+        norm_eps=1e-5, rope_base=100_000.0, tie_embeddings=True,
+    ),
+    "qwen2.5-0.5b": dict(  # Qwen/Qwen2.5-0.5B (Qwen2ForCausalLM: query/key/value biases)
+        width=896, depth=24, num_heads=14, mlp_dim=4864, num_kv_heads=2, vocab_size=151_936,
+        norm_eps=1e-6, rope_base=1_000_000.0, tie_embeddings=True, biases="qkv",
+    ),
+    "llama3.2-1b": dict(  # meta-llama/Llama-3.2-1B
+        width=2048, depth=16, num_heads=32, mlp_dim=8192, num_kv_heads=8, vocab_size=128_256,
+        norm_eps=1e-5, tie_embeddings=True, rope_factor=32.0, **_LLAMA3_ROPE,
+    ),
+    "llama3.1-8b": dict(  # meta-llama/Llama-3.1-8B
+        width=4096, depth=32, num_heads=32, mlp_dim=14336, num_kv_heads=8, vocab_size=128_256,
+        norm_eps=1e-5, tie_embeddings=False, rope_factor=8.0, **_LLAMA3_ROPE,
+    ),
+}
+# fmt: on
+_SHAPE_KEYS = ("width", "depth", "num_heads", "mlp_dim")
+PRESETS.update(
+    {name: transformer.Shape(*(d[k] for k in _SHAPE_KEYS)) for name, d in DECODERS.items()}
+)
+
+
+def decoder_options(variant: str) -> dict:
+  """A DECODERS preset's block options (LLAMA_BLOCK and its own), as model config keys; its shape
+  comes with the variant, its vocabulary with the tokenizer."""
+  options = {k: v for k, v in DECODERS[variant].items() if k not in _SHAPE_KEYS + ("vocab_size",)}
+  return {**LLAMA_BLOCK, **options}
+
+
 # GPT-2's src/model.py: token embeddings N(0, 0.02) (line 155), positions N(0, 0.01) (line 153).
 TOKEN_INIT = nn.initializers.normal(stddev=0.02)
 POSITION_INIT = nn.initializers.normal(stddev=0.01)

@@ -8,12 +8,24 @@ from absl import flags
 from ml_collections import config_flags
 
 from vit_jax.config import args as config_args
+from vit_jax.models import gpt
 from vit_jax.tpu_planning import aot
 
 # The paper recipes exactly as their configs define them (batch, slice, head, position
 # embedding), each on its config's target_topology, in the table's order. The flags beyond
 # --config give what the data would (the vocabulary), as the configs' own recipe commands do.
 _BERT_VOCAB = ("--config.tokenizer.kind=spm_unigram", "--config.tokenizer.vocab_size=30522")
+
+
+def _decoder(variant: str) -> tuple:
+  """A DECODERS preset's row flags: its config on C4, a byte-level BPE of its vocabulary."""
+  return (
+      f"--config=configs/gpt.py:dataset=c4,variant={variant}",
+      "--config.tokenizer.kind=byte_bpe",
+      f"--config.tokenizer.vocab_size={gpt.DECODERS[variant]['vocab_size']}",
+  )
+
+
 ROWS = (
     ("ViT-S/16, ImageNet-1k", ("--config=configs/vit.py:dataset=imagenet2012,variant=S/16",)),
     ("ViT-B/16, ImageNet-1k", ("--config=configs/vit.py:dataset=imagenet2012,variant=B/16",)),
@@ -31,6 +43,11 @@ ROWS = (
             "--config.tokenizer.vocab_size=50257",
         ),
     ),
+    ("SmolLM2-135M", _decoder("smollm2-135m")),
+    ("SmolLM2-360M", _decoder("smollm2-360m")),
+    ("Qwen2.5-0.5B", _decoder("qwen2.5-0.5b")),
+    ("Llama-3.2-1B", _decoder("llama3.2-1b")),
+    ("Llama-3.1-8B", _decoder("llama3.1-8b")),
     (
         "BERT-base, 128 tokens",
         ("--config=configs/bert.py:dataset=wikipedia,variant=base,nsp", *_BERT_VOCAB),

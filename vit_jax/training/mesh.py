@@ -222,14 +222,18 @@ RULES = (
     (r"(query|key|value)/bias$", ("heads", "head_dim")),
     (r"out/kernel$", ("heads", "head_dim", "embed")),  # H x K x D
     (r"(MlpBlock_\d+|mlp|token_mixing|channel_mixing)/Dense_0/kernel$", ("embed", "mlp")),
+    (r"MlpBlock_\d+/gate/kernel$", ("embed", "mlp")),  # a gated MLP's gate (SwiGLU)
     (r"(MlpBlock_\d+|mlp|token_mixing|channel_mixing)/Dense_0/bias$", ("mlp",)),
     (r"(MlpBlock_\d+|mlp|token_mixing|channel_mixing)/Dense_1/kernel$", ("mlp", "embed")),
     (r"(wte|word_embeddings|token_embed)/embedding$", ("vocab", "embed")),
+    (r"(^|/)lm_head$", ("vocab", "embed")),  # GPT's untied LM head, (V, D) as the embedding
     (r"(wpe|position_embeddings|token_type_embeddings)/embedding$", (None, "embed")),
     (r"pos_embedding$", (None, None, "embed")),
     (r"(^|/)(embedding|stem)/kernel$", (None, None, None, "embed")),  # patch conv, HWIO
     (r"(head|classifier|pre_logits|pooler|transform)/kernel$", ("embed", None)),
     (r"(^|/)conv\w*/kernel$", (None, None, None, None)),  # BiT's convs: replicated, on purpose
+    # Norms' scales and offsets: one width each, replicated on purpose (an 8B's 4,096 wide).
+    (r"(^|/)(LayerNorm\w*|\w*_norm)/(scale|bias)$", (None,)),
 )
 LOGICAL_TO_MESH = {
     "embed": "fsdp",
