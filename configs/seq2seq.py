@@ -32,6 +32,7 @@ from ml_collections.config_dict import placeholder
 
 from vit_jax.config import args
 from vit_jax.config import defaults
+from vit_jax.data.text import datasets
 from vit_jax.evaluate import registry as evaluators
 
 
@@ -65,7 +66,7 @@ def get_config(arg=None):
   c.total_steps = 2_000
   c.optimizer.update(lr=1e-3, b2=0.98, weight_decay=0.01, warmup_steps=200)
   c.eval_max_batches = 10
-  if options["dataset"].startswith("wmt"):  # translation is scored on decoded text
+  if options["dataset"] not in datasets.TOY_DATASETS:  # translation is scored on decoded text
     c.evals.bleu = evaluators.entry(c, "decoding")
   if options["runlocal"]:
     defaults.shrink_for_runlocal(c)
