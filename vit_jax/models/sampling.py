@@ -74,11 +74,23 @@ def generate(
     eos_id: Optional[int] = None,
     seed: int = 0,
     use_cache: bool = True,
+    length: Optional[int] = None,
 ):
-  """Continues each prompt of token ids; returns the new tokens per prompt (stopping at EOS)."""
+  """Continues each prompt of token ids; returns the new tokens per prompt (stopping at EOS).
+
+  `length`: the tokens each row holds, prompt and new (None: the longest prompt's and
+  max_new_tokens). Given, the decoder is compiled for it whatever the prompts, with the prefill
+  cut to a power of two: calls on batches of other prompts (a file's lines, an evaluator's
+  sources) reuse a few compiled decoders instead of compiling one each.
+  """
   prompts = fit_prompts(prompts, max_new_tokens, model_config["max_len"])
   lengths_B = np.array([len(p) for p in prompts], np.int32)
   total = int(lengths_B.max()) + max_new_tokens
+  prefill = int(lengths_B.min())
+  if length is not None:
+    if length < total:
+      raise ValueError(f"length={length} is shorter than the longest prompt and max_new_tokens")
+    total, prefill = length, 1 << (prefill.bit_length() - 1)
   tokens_BxN = np.zeros((len(prompts), total), np.int32)
   for i, p in enumerate(prompts):
     tokens_BxN[i, : len(p)] = p
@@ -87,9 +99,7 @@ def generate(
     return _generate_uncached(
         model_config, params, tokens_BxN, lengths_B, max_new_tokens, sample, eos_id, seed
     )
-  decode = _compiled_decoder(
-      model_config, tokens_BxN.shape, int(lengths_B.min()), temperature, top_k, top_p
-  )
+  decode = _compiled_decoder(model_config, tokens_BxN.shape, prefill, temperature, top_k, top_p)
   out_BxN, count_B = decode(
       params,
       tokens_BxN,
