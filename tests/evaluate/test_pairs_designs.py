@@ -2,8 +2,9 @@
 prepared into token stores: the encoder-decoder from jsonl.zst files, the decoder-only GPT from a
 hub folder with a translation column. The `decoding` evaluator's BLEU and chrF are sacrebleu's on
 the lines it wrote, `vit_jax.generate --input_file` writes those lines, and a causal LM pretrained
-on documents fine-tunes on pairs (--config.init_from). Few steps: the lines need not be good
-(tests/evaluate/test_pairs_quality.py trains long enough for that)."""
+on documents fine-tunes on pairs (--config.init_from), and `vit_jax.evaluate` scores a
+checkpoint of each design as training did. Few steps: the lines need not be good (docs/pairs.md
+has the scores of longer runs)."""
 
 import sys
 
@@ -18,6 +19,7 @@ from vit_jax import data
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.text import store_writer
+from vit_jax.evaluate import __main__ as evaluate_command
 from vit_jax.training import train
 
 STEPS = 30
@@ -95,6 +97,19 @@ def test_the_evaluators_bleu_and_chrf_are_sacrebleus_on_the_lines_it_wrote(runs,
   for metric, value in expected.items():
     assert record["metrics"][metric] == pytest.approx(value, abs=1e-9), metric
     assert logged[f"bleu/{metric}"] == pytest.approx(value, abs=1e-9), metric
+
+
+@pytest.mark.parametrize("design", ["encoder-decoder", "decoder-only"])
+def test_evaluate_scores_a_checkpoint_as_training_did(runs, design, tmp_path):
+  """vit_jax.evaluate's own function, in this process (its command line: tests/evaluate/
+  test_decoding.py): the same metrics and lines, the lines written beside its output."""
+  workdir, _ = runs[design]
+  with data.opened_once():
+    metrics, _ = evaluate_command.evaluate(workdir, names=("bleu",), files_dir=str(tmp_path))
+  record = written(workdir)
+  assert metrics == {f"bleu/{k}": v for k, v in record["metrics"].items()}
+  again = written(str(tmp_path), step=None)
+  assert again["outputs"] == record["outputs"] and again["signatures"] == record["signatures"]
 
 
 @pytest.fixture(scope="module")
