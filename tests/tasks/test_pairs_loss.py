@@ -1,9 +1,12 @@
-"""The decoder-only translator's loss (configs/gpt.py:pairs on a files: dataset of pairs): the mean
-negative log-likelihood of the target side's tokens and its EOS only, so the model's predictions of
-the source tokens do not change it; loss_on=all puts every token of a pair back in."""
+"""The losses of both designs on pairs. The decoder-only translator's (configs/gpt.py:pairs on a
+files: dataset of pairs): the mean negative log-likelihood of the target side's tokens and its EOS
+only, so the model's predictions of the source tokens do not change it; loss_on=all puts every
+token of a pair back in. The encoder-decoder's with label smoothing (the Transformer base
+recipe's 0.1): optax's cross-entropy against optax's smoothed labels."""
 
 import jax
 import numpy as np
+import optax
 import pytest
 
 from tests import tiny_configs as configs_lib
@@ -82,3 +85,24 @@ def test_the_loss_is_the_targets_mean_nll_and_ignores_the_source_predictions(
   moved[b, t, every_batch["targets"][b, t]] += 50.0  # (unweighted targets are padding)
   all_loss = lambda logits: float(every.loss(logits, every_batch, every.totals(every_batch))[0])
   assert all_loss(moved) < all_loss(logits_BxLxV) - 1.0  # loss_on=all counts the sources
+
+
+def test_the_seq2seq_loss_with_label_smoothing_is_optaxs_on_smoothed_labels():
+  config = configs_lib.load("seq2seq", "dataset=toy_reverse")
+  config.tokenizer.vocab_size, config.label_smoothing = 40, 0.1
+  task = tasks.build_task_without_data(config)
+  rng = np.random.default_rng(1)
+  logits_BxTxV = rng.normal(scale=3.0, size=(3, 7, 40)).astype(np.float32)
+  targets_BxT = rng.integers(0, 40, size=(3, 7)).astype(np.int32)
+  weights_BxT = (rng.random((3, 7)) < 0.7).astype(np.float32)
+  batch = {"targets": targets_BxT, "weights": weights_BxT}
+  loss, _ = task.loss(logits_BxTxV, batch, task.totals(batch))
+  labels_BxTxV = optax.smooth_labels(jax.nn.one_hot(targets_BxT, 40), 0.1)
+  per_token_BxT = optax.softmax_cross_entropy(logits_BxTxV, labels_BxTxV)
+  want = float((per_token_BxT * weights_BxT).sum() / weights_BxT.sum())
+  assert float(loss) == pytest.approx(want, rel=1e-5)
+  config.label_smoothing = 0.0
+  plain, _ = tasks.build_task_without_data(config).loss(logits_BxTxV, batch, task.totals(batch))
+  nll_BxT = optax.softmax_cross_entropy_with_integer_labels(logits_BxTxV, targets_BxT)
+  assert float(plain) == pytest.approx(float((nll_BxT * weights_BxT).sum() / weights_BxT.sum()))
+  assert abs(float(plain) - want) > 0.01
