@@ -83,7 +83,11 @@ AT_LEAST = {
     "hf_holdout": (2, True),
 }
 BELOW_ONE = (
-    "optimizer.b1", "optimizer.b2", "optimizer.momentum", "hbm_headroom", "label_smoothing"
+    "optimizer.b1",
+    "optimizer.b2",
+    "optimizer.momentum",
+    "hbm_headroom",
+    "label_smoothing",
 )  # [0, 1)
 # key -> whether None is allowed; otherwise in (0, 1)
 BETWEEN_ZERO_AND_ONE = {"stream.holdout": False, "ema_decay": True}
