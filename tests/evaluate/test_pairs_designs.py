@@ -1,10 +1,10 @@
 """Both designs trained on a real parallel corpus (200 English-Spanish pairs,
-tests/data/text/en_es.py) prepared into token stores: the encoder-decoder from jsonl.zst files,
-the decoder-only GPT from a hub folder with a translation column. The `decoding` evaluator's BLEU and chrF are sacrebleu's on
-the lines it wrote, `vit_jax.generate --input_file` writes those lines, and a causal LM pretrained
-on documents fine-tunes on pairs (--config.init_from), and `vit_jax.evaluate` scores a
-checkpoint of each design as training did. Few steps: the lines need not be good (docs/pairs.md
-has the scores of longer runs)."""
+tests/data/text/en_es.py) prepared into token stores: the encoder-decoder from jsonl.zst files, the
+decoder-only GPT from a hub folder with a translation column. The `decoding` evaluator's BLEU and
+chrF are sacrebleu's on the lines it wrote, `vit_jax.generate --input_file` writes those lines, and
+a causal LM pretrained on documents fine-tunes on pairs (--config.init_from), and `vit_jax.evaluate`
+scores a checkpoint of each design as training did. Few steps: the lines need not be good
+(docs/pairs.md has the scores of longer runs)."""
 
 import sys
 
