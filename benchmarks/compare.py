@@ -28,6 +28,24 @@ from benchmarks import ours  # noqa: E402
 
 GPT = dict(width=384, depth=6, heads=6, vocab=8192, max_len=256)
 GPT_QUICK = dict(width=32, depth=1, heads=2, vocab=64, max_len=32)
+# The encoder-decoder beside a Marian model of its shape: sentences of 32 source tokens, 32 target
+# tokens (training) or 32 new ones (decoding, 4 beams, 64 sentences a batch).
+S2S = dict(width=256, depth=3, heads=4, mlp=1024, vocab=8000, max_len=128)
+S2S_QUICK = dict(width=32, depth=1, heads=2, mlp=64, vocab=64, max_len=32)
+
+
+def _seq2seq_ours(shape):
+  return {
+      "name": "seq2seq",
+      "width": shape["width"],
+      "num_layers": shape["depth"],
+      "num_heads": shape["heads"],
+      "mlp_dim": shape["mlp"],
+      "vocab_size": shape["vocab"],
+      "max_len": shape["max_len"],
+      "pre_ln": False,  # Marian's blocks are post-LN
+      "dropout_rate": 0.0,
+  }
 
 
 def _gpt_ours(shape):
@@ -133,6 +151,19 @@ def workloads(quick: bool):
           lambda: peers.matmul(256 if quick else 4096),
       ),
   }
+  s2s, length = (S2S_QUICK, 8) if quick else (S2S, 32)
+  table["seq2seq_train"] = (
+      "tok/s",
+      32 * length,
+      lambda: ours.seq2seq_train(_seq2seq_ours(s2s), 32, length, length),
+      lambda: peers.marian_train(peers.marian_config(**s2s), 32, length, length),
+  )
+  table["seq2seq_beam4_b64"] = (
+      "sent/s",
+      64,
+      lambda: ours.seq2seq_beam_decode(_seq2seq_ours(s2s), 64, length, length, 4),
+      lambda: peers.marian_beam_decode(peers.marian_config(**s2s), 64, length, length, 4),
+  )
   for b in (1, 8):
     table[f"gpt_decode_b{b}"] = (
         "tok/s",
@@ -172,7 +203,7 @@ def main():
   for name, (unit, items, make_ours, make_peer) in workloads(args.quick).items():
     if args.only and name not in args.only:
       continue
-    few = name.startswith(("gpt2", "gpt_decode"))  # slow units: fewer of them
+    few = name.startswith(("gpt2", "gpt_decode", "seq2seq_beam"))  # slow units: fewer of them
     seconds = measure(
         make_ours,
         make_peer,

@@ -87,6 +87,58 @@ def gpt_decode(config, batch_size, prompt_len, new_tokens):
   return run
 
 
+def marian_config(width, depth, heads, mlp, vocab, max_len):
+  """A Marian encoder-decoder of our seq2seq's shape: post-LN blocks, ReLU, sinusoidal positions,
+  embeddings scaled by sqrt(width) and shared by both sides and the output layer."""
+  return transformers.MarianConfig(
+      vocab_size=vocab,
+      d_model=width,
+      encoder_layers=depth,
+      decoder_layers=depth,
+      encoder_attention_heads=heads,
+      decoder_attention_heads=heads,
+      encoder_ffn_dim=mlp,
+      decoder_ffn_dim=mlp,
+      max_position_embeddings=max_len,
+      activation_function="relu",
+      dropout=0.0,
+      attention_dropout=0.0,
+      activation_dropout=0.0,
+      scale_embedding=True,
+      share_encoder_decoder_embeddings=True,
+      pad_token_id=0,
+      eos_token_id=vocab - 1,
+      decoder_start_token_id=0,
+      forced_eos_token_id=None,
+  )
+
+
+def marian_train(config, batch_size, source_len, target_len):
+  model = transformers.MarianMTModel(config)
+  sources = torch.randint(1, config.vocab_size - 1, (batch_size, source_len))
+  labels = torch.randint(1, config.vocab_size - 1, (batch_size, target_len))
+  return _train(model, lambda: model(input_ids=sources, labels=labels).loss)
+
+
+def marian_beam_decode(config, batch_size, source_len, new_tokens, beams):
+  model = transformers.MarianMTModel(config).eval()
+  sources = torch.randint(1, config.vocab_size - 1, (batch_size, source_len))
+
+  def run():
+    with torch.no_grad():
+      model.generate(
+          sources,
+          attention_mask=torch.ones_like(sources),
+          num_beams=beams,
+          max_new_tokens=new_tokens,
+          min_new_tokens=new_tokens,
+          length_penalty=0.6,
+          do_sample=False,
+      )
+
+  return run
+
+
 def matmul(size):
   a = torch.from_numpy(np.random.default_rng(0).standard_normal((size, size)).astype(np.float32))
   return lambda: torch.mm(a, a)

@@ -11,6 +11,10 @@ Arguments after the colon (`k=v`, comma separated):
             today's decoders smollm2-135m, smollm2-360m, qwen2.5-0.5b, llama3.2-1b,
             llama3.1-8b. The gpt2 presets get GPT-2's pretraining recipe, the decoders each
             its own (below).
+  pairs     a decoder-only translator (docs/pairs.md): adds `bleu`, the `decoding` evaluator, for
+            a dataset read as pairs (--config.source_key and --config.target_key of a files: or
+            hf: dataset; toy_reverse and wmt14_translate/de-en hold pairs of their own, and get it
+            without the argument), trained on rows of source [SEP] target [EOS].
   runlocal  a few steps only.
 
 Embedded default, character-level:
@@ -74,7 +78,9 @@ from ml_collections.config_dict import placeholder
 
 from vit_jax.config import args
 from vit_jax.config import defaults
+from vit_jax.data.text import datasets
 from vit_jax.data.text import stream
+from vit_jax.evaluate import registry as evaluators
 from vit_jax.models import gpt as gpt_model
 
 # A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`
@@ -119,7 +125,9 @@ DECODER_OPTIONS = (
 
 
 def get_config(arg=None):
-  options = args.parse(arg, dict(dataset="stream:embedded", variant="nano", runlocal=False))
+  options = args.parse(
+      arg, dict(dataset="stream:embedded", variant="nano", pairs=False, runlocal=False)
+  )
   c = defaults.text_defaults("causal_lm", options["dataset"])
   c.seq_len = 128
   # The CPU default's initialization and learning rate are chosen for its budget (3,000 steps of
@@ -149,6 +157,12 @@ def get_config(arg=None):
   # `stream:` datasets (vit_jax/data/text/stream.py): the last `holdout` of the text is held out;
   # training reads windows of seq_len + 1 tokens (`windows`: config/defaults.py CHOICES).
   c.stream = ml_collections.ConfigDict(dict(holdout=0.1, windows="random"))
+  # A dataset of pairs is read as rows of source [SEP] target [EOS] (data/text/packed_pairs.py);
+  # the loss is on the targets of the target side (CHOICES: "all", every target of a pair).
+  c.loss_on = "target"
+  if options["pairs"] or datasets.holds_pairs(options["dataset"]):
+    # Greedy: a decoder-only model decodes without beams (vit_jax/translate.py).
+    c.evals.bleu = evaluators.entry(c, "decoding", beam_size=1)
   if stream.is_stream(c.dataset):
     c.eval_max_batches = None  # the protocol scores the whole held-out text
     # Windows overlapping by half: every held-out character is predicted from at least

@@ -30,6 +30,7 @@ from tests import helpers
 from tests.data import hub_data
 from tests.data.image import wds_shards
 from tests.data.text import corpora
+from tests.data.text import en_es
 from vit_jax import convert
 from vit_jax import data
 from vit_jax import main
@@ -49,6 +50,9 @@ UNCHECKED = {
 # Mock text is far too small to train a 30k-piece vocabulary: the tokenizer is trained with at
 # most this many pieces, and the model is still built with the command's vocabulary size.
 MOCK_VOCAB = 300
+# SentencePiece's byte fallback takes 256 pieces, and the parallel corpus (tests/data/text/en_es.py)
+# that stands in for pairs has 60 characters.
+MOCK_PAIRS_VOCAB = 384
 DATA_BATCH = 8  # the first batch is read at this size; its shape is traced at the real size
 
 
@@ -151,9 +155,18 @@ def with_local_paths(command: Command, tmp_path) -> list[str]:
 
 
 def write_files(config) -> None:
-  """A files: dataset's files, in the format its pattern names (tests/data/text/corpora.py)."""
-  if config.dataset.startswith("files:") and not glob.glob(config.dataset.split(":", 1)[1]):
-    corpora.write(config.dataset.split(":", 1)[1], corpora.documents(120), text_key=config.text_key)
+  """A files: dataset's files, in the format its pattern names: documents
+  (tests/data/text/corpora.py), or where the config names a source and a target key the parallel
+  corpus with those fields (tests/data/text/en_es.py)."""
+  if not config.dataset.startswith("files:"):
+    return
+  pattern = config.dataset.split(":", 1)[1]
+  if glob.glob(pattern):
+    return
+  if config.source_key:
+    en_es.write_files(pattern, keys=(config.source_key, config.target_key))
+  else:
+    corpora.write(pattern, corpora.documents(120), text_key=config.text_key)
 
 
 def mixed(stores: str) -> list[tuple[str, str]]:
@@ -257,8 +270,9 @@ def shrink_vocabulary(config) -> int | None:
   """MOCK_VOCAB pieces in place of the command's vocabulary; the command's size, if it was
   shrunk."""
   tokenizer = config.get("tokenizer")
-  if tokenizer and tokenizer.kind != "char" and (tokenizer.vocab_size or 0) > MOCK_VOCAB:
-    vocab_size, tokenizer.vocab_size = tokenizer.vocab_size, MOCK_VOCAB
+  mock = MOCK_PAIRS_VOCAB if config.get("source_key") else MOCK_VOCAB
+  if tokenizer and tokenizer.kind != "char" and (tokenizer.vocab_size or 0) > mock:
+    vocab_size, tokenizer.vocab_size = tokenizer.vocab_size, mock
     return vocab_size
   return None
 

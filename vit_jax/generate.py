@@ -1,14 +1,16 @@
 """Generates text from a trained workdir: `python -m vit_jax.generate --workdir=W --prompt=...`.
 
-GPT workdirs continue each prompt (greedy with --temperature=0, else sampling with top-k/top-p);
-seq2seq workdirs decode each prompt as an input sequence (greedy, or beam search with GNMT's
-length penalty), and translate a file, one line in, one line out, --batch_size lines at a time:
+GPT workdirs continue each prompt (greedy with --temperature=0, else sampling with top-k/top-p).
+Workdirs trained on pairs translate: a seq2seq model decodes each prompt as an input sequence
+(greedy, or beam search with GNMT's length penalty), a GPT trained on pairs (docs/pairs.md)
+continues `prompt [SEP]` greedily to its EOS; both translate a file, one line in, one line out,
+--batch_size lines at a time:
 
   python -m vit_jax.generate --workdir=W --input_file=sources.txt --output_file=outputs.txt
 
-by the code the `decoding` evaluator decodes with (vit_jax/translate.py): each input cut to the
-run's input_len as training cut it. The model, its parameters and the tokenizer all come from the
-workdir, so they always match.
+by the code the `decoding` evaluator decodes with (vit_jax/translate.py), each input cut as that
+code says, and with its default --max_new_tokens when the flag is not given. The model, its
+parameters and the tokenizer all come from the workdir, so they always match.
 """
 
 import json
@@ -23,7 +25,11 @@ from vit_jax import startup
 FLAGS = flags.FLAGS
 flags.DEFINE_string("workdir", None, "A training workdir of vit_jax.main.")
 flags.DEFINE_multi_string("prompt", [], "Prompt text; repeat the flag for a batch of prompts.")
-flags.DEFINE_integer("max_new_tokens", 100, "Tokens to generate per prompt.")
+flags.DEFINE_integer(
+    "max_new_tokens",
+    100,
+    "Tokens to generate per prompt (translating, unset: the decoding evaluator's default).",
+)
 flags.DEFINE_float("temperature", 0.8, "0 means greedy decoding.")
 flags.DEFINE_integer("top_k", 0, "Sample only among the k most likely tokens (0: all).")
 flags.DEFINE_float("top_p", 1.0, "Sample only from the smallest set with this probability mass.")
@@ -32,9 +38,11 @@ flags.DEFINE_integer("beam_size", 1, "Beam width for seq2seq (1: greedy).")
 flags.DEFINE_float(
     "length_penalty", 0.6, "Seq2seq beam search's GNMT length penalty alpha (0: none)."
 )
-flags.DEFINE_string("input_file", None, "Seq2seq: a text file to translate, one input per line.")
+flags.DEFINE_string(
+    "input_file", None, "A model trained on pairs: a text file to translate, one input per line."
+)
 flags.DEFINE_string("output_file", None, "Where --input_file's outputs go (must not exist yet).")
-flags.DEFINE_integer("batch_size", 64, "Seq2seq: inputs decoded together.")
+flags.DEFINE_integer("batch_size", 64, "Translating: inputs decoded together.")
 flags.DEFINE_bool("cache", True, "Use the KV cache (off: recompute everything per token).")
 flags.DEFINE_bool(
     "print_ids",
@@ -128,6 +136,7 @@ def main(argv):
   from vit_jax import tasks
   from vit_jax import translate
   from vit_jax.config import checks
+  from vit_jax.config import defaults as config_defaults
   from vit_jax.models import sampling
 
   try:
@@ -146,10 +155,21 @@ def main(argv):
     check_files()
     model_config, params, tokenizer, run_config = load_workdir(FLAGS.workdir)
     task = run_config["task"]
-    if FLAGS.input_file and task != "seq2seq":
+    translates = tasks.examples_of(config_defaults.from_saved(run_config)) == "pairs"
+    if FLAGS.input_file and not translates:
       raise errors.ConfigError(
-          f"--input_file translates with a seq2seq workdir; {FLAGS.workdir} trained a {task!r} "
-          "model: pass --prompt."
+          f"--input_file translates with a workdir trained on pairs; {FLAGS.workdir} trained a "
+          f"{task!r} model on documents: pass --prompt."
+      )
+    max_new_tokens = FLAGS.max_new_tokens
+    if translates and not FLAGS["max_new_tokens"].present:
+      max_new_tokens = translate.default_new_tokens(run_config)
+    if translates:
+      translate.check_settings(
+          run_config,
+          beam_size=FLAGS.beam_size,
+          max_new_tokens=max_new_tokens,
+          where=f"--beam_size, --max_new_tokens with {FLAGS.workdir}",
       )
     if FLAGS.input_file:
       lines = storage.read_text(FLAGS.input_file).splitlines()
@@ -157,7 +177,24 @@ def main(argv):
       prompts = [encode_prompt(tokenizer, line, where(i)) for i, line in enumerate(lines)]
     else:
       prompts = [encode_prompt(tokenizer, p) for p in FLAGS.prompt]
-    if task == "causal_lm":
+    if translates:
+      outputs = translate.translate(
+          run_config,
+          model_config,
+          params,
+          tokenizer,
+          prompts,
+          batch_size=FLAGS.batch_size,
+          max_new_tokens=max_new_tokens,
+          beam_size=FLAGS.beam_size,
+          length_penalty=FLAGS.length_penalty,
+      )
+      if FLAGS.input_file:
+        with storage.open(FLAGS.output_file, "x", encoding="utf-8") as f:
+          f.write("".join(line + "\n" for line in outputs))
+      for prompt, out in zip(FLAGS.prompt, outputs):
+        print(f"{prompt} -> {out}")
+    elif tasks.TASKS[task].generates:
       outputs = sampling.generate(
           model_config,
           params,
@@ -175,23 +212,6 @@ def main(argv):
         if FLAGS.print_ids:
           print(f"ids: {' '.join(str(int(t)) for t in new)}")
         print("-" * 40)
-    elif task == "seq2seq":
-      outputs = translate.translate(
-          model_config,
-          params,
-          tokenizer,
-          prompts,
-          input_len=run_config["input_len"],
-          batch_size=FLAGS.batch_size,
-          max_new_tokens=FLAGS.max_new_tokens,
-          beam_size=FLAGS.beam_size,
-          length_penalty=FLAGS.length_penalty,
-      )
-      if FLAGS.input_file:
-        with storage.open(FLAGS.output_file, "x", encoding="utf-8") as f:
-          f.write("".join(line + "\n" for line in outputs))
-      for prompt, out in zip(FLAGS.prompt, outputs):
-        print(f"{prompt} -> {out}")
     else:
       raise errors.ConfigError(
           f"The workdir trained a {task!r} model; generation needs one of "

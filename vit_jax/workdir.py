@@ -145,11 +145,13 @@ def checkpoints_of(path: str) -> str:
   return checkpoints_dir(path) if storage.isdir(checkpoints_dir(path)) else path
 
 
-# What the training data is; an hf: dataset's subset and held-out slice, a mixture's stores and
-# weights too (None elsewhere).
+# What the training data is; a pair's fields, an hf: dataset's subset and held-out slice, a
+# mixture's stores and weights too (None elsewhere).
 DATA_KEYS = (
     "dataset",
     "train_split",
+    "source_key",
+    "target_key",
     "hf_subset",
     "hf_holdout",
     "mixture.stores",

@@ -439,6 +439,33 @@ def llama3(steps: int, tokens: str, repo: str) -> dict:
   }
 
 
+# ---- Transformer base (encoder-decoder) -------------------------------------------------------
+AIAYN = "Vaswani et al. 2017"
+TRANSFORMER_BASE = {
+    "model.width": (512, f"{AIAYN} Table 3 base: d_model"),
+    "model.num_layers": (6, f"{AIAYN} Table 3 base: N"),
+    "model.num_decoder_layers": (None, f"{AIAYN} Table 3 base: N, the encoder's"),
+    "model.num_heads": (8, f"{AIAYN} Table 3 base: h"),
+    "model.mlp_dim": (2048, f"{AIAYN} Table 3 base: d_ff"),
+    "model.dropout_rate": (0.1, f"{AIAYN} section 5.4, Table 3 base: P_drop"),
+    "model.pre_ln": (False, f"{AIAYN} section 3.1: LayerNorm(x + Sublayer(x))"),
+    "model.posemb": ("sincos1d", f"{AIAYN} section 3.5"),
+    "model.activation": ("relu", f"{AIAYN} section 3.3, equation (2)"),
+    "label_smoothing": (0.1, f"{AIAYN} section 5.4, Table 3 base: epsilon_ls"),
+    "optimizer.b1": (0.9, f"{AIAYN} section 5.3"),
+    "optimizer.b2": (0.98, f"{AIAYN} section 5.3"),
+    "optimizer.eps": (1e-9, f"{AIAYN} section 5.3"),
+    "optimizer.weight_decay": (0.0, f"{AIAYN} section 5.3: Adam"),
+    "optimizer.warmup_steps": (4000, f"{AIAYN} section 5.3: warmup_steps = 4000"),
+    "optimizer.lr": (512**-0.5 * 4000**-0.5, f"{AIAYN} equation (3) at step = warmup_steps"),
+    "optimizer.schedule": ("rsqrt", f"{AIAYN} equation (3): step^-0.5 after warmup"),
+    "optimizer.rsqrt_timescale": (4000, f"{AIAYN} equation (3): lr x sqrt(warmup / step)"),
+    "total_steps": (100_000, f"{AIAYN} section 5.2: base models, 100,000 steps"),
+    "tokenizer.vocab_size": (32_000, "flax examples/wmt/configs/default.py vocab_size"),
+    "evals.bleu.beam_size": (4, f"{AIAYN} section 6.1: beam size 4"),
+    "evals.bleu.length_penalty": (0.6, f"{AIAYN} section 6.1: length penalty alpha = 0.6"),
+}
+
 RECIPES = {
     "vit_s16_i1k": ("configs/vit.py:dataset=imagenet2012,variant=S/16", VIT_S16_I1K),
     "vit_s16_i1k_augreg": (
@@ -494,6 +521,10 @@ RECIPES = {
     "llama3.1_8b": (
         "configs/gpt.py:dataset=c4,variant=llama3.1-8b",
         llama3(894_070, f"{LLAMA3} 1: about 15T", "meta-llama/Llama-3.1-8B"),
+    ),
+    "transformer_base": (
+        "configs/seq2seq.py:dataset=wmt14_translate/de-en,variant=base",
+        TRANSFORMER_BASE,
     ),
 }
 # The decoders' tokenizers: byte-level BPEs (SmolLM2's cosmo2, Qwen's, Llama 3's tiktoken-based).

@@ -15,14 +15,14 @@ from vit_jax import data
 from vit_jax.data.text import corpus
 
 
-def _datasets():
+def datasets_library():
   import datasets  # pylint: disable=g-import-not-at-top  (the data extra)
 
   datasets.disable_progress_bars()
   return datasets
 
 
-def _write_split(rows, folder: str, split: str, files: int) -> None:
+def write_split(rows, folder: str, split: str, files: int) -> None:
   """`rows` (a datasets.Dataset) as `files` parquet files named as the hub names them."""
   os.makedirs(folder, exist_ok=True)
   for k in range(files):
@@ -33,17 +33,17 @@ def _write_split(rows, folder: str, split: str, files: int) -> None:
 def write_text(root, splits: dict, *, text_key: str = "text", files: int = 1, subset=None) -> str:
   """{split: documents} as a hub-layout folder (data/SPLIT-K-of-N.parquet, or SUBSET/... with a
   README.md naming the subset), each document with an `id` column beside its text."""
-  lib = _datasets()
+  lib = datasets_library()
   folder = os.path.join(str(root), subset or "data")
   for split, documents in splits.items():
     rows = lib.Dataset.from_dict({"id": list(range(len(documents))), text_key: list(documents)})
-    _write_split(rows, folder, split, files)
+    write_split(rows, folder, split, files)
   if subset:
-    _readme(root, subset, splits)
+    write_readme(root, subset, splits)
   return str(root)
 
 
-def _readme(root, subset: str, splits) -> None:
+def write_readme(root, subset: str, splits) -> None:
   """A README.md whose YAML names the files of `subset` (and of those written before it), as a
   hub repo's names its configs."""
   path = os.path.join(str(root), "README.md")
@@ -60,7 +60,7 @@ def _readme(root, subset: str, splits) -> None:
 
 def save_text(root, splits: dict, *, text_key: str = "text") -> str:
   """{split: documents} written by DatasetDict.save_to_disk."""
-  lib = _datasets()
+  lib = datasets_library()
   lib.DatasetDict(
       {split: lib.Dataset.from_dict({text_key: list(docs)}) for split, docs in splits.items()}
   ).save_to_disk(str(root))
@@ -68,7 +68,7 @@ def save_text(root, splits: dict, *, text_key: str = "text") -> str:
 
 
 def image_features(class_names, image_key="image", label_key="label"):
-  lib = _datasets()
+  lib = datasets_library()
   return lib.Features({image_key: lib.Image(), label_key: lib.ClassLabel(names=list(class_names))})
 
 
@@ -77,7 +77,7 @@ def write_images(
 ) -> str:
   """{split: [(encoded image, class name)]} as a hub-layout folder: data/SPLIT-K-of-N.parquet
   with an Image and a ClassLabel column."""
-  lib = _datasets()
+  lib = datasets_library()
   label_of = {name: i for i, name in enumerate(class_names)}
   features = image_features(class_names, image_key, label_key)
   for split, examples in splits.items():
@@ -88,7 +88,7 @@ def write_images(
         },
         features=features,
     )
-    _write_split(rows, os.path.join(str(root), "data"), split, files)
+    write_split(rows, os.path.join(str(root), "data"), split, files)
   return str(root)
 
 
@@ -145,11 +145,20 @@ def stand_in(config, tmp_path) -> None:
   `config.dataset` naming it (what tfds.testing.mock_data does for TFDS names). A hub name
   becomes tmp_path/hub/ORG/NAME; a local folder tmp_path/FOLDER. Text: the embedded corpus's
   documents in the config's text column (and subset), train only where the config holds out a
-  validation split; images: two classes in the config's image and label columns."""
+  validation split, or tests/data/text/en_es.py's pairs where it names a source and a target key
+  (in a translation column where both look like language codes); images: two classes in the
+  config's image and label columns."""
   name = config.dataset[len(data.HUB_PREFIX) :]
   local = os.path.join(str(tmp_path), "hub" if not name.startswith("/") else "", name.lstrip("/"))
   config.dataset = data.HUB_PREFIX + local
   if os.path.exists(local):
+    return
+  if config.get("source_key"):  # pairs: the parallel corpus, as its layout's keys name it
+    from tests.data.text import en_es  # pylint: disable=g-import-not-at-top
+
+    keys = (config.source_key, config.target_key)
+    translation = all(len(key) <= 3 for key in keys)  # language codes: a translation column
+    en_es.write_hub(local, keys=keys, translation=translation, subset=config.hf_subset)
     return
   splits = ("train",) if config.get("hf_holdout") else ("train", "validation")
   if "image_key" in config:

@@ -47,6 +47,7 @@ from vit_jax.data.image import sources
 from vit_jax.data.image import webdataset
 from vit_jax.data.text import datasets
 from vit_jax.data.text import files
+from vit_jax.data.text import records
 from vit_jax.data.text import store_writer
 from vit_jax.data.text import token_store
 
@@ -180,13 +181,13 @@ def _count_said(said: str) -> int:
 
 
 def _read_documents(name, options):
-  files._warned.clear()  # pylint: disable=protected-access  (each bad document named again)
+  records._warned.clear()  # pylint: disable=protected-access  (each bad document named again)
   docs = list(files.documents(name, "all", options))
   return len(docs), _count_said(sys.stderr.getvalue())
 
 
 def _scan(name, options):
-  files._warned.clear()  # pylint: disable=protected-access
+  records._warned.clear()  # pylint: disable=protected-access
   inventory = files.scan(name, options, report=lambda _: None)
   return inventory.total, inventory.skipped
 

@@ -236,7 +236,8 @@ def validate_training(config, workdir: str) -> None:
     return
   from vit_jax.data.text import checks as text_checks
 
-  text_checks.check_config(config, task.examples, streams=task.streams, mixes=task.mixes)
+  examples = tasks.examples_of(config)
+  text_checks.check_config(config, examples, streams=task.streams, mixes=task.mixes)
   text_checks.check_tokenizer_path(config, workdir)
 
 
@@ -244,12 +245,11 @@ def validate_preparation(config, output: str, split_names=None) -> None:
   """Checks a text config and its dataset before `python -m vit_jax.prepare` writes a token
   store."""
   validate_config(config)
-  task = tasks.TASKS[config.task]
   from vit_jax.data.text import checks as text_checks  # pylint: disable=g-import-not-at-top
   from vit_jax.data.text import store_writer  # pylint: disable=g-import-not-at-top
 
   names = split_names or store_writer.splits_to_prepare(config)
-  text_checks.check_preparation(config, task.examples, output, names)
+  text_checks.check_preparation(config, tasks.examples_of(config), output, names)
 
 
 def check_mesh_and_input(config) -> None:

@@ -40,9 +40,13 @@ CHOICES = {
     # a folder: dataset's undecodable files: skipped (warned, counted), or an error
     "bad_images": ("skip", "error"),
     # a files: dataset's bad documents (a line that is not JSON, a record without the text
-    # field, a null row, text with a control character): an error naming it, or skipped (warned,
-    # counted); a file that cannot be read whole is an error either way
+    # field, a null row, text with a control character; a pair with an empty side, of hf: too):
+    # an error naming it, or skipped (warned, counted); a file that cannot be read whole is an
+    # error either way
     "bad_documents": ("error", "skip"),
+    # which targets a causal LM's loss is on in rows of pairs (data/text/packed_pairs.py): the
+    # target side's (and its EOS), or every token's
+    "loss_on": ("target", "all"),
     # how training reads a stream: dataset (data/text/stream.py): windows at random, or in order
     "stream.windows": ("random", "sequential"),
     # the image eval view (data/image/pipeline.py eval_crop_fraction): the training view (an
@@ -78,7 +82,13 @@ AT_LEAST = {
     "tokenizer.max_train_texts": (1, False),
     "hf_holdout": (2, True),
 }
-BELOW_ONE = ("optimizer.b1", "optimizer.b2", "optimizer.momentum", "hbm_headroom")  # [0, 1)
+BELOW_ONE = (
+    "optimizer.b1",
+    "optimizer.b2",
+    "optimizer.momentum",
+    "hbm_headroom",
+    "label_smoothing",
+)  # [0, 1)
 # key -> whether None is allowed; otherwise in (0, 1)
 BETWEEN_ZERO_AND_ONE = {"stream.holdout": False, "ema_decay": True}
 
@@ -208,6 +218,11 @@ def text_defaults(
   # files: document that is not text is (CHOICES: refused, or skipped with a count).
   c.text_key = "text"
   c.bad_documents = "error"
+  # A files: or hf: dataset read as pairs (docs/pairs.md): the fields of each record's source and
+  # target (a dotted path into a struct, or a language of a `translation` struct). None: the
+  # dataset is read as documents.
+  c.source_key = placeholder(str)
+  c.target_key = placeholder(str)
   c.tokenizer = ml_collections.ConfigDict(
       dict(
           # Characters: the offline defaults learn within minutes on a CPU. Real runs use
@@ -254,6 +269,8 @@ _TEXT_KEYS_ADDED_LATER = {
     "mixture": {"stores": None, "weights": None},
     "text_key": "text",
     "bad_documents": "error",
+    "source_key": None,
+    "target_key": None,
 }
 
 

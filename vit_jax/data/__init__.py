@@ -23,7 +23,8 @@ INSTALL_DATA = 'pip install -e ".[data]"'
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
   """How a config says its dataset is read, beside its name and data_dir (`read_options`): the
-  field or column that holds text (files: jsonl and parquet, hf:), images and labels (label_key is
+  field or column that holds text (files: jsonl and parquet, hf:), or the two that hold a pair's
+  source and target (both None: the dataset is read as documents), images and labels (label_key is
   also the field of a wds: sample's KEY.json that holds its class), an hf: dataset's subset and
   held-out slice, what an image that does not decode is ("error" refuses it, else (skip, None) it
   is left out with a warning) and what a files: document that is not text is ("error" refuses it,
@@ -31,6 +32,8 @@ class ReadOptions:
   text_key)."""
 
   text_key: str | None = None
+  source_key: str | None = None
+  target_key: str | None = None
   image_key: str | None = None
   label_key: str | None = None
   hf_subset: str | None = None

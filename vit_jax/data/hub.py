@@ -31,10 +31,17 @@ How it is read:
   (data/image/pipeline.py), not here.
 
 A local folder's data file that does not read whole (truncated, bytes changed: a parquet file's
-footer or pages, a save_to_disk Arrow file, or its JSON records) is one DataError naming the file;
-each batch of Arrow rows is validated before its texts are read (a damaged Arrow file's offsets
-would otherwise be read past its end). A null text is left out, and their count said in a warning
-once the split is read (a damaged file's validity bits read as nulls).
+footer or pages, a save_to_disk Arrow file, or its JSON records) is one DataError naming the file
+(vit_jax/data/hub_damage.py); each batch of Arrow rows is validated before its texts are read (a
+damaged Arrow file's offsets would otherwise be read past its end). A null text is left out, and
+their count said in a warning once the split is read (a damaged file's validity bits read as
+nulls).
+
+Pairs (--config.source_key and --config.target_key): two text columns (summarization's article
+and summary), or two languages of a `translation` column, the layout WMT and OPUS corpora are
+published in (vit_jax/data/text/records.py). A row without a text on either side is a bad
+document (--config.bad_documents: an error naming it, or left out and counted). The held-out
+slice hashes the source, so a source never sits on both sides.
 
 Nothing here imports `datasets` until a dataset is opened: a run imports it only when its config
 names an hf: dataset.
@@ -42,9 +49,7 @@ names an hf: dataset.
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
-import json
 import math
 import os
 import re
@@ -56,11 +61,13 @@ import numpy as np
 from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax.data import hub_damage
+from vit_jax.data.text import records
 
 PREFIX = data.HUB_PREFIX
 HELD_OUT = "validation"  # the split --config.hf_holdout holds out of "train"
 _ROWS_PER_READ = 1_000  # documents read from the library at a time
-_SAVED_FILES = ("dataset_dict.json", "state.json")  # what save_to_disk writes at a folder's top
+_first_line = hub_damage.first_line
 _REPO_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
@@ -95,7 +102,7 @@ def locate(name: str) -> Location:
   path = name[len(PREFIX) :]
   local = os.path.expanduser(path)
   if os.path.isdir(local):
-    saved = any(os.path.isfile(os.path.join(local, f)) for f in _SAVED_FILES)
+    saved = any(os.path.isfile(os.path.join(local, f)) for f in hub_damage.SAVED_FILES)
     return Location(name, os.path.abspath(local), "saved" if saved else "folder")
   if storage.is_remote(path):
     raise errors.ConfigError(
@@ -125,7 +132,7 @@ def open_splits(location: Location, options, cache_dir: str | None, *, streaming
   dataset has. A save_to_disk folder is memory mapped whatever `streaming` says."""
   lib = _library()
   subset = options.hf_subset
-  with _damaged_files(location), _library_errors(location, options, cache_dir, streaming):
+  with hub_damage.damaged_files(location), _library_errors(location, options, cache_dir, streaming):
     if location.kind == "saved":
       if subset is not None:
         raise errors.ConfigError(
@@ -191,127 +198,6 @@ def _library_errors(location: Location, options, cache_dir: str | None, streamin
     ) from None
 
 
-def _first_line(e: Exception) -> str:
-  return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-
-
-# ---- A local folder's files that do not read ---------------------------------------------------
-
-
-@contextlib.contextmanager
-def _damaged_files(location: Location, split: str | None = None):
-  """The errors of reading data that does not read whole (the library's, and pyarrow's under it)
-  as one DataError: naming the file of a local folder that does not read, else data the library
-  cannot parse (a JSON string that is half of a UTF-16 pair) by its dataset and `split`; a hub
-  dataset's other errors pass as they are."""
-  try:
-    yield
-  except errors.UserError:
-    raise
-  except Exception as e:  # pylint: disable=broad-except
-    if isinstance(e, ConnectionError) or errors.transient_cause(e):
-      raise
-    import pyarrow  # pylint: disable=g-import-not-at-top  (the library above imported it)
-
-    found = None if location.kind == "hub" else _damaged_file(location)
-    if found:
-      path, why = found
-      raise errors.DataError(
-          f"{location.name}: {path} does not read ({why}); copy it again, or write it again "
-          "(to_parquet, save_to_disk)."
-      ) from None
-    if isinstance(e, pyarrow.ArrowInvalid):
-      where = location.name if split is None else f"{location.name} ({split})"
-      raise errors.DataError(
-          f"{where}: a data file cannot be read ({_first_line(e)}); fix or remove it."
-      ) from None
-    if location.kind == "hub":
-      raise
-    generation_error = _library().exceptions.DatasetGenerationError
-    if isinstance(e, (pyarrow.ArrowException, OSError, generation_error)):
-      raise errors.DataError(
-          f"{location.name}: its data does not read ({type(e).__name__}: {_first_line(e)}); "
-          "copy the folder again, or write it again (to_parquet, save_to_disk)."
-      ) from None
-    raise  # not the data: a bug keeps its traceback
-
-
-def _damaged_file(location: Location) -> tuple[str, str] | None:
-  """(path, why) of the first file of a local folder that does not read, the cheap checks first
-  (this runs once something failed): a JSON record of save_to_disk that is not an object, a
-  parquet file whose footer does not read, an Arrow or parquet file that does not read and
-  validate whole, then the records of a split folder, or of the whole, that the library does not
-  load."""
-  import pyarrow as pa  # pylint: disable=g-import-not-at-top
-
-  paths = sorted(
-      os.path.join(root, name) for root, _, names in os.walk(location.path) for name in names
-  )
-  saved = location.kind == "saved"
-  parquet = [p for p in paths if p.endswith(".parquet")]
-  checks = []  # (what to name, the check that raises)
-  checks += [
-      (p, functools.partial(_json_object, p)) for p in paths if saved and p.endswith(".json")
-  ]
-  checks += [(p, functools.partial(_parquet_schema, p)) for p in parquet]
-  checks += [(p, functools.partial(_whole_file, p)) for p in paths if p.endswith(".arrow")]
-  checks += [(p, functools.partial(_whole_file, p)) for p in parquet]
-  if saved:  # its data reads: the records the library reads beside it
-    splits = [os.path.dirname(p) for p in paths if os.path.basename(p) == "state.json"]
-    checks += [
-        (os.path.join(d, "state.json (or dataset_info.json)"), functools.partial(_saved_split, d))
-        for d in splits
-    ]
-    load_all = functools.partial(_library().load_from_disk, location.path)
-    checks.append((os.path.join(location.path, _SAVED_FILES[0]), load_all))
-  for path, check in checks:
-    try:
-      check()
-    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-      return path, f"{type(e).__name__}: {_first_line(e)}"
-  return None
-
-
-def _parquet_schema(path: str) -> None:
-  """Reads a parquet file's schema and the library's JSON record of its features in it."""
-  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
-
-  record = (pq.read_schema(path).metadata or {}).get(b"huggingface")
-  if record is not None:
-    json.loads(record.decode("utf-8"))
-
-
-def _json_object(path: str) -> None:
-  with open(path, encoding="utf-8") as f:
-    if not isinstance(json.load(f), dict):
-      raise ValueError("not a JSON object")
-
-
-def _saved_split(folder: str) -> None:
-  _library().Dataset.load_from_disk(folder)
-
-
-def _whole_file(path: str) -> None:
-  """Reads and validates every batch of a parquet or Arrow file (IPC stream or file)."""
-  import pyarrow as pa  # pylint: disable=g-import-not-at-top
-  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
-
-  if path.endswith(".parquet"):
-    f = pq.ParquetFile(path)
-    for group in range(f.num_row_groups):
-      f.read_row_group(group).validate(full=True)
-    return
-  with pa.memory_map(path) as source:
-    try:
-      batches = iter(pa.ipc.open_stream(source))
-    except pa.ArrowInvalid:
-      source.seek(0)
-      reader = pa.ipc.open_file(source)
-      batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-    for batch in batches:
-      batch.validate(full=True)
-
-
 # ---- Splits and the held-out slice ---------------------------------------------------------------
 
 
@@ -364,15 +250,19 @@ def _text_splits(name: str, options, cache_dir: str | None) -> dict:
   )
 
 
-def check_text(name: str, split: str, options, cache_dir: str | None, *, key: str) -> None:
-  """`split` exists and its dataset has a text column --config.text_key, of strings."""
+def check_text(name: str, split: str, options, cache_dir: str | None, *, key: str) -> list:
+  """`split` exists and its dataset has a text column --config.text_key, of strings (or a pair's
+  two, --config.source_key and --config.target_key); the path to each (records.resolve)."""
   opened = _text_splits(name, options, cache_dir)
   check_split(name, split, split_names(name, opened, options.hf_holdout), key=key)
   rows = opened[source_split(split, options.hf_holdout)]
   features = rows.features
   if features is None:  # not known before reading (the library could not parse a first file?)
-    with _damaged_files(locate(name), split):
+    with hub_damage.damaged_files(locate(name), split):
       next(iter(rows.take(1)), None)
+  keys = records.keys_of(options)
+  if keys.pairs:
+    return [_pair_column(name, features, k) for k in keys.names]
   text_key = options.text_key
   if features is None or text_key not in features:
     raise errors.DataError(
@@ -384,6 +274,35 @@ def check_text(name: str, split: str, options, cache_dir: str | None, *, key: st
         f"column {text_key!r} of {name} holds {features[text_key]}, not text; name a column of "
         f"strings with --config.text_key (its columns: {_columns(features)})."
     )
+  return [(text_key,)]
+
+
+def _pair_column(name: str, features, key: str) -> tuple[str, ...]:
+  """The path to a pair's text column `key`: a column, a struct's field, or a language of the
+  translation column."""
+  fix = "name the source and target columns with --config.source_key and --config.target_key"
+  shape = _shape(features or {})
+  path = records.resolve(shape, key, True, noun="column")
+  if isinstance(path, records.Missing):
+    raise errors.DataError(f"{name} {path.problem}; {fix}.")
+  feature = records.value_at(shape, path)
+  if getattr(feature, "dtype", None) not in ("string", "large_string"):
+    raise errors.DataError(
+        f"column {'.'.join(path)!r} of {name} holds {feature}, not text; {fix} (its columns: "
+        f"{_columns(features)})."
+    )
+  return path
+
+
+def _shape(features) -> dict:
+  """The library's features as records.resolve reads a schema: a struct (a dict of features)
+  and a Translation feature ({language: a string}) as dicts, any other feature as it is."""
+  lib = _library()
+  if isinstance(features, dict):
+    return {k: _shape(v) for k, v in features.items()}
+  if isinstance(features, lib.Translation):
+    return {language: lib.Value("string") for language in features.languages}
+  return features
 
 
 def documents(
@@ -394,10 +313,10 @@ def documents(
     *,
     shard: int = 0,
     shard_count: int = 1,
-) -> Iterator[str]:
-  """The non-empty texts of `split`, in stored order; with `shard_count` > 1 part `shard` of
-  contiguous parts (`text_shards` of them) that together hold the split once."""
-  check_text(name, split, options, cache_dir, key="split")
+) -> Iterator:
+  """The non-empty texts (or pairs) of `split`, in stored order; with `shard_count` > 1 part
+  `shard` of contiguous parts (`text_shards` of them) that together hold the split once."""
+  paths = check_text(name, split, options, cache_dir, key="split")
   holdout, text_key = options.hf_holdout, options.text_key
   rows = _text_splits(name, options, cache_dir)[source_split(split, holdout)]
   if shard_count > 1:
@@ -405,8 +324,12 @@ def documents(
   keep = lambda text: True
   if holdout is not None:
     keep = lambda text: held_out_text(text, holdout) == (split == HELD_OUT)
+  if records.keys_of(options).pairs:
+    part = f", part {shard + 1} of {shard_count}" if shard_count > 1 else ""
+    yield from _pairs(name, f"{split}{part}", rows, paths, options, keep)
+    return
   nulls = 0
-  with _damaged_files(locate(name), split):
+  with hub_damage.damaged_files(locate(name), split):
     batches = rows.select_columns([text_key]).with_format("arrow").iter(batch_size=_ROWS_PER_READ)
     for table in batches:
       table.validate(full=True)  # before reading a damaged file's strings past their end
@@ -421,6 +344,29 @@ def documents(
         file=sys.stderr,
         flush=True,
     )
+
+
+def _pairs(name: str, where: str, rows, paths, options, keep) -> Iterator[tuple[str, str]]:
+  """The pairs of `rows` whose source `keep` keeps; a row without both texts is a bad document
+  (bad_documents), in the held-out slice by its source where it has one."""
+  keys = records.keys_of(options)
+  bad = records.BadDocuments(name, f"split {where}", options.bad_documents)
+  columns = list(dict.fromkeys(path[0] for path in paths))
+  number = 0
+  with hub_damage.damaged_files(locate(name), where):
+    for table in rows.select_columns(columns).with_format("arrow").iter(batch_size=_ROWS_PER_READ):
+      table.validate(full=True)  # before reading a damaged file's strings past their end
+      for row in table.to_pylist():
+        number += 1
+        pair = records.from_row(f"{name} ({where}) row {number}", row, paths, keys)
+        source = records.value_at(row, paths[0])
+        if not keep(source if isinstance(source, str) else ""):
+          continue
+        if isinstance(pair, records.Bad):
+          bad.add(pair)
+        else:
+          yield pair
+  bad.done()
 
 
 def text_shards(

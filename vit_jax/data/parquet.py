@@ -5,6 +5,7 @@ columns, in batches.
       f.row_counts                  # the rows of each row group (from the footer alone)
       f.columns                     # {column: its Arrow type, e.g. "string"}
       f.text_columns                # those of strings, or of a dictionary of strings
+      f.shape                       # {column: its Arrow type, or a struct's {field: ...}}
       for batch in f.batches(["text"], row_groups=[3, 4], batch_rows=1024):
         batch["text"]               # a list of Python values, one per row (None for a null)
 
@@ -41,13 +42,22 @@ def _pyarrow_parquet(path: str):
   return data.import_extra("pyarrow.parquet", f"{path} (parquet)")
 
 
-def _is_text(arrow_type) -> bool:
+def is_text(arrow_type) -> bool:
   """Strings, or a dictionary of strings."""
   import pyarrow  # pylint: disable=g-import-not-at-top  (File found the extra)
 
   if pyarrow.types.is_dictionary(arrow_type):
     arrow_type = arrow_type.value_type
   return arrow_type in (pyarrow.string(), pyarrow.large_string(), pyarrow.string_view())
+
+
+def _shape(arrow_type):
+  """A struct type as {field: its shape}; any other type as it is."""
+  import pyarrow  # pylint: disable=g-import-not-at-top
+
+  if pyarrow.types.is_struct(arrow_type):
+    return {field.name: _shape(field.type) for field in arrow_type}
+  return arrow_type
 
 
 def _python_values(column) -> list:
@@ -96,7 +106,8 @@ class File:
       metadata = self._file.metadata
       self.row_counts = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
       self.columns = {field.name: str(field.type) for field in self._file.schema_arrow}
-      self.text_columns = {f.name for f in self._file.schema_arrow if _is_text(f.type)}
+      self.text_columns = {f.name for f in self._file.schema_arrow if is_text(f.type)}
+      self.shape = {field.name: _shape(field.type) for field in self._file.schema_arrow}
     except self._decode_errors as e:
       self.close()
       raise UnreadableError(path, _reason(e)) from None

@@ -58,9 +58,10 @@ def workdir_of(path: str) -> str | None:
   return None
 
 
-def run_config(checkpoint_path: str, config, ckpt):
+def run_config(checkpoint_path: str, config, ckpt, batch_size=None):
   """The config to evaluate with, as a mutable ConfigDict: `config` (from --config) or the
-  workdir's; an imported checkpoint's model replaces the config's."""
+  workdir's; an imported checkpoint's model replaces the config's; `batch_size` (--batch_size)
+  replaces the config's if given."""
   # pylint: disable=g-import-not-at-top
   import ml_collections
 
@@ -93,8 +94,8 @@ def run_config(checkpoint_path: str, config, ckpt):
     hf_tokenizer = storage.join(checkpoint_path, assets.HF_TOKENIZER)
     if not tasks.TASKS[task].reads_images and storage.isfile(hf_tokenizer):
       config.tokenizer.update(path=hf_tokenizer, kind="byte_bpe")  # what tokenizer.json loads as
-  if FLAGS.batch_size:
-    config.batch_size = FLAGS.batch_size
+  if batch_size:
+    config.batch_size = batch_size
   config.grad_accum_steps = 1  # the batch need not split into training's microbatches
   return config, workdir
 
@@ -121,7 +122,9 @@ def check_params_fit(setup, ckpt, checkpoint_path: str) -> None:
   )
 
 
-def evaluate(checkpoint_path: str, config=None, names=(), files_dir=None) -> tuple[dict, list]:
+def evaluate(
+    checkpoint_path: str, config=None, names=(), files_dir=None, batch_size=None
+) -> tuple[dict, list]:
   """({"NAME/metric": value}, notes) of every evaluator (or those named) on the checkpoint.
   `files_dir`: where evaluators that write files beside their metrics write them."""
   # pylint: disable=g-import-not-at-top
@@ -135,7 +138,7 @@ def evaluate(checkpoint_path: str, config=None, names=(), files_dir=None) -> tup
   from vit_jax.training import setup as setup_lib
 
   ckpt = interop.load(checkpoint_path)
-  config, workdir = run_config(checkpoint_path, config, ckpt)
+  config, workdir = run_config(checkpoint_path, config, ckpt, batch_size)
   evals = registry.evals_of(config)
   unknown = [n for n in names if n not in evals]
   if unknown:
@@ -186,7 +189,9 @@ def main(argv):
       )
     with data.opened_once():  # the evaluators' checks and their reads share each dataset
       files_dir = storage.parent(storage.absolute(FLAGS.output)) if FLAGS.output else None
-      metrics, notes = evaluate(FLAGS.checkpoint, FLAGS.config, FLAGS.evals, files_dir)
+      metrics, notes = evaluate(
+          FLAGS.checkpoint, FLAGS.config, FLAGS.evals, files_dir, FLAGS.batch_size
+      )
     for note in notes:
       print(f"checkpoint: {note}")
     print(table(metrics), flush=True)

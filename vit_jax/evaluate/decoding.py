@@ -1,7 +1,9 @@
-"""A seq2seq model scored on the text it generates, as translation and summarization are scored:
-the first `max_examples` sources of `split` are decoded (greedy with `beam_size` 1, else beam search
-with GNMT's length penalty `length_penalty`) by the code `vit_jax.generate --input_file` runs
-(vit_jax/translate.py), detokenized, and scored against the detokenized targets:
+"""A model trained on pairs scored on the text it generates, as translation and summarization are
+scored: the first `max_examples` sources of `split` are decoded by the code `vit_jax.generate
+--input_file` runs (vit_jax/translate.py): a seq2seq model's greedily with `beam_size` 1, else by
+beam search with GNMT's length penalty `length_penalty`; a decoder-only model's (a causal LM on
+pairs) greedily from `source [SEP]`. `max_new_tokens` None: translate.default_new_tokens. The
+outputs are detokenized and scored against the detokenized targets:
 
   bleu, chrf            sacrebleu's corpus BLEU and chrF (0-100, its default settings: 13a
                         tokenization, exponential smoothing; chrF with character 6-grams)
@@ -24,6 +26,7 @@ import numpy as np
 from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
+from vit_jax import tasks
 from vit_jax import translate
 from vit_jax import workdir as workdir_lib
 from vit_jax.data.text import batches as text_batches
@@ -54,9 +57,22 @@ def scores(outputs: list[str], references: list[str]) -> tuple[dict, dict]:
 
 class Seq2SeqDecoding(lm.TextTaskEval):
   """BLEU, chrF and ROUGE of the decoded first `max_examples` pairs of `split` of `dataset`
-  (default: the run's dataset and eval split); `max_new_tokens` None: the run's target_len."""
+  (default: the run's dataset and eval split)."""
 
   def check_data(self):
+    s, c = self.settings, self.config
+    if tasks.examples_of(c) != "pairs":
+      raise errors.ConfigError(
+          f"--config.evals.{self.name} (kind 'decoding') scores a model trained on pairs, and "
+          f"--config.dataset={c.dataset!r} is read as documents: name a files: or hf: dataset's "
+          "source and target fields with --config.source_key and --config.target_key."
+      )
+    translate.check_settings(
+        c,
+        beam_size=s.beam_size,
+        max_new_tokens=s.max_new_tokens or translate.default_new_tokens(c),
+        where=f"--config.evals.{self.name}",
+    )
     missing = [m for m in ("sacrebleu", "rouge_score") if importlib.util.find_spec(m) is None]
     if missing:
       raise errors.ConfigError(
@@ -81,13 +97,13 @@ class Seq2SeqDecoding(lm.TextTaskEval):
     targets = split.examples("target", indices)
     with jax.set_mesh(self.setup.mesh):  # the target platform for attention_impl=auto
       outputs = translate.translate(
+          c,
           self.setup.model_config,
           params,
           tokenizer,
           sources,
-          input_len=c.input_len,
           batch_size=c.batch_size,
-          max_new_tokens=s.max_new_tokens or c.target_len,
+          max_new_tokens=s.max_new_tokens or translate.default_new_tokens(c),
           beam_size=s.beam_size,
           length_penalty=s.length_penalty,
       )

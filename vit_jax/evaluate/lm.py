@@ -27,7 +27,7 @@ class TextTaskEval(base.TaskEval):
     from vit_jax.data.text import checks  # pylint: disable=g-import-not-at-top
 
     s, c = self.settings, self.config
-    examples = tasks.TASKS[c.task].examples
+    examples = tasks.examples_of(c)
     checks.check_split(
         s.dataset,
         s.split,

@@ -67,7 +67,8 @@ KINDS = {
     "masked_lm": Kind("lm", "MaskedLMLoss", _SPLIT_KEYS),
     "seq2seq": Kind("lm", "Seq2SeqLoss", _SPLIT_KEYS),
     # BLEU, chrF and ROUGE of decoded text (vit_jax/evaluate/decoding.py); GNMT's and flax's WMT
-    # example's beam search: 4 beams, length penalty alpha 0.6. max_new_tokens None: target_len.
+    # example's beam search: 4 beams, length penalty alpha 0.6 (a decoder-only model: greedy,
+    # beam_size 1). max_new_tokens None: target_len (decoder-only: half of seq_len).
     "decoding": Kind(
         "decoding",
         "Seq2SeqDecoding",
@@ -95,7 +96,11 @@ def tasks_of(kind: str) -> tuple[str, ...]:
   probes = KINDS[kind].probes
   if probes is None:
     return tuple(name for name, task in tasks.TASKS.items() if task.eval_kind == kind)
-  return tuple(name for name, task in tasks.TASKS.items() if task.examples == probes)
+  return tuple(
+      name
+      for name, task in tasks.TASKS.items()
+      if task.examples == probes or (probes == "pairs" and task.packs_pairs)
+  )
 
 
 def default_kind(task: str) -> str:

@@ -74,11 +74,23 @@ def generate(
     eos_id: Optional[int] = None,
     seed: int = 0,
     use_cache: bool = True,
+    length: Optional[int] = None,
 ):
-  """Continues each prompt of token ids; returns the new tokens per prompt (stopping at EOS)."""
+  """Continues each prompt of token ids; returns the new tokens per prompt (stopping at EOS).
+
+  `length`: the tokens each row holds, prompt and new (None: the longest prompt's and
+  max_new_tokens). Given, the decoder is compiled for it whatever the prompts, with the prefill
+  cut to a power of two: calls on batches of other prompts (a file's lines, an evaluator's
+  sources) reuse a few compiled decoders instead of compiling one each.
+  """
   prompts = fit_prompts(prompts, max_new_tokens, model_config["max_len"])
   lengths_B = np.array([len(p) for p in prompts], np.int32)
   total = int(lengths_B.max()) + max_new_tokens
+  prefill = int(lengths_B.min())
+  if length is not None:
+    if length < total:
+      raise ValueError(f"length={length} is shorter than the longest prompt and max_new_tokens")
+    total, prefill = length, 1 << (prefill.bit_length() - 1)
   tokens_BxN = np.zeros((len(prompts), total), np.int32)
   for i, p in enumerate(prompts):
     tokens_BxN[i, : len(p)] = p
@@ -87,9 +99,7 @@ def generate(
     return _generate_uncached(
         model_config, params, tokens_BxN, lengths_B, max_new_tokens, sample, eos_id, seed
     )
-  decode = _compiled_decoder(
-      model_config, tokens_BxN.shape, int(lengths_B.min()), temperature, top_k, top_p
-  )
+  decode = _compiled_decoder(model_config, tokens_BxN.shape, prefill, temperature, top_k, top_p)
   out_BxN, count_B = decode(
       params,
       tokens_BxN,
@@ -216,6 +226,44 @@ def seq2seq_decode_step(decoder, params, encoded_BxSxD, input_mask_BxS):
   )
 
 
+# The encoder, the empty cache and the decoder step of each seq2seq model config, jitted once
+# for the process: each batch a translation decodes (a file's, an evaluator's) reuses them.
+_SEQ2SEQ_PROGRAMS = {}
+
+
+def _seq2seq_programs(model_config):
+  config = dict(model_config.to_dict() if hasattr(model_config, "to_dict") else model_config)
+  key = repr(sorted(config.items()))
+  if key not in _SEQ2SEQ_PROGRAMS:
+    model, decoder = build_model(config), build_model(config, decode=True)
+
+    def encode(params, inputs_BxS, input_mask_BxS):
+      return model.apply({"params": params}, inputs_BxS, input_mask_BxS, method=model.encode)
+
+    def empty_cache(encoded_BxSxD, length):  # init's params are dropped
+      tokens_BxL = jnp.zeros((encoded_BxSxD.shape[0], length), jnp.int32)
+      return decoder.init(
+          jax.random.PRNGKey(0), tokens_BxL, encoded_BxSxD, method=decoder.decode_logits
+      )["cache"]
+
+    def step(params, cache, tokens_Bx1, *, encoded_BxSxD, input_mask_BxS):
+      return decoder.apply(
+          {"params": params, "cache": cache},
+          tokens_Bx1,
+          encoded_BxSxD,
+          input_mask_BxS,
+          method=decoder.decode_logits,
+          mutable=["cache"],
+      )
+
+    _SEQ2SEQ_PROGRAMS[key] = (
+        jax.jit(encode),
+        jax.jit(empty_cache, static_argnums=1),
+        jax.jit(step),
+    )
+  return _SEQ2SEQ_PROGRAMS[key]
+
+
 def seq2seq_decode(
     model_config: dict,
     params,
@@ -230,26 +278,15 @@ def seq2seq_decode(
 ):
   """Greedy (beam_size 1) or beam search decoding; returns the best tokens per input row. Beam
   search ranks its finished beams by `length_normalized` with alpha `length_penalty`."""
-  model = build_model(model_config)
+  encode, empty_cache, decode_step = _seq2seq_programs(model_config)
   inputs_BxS, input_mask_BxS = jnp.asarray(inputs_BxS), jnp.asarray(input_mask_BxS)
-  encoded_BxSxD = jax.jit(
-      lambda inputs, mask: model.apply({"params": params}, inputs, mask, method=model.encode)
-  )(inputs_BxS, input_mask_BxS)
+  encoded_BxSxD = encode(params, inputs_BxS, input_mask_BxS)
   batch, beams = inputs_BxS.shape[0], beam_size
   # Every (row, beam) is a row of the decoder batch.
   encoded = jnp.repeat(encoded_BxSxD, beams, axis=0)
   input_mask = jnp.repeat(input_mask_BxS, beams, axis=0)
-  decoder = build_model(model_config, decode=True)
-  # An empty cache (init's params are dropped): one compiled program, not one dispatch per op.
-  cache = jax.jit(
-      lambda encoded: decoder.init(
-          jax.random.PRNGKey(0),
-          jnp.zeros((batch * beams, max_new_tokens), jnp.int32),
-          encoded,
-          method=decoder.decode_logits,
-      )["cache"]
-  )(encoded)
-  step_fn = seq2seq_decode_step(decoder, params, encoded, input_mask)
+  cache = empty_cache(encoded, max_new_tokens)
+  step_fn = functools.partial(decode_step, params, encoded_BxSxD=encoded, input_mask_BxS=input_mask)
 
   tokens = np.full((batch, beams, 1), start_id, np.int32)
   scores = np.zeros((batch, beams))

@@ -31,6 +31,9 @@ class TaskInfo:
   generates: bool = False  # `python -m vit_jax.generate` can sample from it
   streams: bool = False  # trains on `stream:` datasets (vit_jax/data/text/stream.py)
   mixes: bool = False  # trains on `dataset=mixture` (vit_jax/data/text/mixture.py)
+  # Reads a dataset of pairs as rows of `source [SEP] target [EOS]` (decoder-only translation:
+  # vit_jax/data/text/packed_pairs.py), where its `examples` are documents.
+  packs_pairs: bool = False
 
   @property
   def reads_images(self) -> bool:
@@ -44,7 +47,14 @@ TASKS = {
         "classification", "ImageClassification", IMAGES, "classification"
     ),
     "causal_lm": TaskInfo(
-        "causal_lm", "CausalLM", "documents", "causal_lm", generates=True, streams=True, mixes=True
+        "causal_lm",
+        "CausalLM",
+        "documents",
+        "causal_lm",
+        generates=True,
+        streams=True,
+        mixes=True,
+        packs_pairs=True,
     ),
     "masked_lm": TaskInfo("masked_lm", "MaskedLM", "documents", "masked_lm"),
     "text_classification": TaskInfo(
@@ -53,6 +63,20 @@ TASKS = {
     "seq2seq": TaskInfo("seq2seq", "Seq2Seq", "pairs", "seq2seq", generates=True),
 }
 GENERATING = tuple(name for name, info in TASKS.items() if info.generates)
+
+
+def examples_of(config) -> str:
+  """What a run of `config` (a ConfigDict, or a saved config's dict) reads: its task's examples,
+  or pairs where the task packs them and the dataset holds them."""
+  info = TASKS[config["task"]]
+  if info.packs_pairs:
+    # pylint: disable=g-import-not-at-top  (text runs only)
+    from vit_jax import data
+    from vit_jax.data.text import datasets
+
+    if datasets.holds_pairs(config["dataset"], data.read_options(config)):
+      return "pairs"
+  return info.examples
 
 
 def task_of_model(model_name: str) -> str:

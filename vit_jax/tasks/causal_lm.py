@@ -1,11 +1,14 @@
 """Causal language modeling (GPT): next-token loss on packed documents, or on windows of one text
 (`stream:` datasets, vit_jax/data/text/stream.py), or on a weighted mixture of token stores
-(`dataset=mixture`, vit_jax/data/text/mixture.py); perplexity and bits per character."""
+(`dataset=mixture`, vit_jax/data/text/mixture.py), or on packed pairs, `source [SEP] target [EOS]`
+(a dataset of pairs: decoder-only translation, vit_jax/data/text/packed_pairs.py); perplexity and
+bits per character."""
 
 import math
 
 import jax.numpy as jnp
 
+from vit_jax import tasks
 from vit_jax.data.text import batches
 from vit_jax.data.text import corpus
 from vit_jax.data.text import datasets
@@ -22,6 +25,11 @@ class CausalLM(text_common.TokenLossTask):
     if self.tokenizer is not None:  # eval only
       self.token_chars_V = jnp.asarray(text_common.token_char_counts(self.tokenizer))
     self.mixture, self._progress = None, None  # dataset=mixture: its sources and weights
+    self.pairs = tasks.examples_of(config) == "pairs"  # rows of source [SEP] target [EOS]
+    if self.pairs and self.tokenizer is not None:
+      from vit_jax.data.text import packed_pairs  # pylint: disable=g-import-not-at-top  (pairs only)
+
+      packed_pairs.require_tokens(self.tokenizer)
     if config.dataset == datasets.MIXTURE:
       from vit_jax.data.text import mixture  # pylint: disable=g-import-not-at-top  (mixtures only)
 
@@ -73,6 +81,12 @@ class CausalLM(text_common.TokenLossTask):
           windows=self.config.stream.windows,
           process_index=batch_args["shard"],
           process_count=batch_args["shard_count"],
+      )
+    if self.pairs and batch_args["dataset"] == self.config.dataset:
+      from vit_jax.data.text import packed_pairs  # pylint: disable=g-import-not-at-top  (pairs only)
+
+      return packed_pairs.pair_batches(
+          seq_len=self.config.seq_len, loss_on=self.config.loss_on, **batch_args
       )
     if batch_args["dataset"] == datasets.MIXTURE:  # training rows (eval: a source's own store)
       for key in ("dataset", "train", "token_store", "data_dir", "read_options"):

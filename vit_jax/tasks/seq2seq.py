@@ -1,5 +1,6 @@
 """Sequence-to-sequence (encoder-decoder) training with teacher forcing."""
 
+import jax
 import jax.numpy as jnp
 
 from vit_jax.data.text import seq2seq_batches
@@ -35,6 +36,21 @@ class Seq2Seq(text_common.TokenLossTask):
 
   def model_inputs(self, batch):
     return batch["inputs"], batch["decoder_inputs"], batch["input_mask"]
+
+  def loss(self, logits_BxTxV, batch, totals):
+    """The targets' mean cross-entropy against labels smoothed by `label_smoothing` e (Szegedy
+    et al. 2016, section 7, as Vaswani et al. 2017 section 5.4 use it): the target's probability
+    1 - e plus e spread uniformly over the vocabulary, i.e. (1 - e) x NLL plus e x the mean of
+    -log p over the vocabulary. Evaluation's loss stays the plain NLL."""
+    nll, correct = token_cross_entropy.weighted_cross_entropy(
+        logits_BxTxV, batch["targets"], batch["weights"]
+    )
+    e = self.config.label_smoothing
+    if e:
+      logits_BxTxV = logits_BxTxV.astype(jnp.float32)
+      uniform_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1) - jnp.mean(logits_BxTxV, axis=-1)
+      nll = (1 - e) * nll + e * jnp.sum(uniform_BxT * batch["weights"])
+    return nll / totals["tokens"], {"train_accuracy": correct / totals["tokens"]}
 
   @staticmethod
   def eval_sums(logits_BxTxV, batch):

@@ -22,6 +22,7 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.text import datasets
 from vit_jax.data.text import files
+from vit_jax.data.text import records
 from vit_jax.data.text import store_writer
 
 DOCS = corpora.documents(40)
@@ -31,7 +32,7 @@ BIG = corpora.documents(2_000, seed=1)  # 450 KiB: zstd blocks (128 KiB) whole b
 @pytest.fixture(autouse=True)
 def _own_warnings(monkeypatch):
   """The bad documents these tests skip are not counted against the process's warnings."""
-  monkeypatch.setattr(files, "_warned", set())
+  monkeypatch.setattr(records, "_warned", set())
 
 
 def _read(bad_documents: str = "error") -> data.ReadOptions:

@@ -185,7 +185,7 @@ def clm_batches(
   for _, units in reading.units(windows, batch_size):
     starts_B = np.where(units >= 0, units * seq_len, stream.length)
     tokens_BxT, doc_BxT = stream.read(starts_B, seq_len + 1)
-    yield _clm_batch(tokens_BxT, doc_BxT, pad_id)
+    yield clm_rows(tokens_BxT, doc_BxT, pad_id)
 
 
 def mixed_clm_batches(
@@ -230,12 +230,19 @@ def mixed_clm_batches(
         )
       units = order.epoch_units(row_B[at], windows[k], seed, keys[k])
       tokens_BxT[at], doc_BxT[at] = streams[k].read(units * seq_len, seq_len + 1)
-    yield _clm_batch(tokens_BxT, doc_BxT, pad_id)
+    yield clm_rows(tokens_BxT, doc_BxT, pad_id)
     step += 1
 
 
-def _clm_batch(tokens_BxT: np.ndarray, doc_BxT: np.ndarray, pad_id: int) -> Batch:
-  """Inputs and targets of windows of T = L + 1 tokens, segments from their documents."""
+def clm_rows(
+    tokens_BxT: np.ndarray,
+    doc_BxT: np.ndarray,
+    pad_id: int,
+    counted_BxT: Optional[np.ndarray] = None,
+) -> Batch:
+  """Inputs and targets of windows of T = L + 1 tokens, segments from their documents (-1:
+  padding). `counted_BxT`: which tokens the loss may be on as targets (None: all), e.g. a pair's
+  target side (vit_jax/data/text/packed_pairs.py)."""
   doc_BxL = doc_BxT[:, :-1]
   real_BxL = doc_BxL >= 0
   new_segment_BxL = np.ones(doc_BxL.shape, bool)
@@ -244,7 +251,10 @@ def _clm_batch(tokens_BxT: np.ndarray, doc_BxT: np.ndarray, pad_id: int) -> Batc
   column_L = np.arange(doc_BxL.shape[1])
   segment_start_BxL = np.maximum.accumulate(np.where(new_segment_BxL, column_L, 0), axis=1)
   positions_BxL = np.where(real_BxL, column_L - segment_start_BxL, 0).astype(np.int32)
-  weights_BxL = (real_BxL & (doc_BxT[:, 1:] == doc_BxL)).astype(np.float32)
+  weights_BxL = real_BxL & (doc_BxT[:, 1:] == doc_BxL)
+  if counted_BxT is not None:
+    weights_BxL &= counted_BxT[:, 1:]
+  weights_BxL = weights_BxL.astype(np.float32)
   tokens_BxT = np.where(doc_BxT >= 0, tokens_BxT, pad_id).astype(np.int32)
   return {
       "inputs": tokens_BxT[:, :-1],
@@ -449,14 +459,14 @@ def cls_batches(dataset, tokenizer, *, batch_size: int, seq_len: int, **reading)
 
 def _classification_row(tokenizer, seq_len: int, segments, label: int):
   room = seq_len - 1 - len(segments)  # CLS, and one SEP per segment.
-  lengths = _truncate_longest_first([len(s) for s in segments], room)
+  lengths = truncate_longest_first([len(s) for s in segments], room)
   segments = [s[:n] for s, n in zip(segments, lengths)]
   row = _bert_row(tokenizer, seq_len, *segments)
   row["label"] = np.int32(label)
   return row
 
 
-def _truncate_longest_first(lengths: list[int], room: int) -> list[int]:
+def truncate_longest_first(lengths: list[int], room: int) -> list[int]:
   """Lengths fitting `room`, taking tokens from the longer segment first."""
   if room < len(lengths):
     raise errors.ConfigError("seq_len is too short for the [CLS]/[SEP] tokens.")

@@ -21,6 +21,7 @@ def check_config(config, examples: str, *, streams: bool = False, mixes: bool = 
   if config.dataset == datasets.MIXTURE or config.mixture.stores or config.mixture.weights:
     check_mixture(config, mixes)
     return
+  check_pair_keys(config)
   if stream.is_stream(config.dataset) and not (streams and "stream" in config):
     raise errors.ConfigError(
         f"--config.dataset={config.dataset!r}: stream: datasets train causal LMs "
@@ -41,6 +42,32 @@ def check_config(config, examples: str, *, streams: bool = False, mixes: bool = 
         data_dir=config.data_dir,
         token_store=config.token_store,
         read_options=data.read_options(config),
+    )
+
+
+def check_pair_keys(config) -> None:
+  """`source_key` and `target_key` are set together, for a files: or hf: dataset (the others hold
+  documents or pairs of their own), and leave `text_key` at its default."""
+  source, target = config.source_key, config.target_key
+  if source is None and target is None:
+    return
+  if source is None or target is None:
+    given = "source_key" if target is None else "target_key"
+    raise errors.ConfigError(
+        f"--config.{given} is set alone: --config.source_key and --config.target_key name a "
+        "pair's two fields; set both (or neither, to read documents)."
+    )
+  if not config.dataset.startswith(datasets.FILE_PREFIXES + (data.HUB_PREFIX,)):
+    raise errors.ConfigError(
+        f"--config.source_key={source!r}, --config.target_key={target!r} name the fields of a "
+        f"files: or hf: dataset's pairs; --config.dataset={config.dataset!r} reads its own "
+        "examples: leave them unset."
+    )
+  if config.text_key != "text":
+    raise errors.ConfigError(
+        f"--config.text_key={config.text_key!r} names a document's field, and this run reads "
+        f"pairs from --config.source_key={source!r} and --config.target_key={target!r}: leave "
+        "text_key unset."
     )
 
 
@@ -237,12 +264,12 @@ def check_split(
   dataset's subset and held-out slice); files `tokenizing` reads are checked here only as far as
   their first records: prepare reads them whole, before it writes anything."""
   if token_store and not stream.is_stream(name):
-    datasets.check_kind(name, examples)
+    datasets.check_kind(name, examples, read_options)
     store = datasets.open_store(token_store, [split])  # the split is there, its files whole
     check_has_tokens(store, split, f"--config.{key}={split!r}")
     return
   if datasets.is_streamed(name) and not tokenizing:
-    datasets.check_kind(name, examples)
+    datasets.check_kind(name, examples, read_options)
     raise datasets.not_prepared_error(name)
   if stream.is_stream(name):
     if split not in stream.SPLITS:
@@ -258,7 +285,7 @@ def check_split(
       stream.whole_text(name)  # the embedded corpus, or a ConfigError naming the forms
     return
   # An unknown name, or one of the wrong kind, is a ConfigError here, before the workdir exists.
-  datasets.check_kind(name, examples)
+  datasets.check_kind(name, examples, read_options)
   if name.startswith(data.HUB_PREFIX):
     _check_hub_split(name, split, key, data_dir, read_options, tokenizing)
     return
@@ -280,7 +307,9 @@ def check_split(
   files.check(name, read_options)
   if tokenizing:
     return  # prepare reads every file once, counting, before it writes (store_writer.py)
-  count = lambda split: len(datasets.memory_examples(name, split, read_options=read_options))
+  count = lambda split: len(
+      datasets.memory_examples(name, split, kind=examples, read_options=read_options)
+  )
   if count(split) == 0:
     raise too_few_documents(name, count("all"))
 
@@ -295,17 +324,24 @@ def too_few_documents(name: str, count: int) -> errors.DataError:
 
 
 def _check_hub_split(name, split, key, data_dir, read_options, tokenizing) -> None:
-  """The split exists and has the text column; one held in memory also a document."""
+  """The split exists and has the text column (a pair's two); one held in memory also a
+  document. Pairs are read whole where a bad one is an error, so that it is refused before
+  anything is written (prepare, which reads a big dataset here, then reads it again)."""
   from vit_jax.data import hub  # pylint: disable=g-import-not-at-top  (hf: datasets only)
 
   hub.check_text(name, split, read_options, data_dir, key=key)
-  if tokenizing:  # a dataset too big to hold is not read through here
+  pairs = datasets.reads_pairs(read_options)
+  whole = pairs and read_options.bad_documents == "error"
+  if tokenizing and not whole:  # a dataset too big to hold is not read through here
     return
-  if next(iter(hub.documents(name, split, read_options, data_dir)), None) is None:
+  read = hub.documents(name, split, read_options, data_dir)
+  if whole:
+    read = iter(list(read))
+  if next(read, None) is None:
     held_out = split == hub.HELD_OUT and read_options.hf_holdout
+    what = "pairs" if pairs else f"documents (no non-empty {read_options.text_key!r})"
     raise errors.DataError(
-        f"--config.{key}={split!r} of {name} holds no documents (no non-empty "
-        f"{read_options.text_key!r})"
+        f"--config.{key}={split!r} of {name} holds no {what}"
         + (
             f"; hold out more with a smaller --config.hf_holdout than {held_out}"
             if held_out
@@ -382,7 +418,8 @@ def check_preparation(config, examples: str, output: str, split_names) -> None:
         "--config=configs/gpt.py:dataset=DATASET --output=STORE, then train with "
         "--config.mixture.stores=NAME=STORE,... (docs/text.md, Mixtures)."
     )
-  datasets.check_kind(config.dataset, examples)
+  check_pair_keys(config)
+  datasets.check_kind(config.dataset, examples, data.read_options(config))
   from vit_jax import storage  # pylint: disable=g-import-not-at-top
 
   storage.check(output)
@@ -415,6 +452,9 @@ def _check_evaluated_hub_split(config, split: str) -> None:
   options = data.read_options(config)
   if next(iter(hub.documents(config.dataset, split, options, config.data_dir)), None) is not None:
     return
+  what = (
+      "pairs" if datasets.reads_pairs(options) else f"documents (no non-empty {options.text_key!r})"
+  )
   if split == hub.HELD_OUT and options.hf_holdout:
     fix = (
         f"hold out more with a smaller --config.hf_holdout than {options.hf_holdout} (1 "
@@ -424,5 +464,5 @@ def _check_evaluated_hub_split(config, split: str) -> None:
     fix = "add documents to it, or evaluate on another split (--config.eval_split)"
   raise errors.DataError(
       f"--config.dataset={config.dataset}: its {split!r} split, which the run evaluates on, "
-      f"holds no documents (no non-empty {options.text_key!r}); {fix}. Nothing was written."
+      f"holds no {what}; {fix}. Nothing was written."
   )

@@ -9,6 +9,7 @@ Names:
   paragraphs:/path/*.txt    .txt files, documents split at blank lines
   hf:NAME_OR_DIR            a Hugging Face hub dataset or a folder of one (vit_jax/data/hub.py),
                             documents from the column --config.text_key
+  (files: and hf: hold pairs when --config.source_key and --config.target_key name their fields)
   c4, lm1b, wikipedia, tiny_shakespeare          documents (TFDS)
   imdb_reviews, glue/sst2, ag_news_subset        labeled texts (TFDS)
   wmt14_translate/de-en                          translation pairs (TFDS)
@@ -135,8 +136,28 @@ def _hub():
   return hub
 
 
-def dataset_kind(name: str) -> str:
-  if name == "embedded" or name.startswith(FILE_PREFIXES + (data.HUB_PREFIX,)):
+def reads_pairs(read_options: Optional[data.ReadOptions]) -> bool:
+  """Whether files: and hf: datasets are read as pairs: the config names a source or a target
+  key (vit_jax/data/text/checks.py requires both)."""
+  return read_options is not None and (
+      read_options.source_key is not None or read_options.target_key is not None
+  )
+
+
+def holds_pairs(name: str, read_options: Optional[data.ReadOptions] = None) -> bool:
+  """Whether dataset `name`, read with `read_options`, holds pairs (False for a name that is no
+  dataset of this module: a stream:, a mixture, an unknown one, which the checks name)."""
+  if name.startswith(FILE_PREFIXES + (data.HUB_PREFIX,)):
+    return reads_pairs(read_options)
+  return name in TOY_DATASETS or (name in TFDS_DATASETS and TFDS_DATASETS[name].kind == "pairs")
+
+
+def dataset_kind(name: str, read_options: Optional[data.ReadOptions] = None) -> str:
+  """What dataset `name` holds, read with `read_options` (files: and hf: hold pairs where they
+  name a source and a target key)."""
+  if name.startswith(FILE_PREFIXES + (data.HUB_PREFIX,)):
+    return "pairs" if reads_pairs(read_options) else "documents"
+  if name == "embedded":
     return "documents"
   if name in TOY_DATASETS:
     return "pairs"
@@ -145,14 +166,19 @@ def dataset_kind(name: str) -> str:
   raise errors.ConfigError(f"Unknown text dataset {name!r}. Known: " f"{', '.join(known_names())}.")
 
 
-def check_kind(name: str, kind: str) -> None:
-  """A ConfigError unless dataset `name` serves examples of `kind` (labeled ones serve documents
-  too)."""
+def check_kind(name: str, kind: str, read_options: Optional[data.ReadOptions] = None) -> None:
+  """A ConfigError unless dataset `name`, read with `read_options`, serves examples of `kind`
+  (labeled ones serve documents too)."""
   if kind not in KINDS:
     raise errors.ConfigError(f"Unknown example kind {kind!r}; known: {KINDS}.")
-  have = dataset_kind(name)
+  have = dataset_kind(name, read_options)
   if have != kind and not (kind == "documents" and have == "labeled"):
     with_kind = [n for n in known_names() if dataset_kind(n) == kind]
+    if name.startswith(FILE_PREFIXES + (data.HUB_PREFIX,)):
+      how = "name their fields with --config.source_key and --config.target_key"
+      if have == "pairs":
+        how = "leave --config.source_key and --config.target_key unset to read documents"
+      with_kind.append(f"files: and hf: datasets ({how})")
     raise errors.ConfigError(
         f"Dataset {name!r} holds {have}, but {kind} are needed "
         f"here; datasets with {kind}: {', '.join(with_kind)}."
@@ -181,7 +207,7 @@ def memory_examples(
     read_options: Optional[data.ReadOptions] = None,
 ) -> list:
   """Every example of `kind` of a dataset held in memory, in stored order."""
-  check_kind(name, kind)
+  check_kind(name, kind, read_options)
   if is_streamed(name):
     raise errors.DataError(f"{name!r} is streamed into a token store, not held in memory.")
   if name.startswith(data.HUB_PREFIX):
@@ -210,7 +236,7 @@ def read_examples(
   """The examples of `kind` of shard `shard` of `shard_count` of the split, in stored order:
   contiguous parts that together hold the split once (a token store's shards; an hf: dataset's
   number of them is `num_shards`'). Files are streamed, never held whole."""
-  check_kind(name, kind)
+  check_kind(name, kind, read_options)
   if not 0 <= shard < shard_count:
     raise ValueError(f"shard={shard} must be in [0, shard_count={shard_count}).")
   if name.startswith(data.HUB_PREFIX):
@@ -230,10 +256,14 @@ def read_examples(
 
 def read_settings(name: str, read_options: Optional[data.ReadOptions]) -> dict:
   """The read options that decide what `name`'s splits hold (a token store records them): the
-  text field of files and what their bad documents are, an hf: dataset's text column, subset and
-  held-out slice; none for the others."""
+  text field of files (or a pair's two) and what their bad documents are, an hf: dataset's text
+  column (or a pair's two, and what its bad pairs are), subset and held-out slice; none for the
+  others."""
+  fields = ("source_key", "target_key") if reads_pairs(read_options) else ("text_key",)
   if name.startswith(FILE_PREFIXES):
-    keys = ("text_key", "bad_documents")
+    keys = (*fields, "bad_documents")
+  elif name.startswith(data.HUB_PREFIX) and reads_pairs(read_options):
+    keys = (*fields, "bad_documents", "hf_subset", "hf_holdout")
   elif name.startswith(data.HUB_PREFIX):
     keys = ("text_key", "hf_subset", "hf_holdout")
   else:
@@ -268,7 +298,8 @@ def num_examples(
   if name.startswith(data.HUB_PREFIX):
     return sum(1 for _ in _hub().documents(name, split, read_options, data_dir))
   if not is_streamed(name):
-    options = dict(kind=dataset_kind(name), data_dir=data_dir, read_options=read_options)
+    kind = dataset_kind(name, read_options)
+    options = dict(kind=kind, data_dir=data_dir, read_options=read_options)
     return len(memory_examples(name, split, **options))
   spec = TFDS_DATASETS[name]
   builder = _builder(spec, data_dir)
@@ -369,7 +400,7 @@ def dataset_texts(
 
   Pairs give both sides (a shared source/target vocabulary).
   """
-  kind = dataset_kind(name)
+  kind = dataset_kind(name, read_options)
   examples = read_examples(name, split, kind=kind, data_dir=data_dir, read_options=read_options)
   texts = (t for example in examples for t in _example_texts(kind, example))
   return list(itertools.islice(texts, max_texts))

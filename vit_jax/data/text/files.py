@@ -1,5 +1,5 @@
-"""Text documents from files, each file read by its extension: the `files:` and `paragraphs:`
-datasets (vit_jax/data/text/datasets.py FILE_PREFIXES).
+"""Text documents, or pairs of texts, from files, each file read by its extension: the `files:`
+and `paragraphs:` datasets (vit_jax/data/text/datasets.py FILE_PREFIXES).
 
     files:/data/books/*.txt              one document per file (none for a blank file)
     paragraphs:/data/books/*.txt         .txt files split at blank lines
@@ -8,20 +8,26 @@ datasets (vit_jax/data/text/datasets.py FILE_PREFIXES).
     files:/data/web/*.jsonl.zst          (default: text)
     files:/data/web/*.parquet            one document per row: the column text_key names
 
+With --config.source_key and --config.target_key set, a jsonl line or a parquet row is a pair of
+texts, (source, target), read from those two fields (vit_jax/data/text/records.py: what a record
+holds, and when it holds none); .txt files hold no pairs.
+
 The pattern is a local path or gs://... (`*`, `?`, `[...]`, `**`: storage.glob). The files are
 read in sorted path order, each through vit_jax/storage by its format's reader
 (vit_jax/data/jsonl.py, vit_jax/data/parquet.py), imported only when a file needs it. How they
 are read comes in the config's `read_options` (data.read_options): the text's field or column
-(`text_key`) and what a bad document is (`bad_documents`).
+(`text_key`, or a pair's `source_key` and `target_key`) and what a bad document is
+(`bad_documents`).
 
 Positions and splits. Each document has a position: its place in that order. The position alone
 decides the split: every 20th (position % 20 == 19) is validation (and test), the others train;
 'all' is every one. A bad document keeps its position, so that with --config.bad_documents=skip
 it is left out (warned about, counted) and every other document stays in its split. A bad
 document is a line that is not a JSON object (or not UTF-8), a record without the text field or
-whose field is not a string, a null row or one that is not UTF-8, and text with a character no
-text holds (`text_problem`: a control character, the rule that refuses a .txt file as binary,
-or a lone surrogate, half of a UTF-16 pair, as a JSON "\\ud83d" alone gives).
+whose field is not a string, a null row or one that is not UTF-8, text with a character no text
+holds (records.text_problem: a control character, the rule that refuses a .txt file as binary, or
+a lone surrogate, half of a UTF-16 pair, as a JSON "\\ud83d" alone gives), and a pair whose
+source or target is empty.
 
 A file that cannot be read whole is an error whatever bad_documents says, never a dataset of
 fewer documents than it holds: a compressed file whose stream is damaged, truncated or fails its
@@ -46,13 +52,13 @@ import glob as glob_lib
 import multiprocessing
 import os
 import re
-import sys
 from typing import Callable, Iterator, Optional
 
 from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data.text import corpus
+from vit_jax.data.text import records
 
 # a file's (format, codec: how it is compressed), by how its name ends, in any case
 FORMATS = {
@@ -64,13 +70,11 @@ FORMATS = {
 }
 SPLITS = ("train", "validation", "test", "all")
 EVERY = corpus.VALIDATION_EVERY
-_WARN_AT_MOST = 10  # bad documents named one by one per process; the rest are counted
-_warned = set()  # the bad documents named so far (their `where`), and the counts said
 
 
 def _options(read_options: Optional[data.ReadOptions]) -> data.ReadOptions:
   """`read_options`, or none given: .txt files need none, and a jsonl or parquet file read
-  without a text_key is our bug (`_read_file`); bad documents are then an error."""
+  without a key is our bug (`_read_file`); bad documents are then an error."""
   return read_options or data.ReadOptions()
 
 
@@ -164,22 +168,6 @@ def paths(name: str) -> list[str]:
   return found
 
 
-# What no document's text holds: control characters, as binary data holds (not tab, newline, \v,
-# \f or \r), and lone surrogates (half of a UTF-16 pair, as a JSON "\ud83d" alone gives: not
-# Unicode text, and no tokenizer encodes it).
-_NOT_TEXT = re.compile(r"[\x00-\x08\x0e-\x1f\x7f\ud800-\udfff]")
-
-
-def text_problem(text: str) -> Optional[str]:
-  """The first character of `text` that no document's text holds, described ("control
-  character '\\x00' at character 5"), or None."""
-  bad = _NOT_TEXT.search(text)
-  if bad is None:
-    return None
-  kind = "lone surrogate" if "\ud800" <= bad.group() <= "\udfff" else "control character"
-  return f"{kind} {bad.group()!r} at character {bad.start()}"
-
-
 def decode_text(path: str, data: bytes) -> str:
   """A .txt file's text: UTF-8 without control bytes, or a DataError naming the first bad one."""
   try:
@@ -189,7 +177,7 @@ def decode_text(path: str, data: bytes) -> str:
         f"{path} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert "
         "it, e.g. iconv -f latin1 -t utf-8, or leave it out of the pattern."
     ) from None
-  problem = text_problem(text)  # strict UTF-8 holds no surrogates: a control character
+  problem = records.text_problem(text)  # strict UTF-8 holds no surrogates: a control character
   if problem:
     raise errors.DataError(f"{path} looks binary ({problem}); leave it out of the pattern.")
   return text
@@ -202,57 +190,6 @@ def paragraphs(text: str) -> list[str]:
 # ---- Documents of one file -------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Bad:
-  """A document that is not text: where it is and why."""
-
-  where: str  # "FILE line 7", "FILE row 12"
-  problem: str
-  fields: Optional[tuple[str, ...]] = None  # a JSON object without the text field: its fields
-
-
-def _json_type(value) -> str:
-  names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
-  if value is None:
-    return "null"
-  return names.get(type(value), "a number")
-
-
-def _record_text(path: str, number: int, line: bytes, field: str):
-  """The text of one jsonl line, or a Bad saying why it has none."""
-  from vit_jax.data import jsonl  # pylint: disable=g-import-not-at-top
-
-  where = f"{path} line {number}"
-  try:
-    record = jsonl.parse(line)
-  except ValueError as e:
-    return Bad(where, str(e))
-  if not isinstance(record, dict):
-    return Bad(where, f"is {_json_type(record)}, not a JSON object")
-  if field not in record:
-    fields = tuple(record)
-    return Bad(where, f"has no field {field!r} (its fields: {', '.join(fields)})", fields)
-  value = record[field]
-  if not isinstance(value, str):
-    return Bad(where, f"its field {field!r} is {_json_type(value)}, not a string")
-  problem = text_problem(value)
-  return Bad(where, f"its field {field!r} holds {problem}") if problem else value
-
-
-def _row_text(where: str, field: str, value):
-  """The text of one parquet row's `field`, or a Bad saying why it has none."""
-  if value is None:
-    return Bad(where, f"its {field!r} is null")
-  if isinstance(value, bytes):  # a string that is not UTF-8 (parquet.py)
-    try:
-      value.decode("utf-8")
-    except UnicodeDecodeError as e:
-      byte = f"0x{value[e.start]:02x} at offset {e.start}"
-      return Bad(where, f"its {field!r} is not UTF-8 (byte {byte})")
-  problem = text_problem(value)
-  return Bad(where, f"its {field!r} holds {problem}") if problem else value
-
-
 def _unreadable(e: Exception) -> errors.DataError:
   """The error of a file that cannot be read whole (a damaged compressed stream, a parquet file
   or row group that does not decode): never a dataset of fewer documents, whatever
@@ -262,27 +199,33 @@ def _unreadable(e: Exception) -> errors.DataError:
   )
 
 
-def _check_column(f, field: str) -> None:
-  """A DataError unless parquet file `f` has a text column `field`."""
-  if field not in f.columns:
-    raise errors.DataError(
-        f"{f.path} has no column {field!r} (its columns: {', '.join(f.columns)}); name the text "
-        "column with --config.text_key."
-    )
-  if field not in f.text_columns:
-    raise errors.DataError(
-        f"{f.path}: column {field!r} holds {f.columns[field]}, not text; name the text column "
-        "with --config.text_key."
-    )
+def _column_paths(f, keys: records.Keys) -> list[tuple[str, ...]]:
+  """The path to each key's text column in parquet file `f`; a DataError unless it has them."""
+  from vit_jax.data import parquet  # pylint: disable=g-import-not-at-top
+
+  what = "the source and target columns" if keys.pairs else "the text column"
+  paths = []
+  for key in keys.names:
+    path = records.resolve(f.shape, key, keys.pairs, noun="column")
+    if isinstance(path, records.Missing):
+      raise errors.DataError(f"{f.path} {path.problem}; name {what} with {keys.flags}.")
+    kind = records.value_at(f.shape, path)
+    if isinstance(kind, dict) or not parquet.is_text(kind):
+      raise errors.DataError(
+          f"{f.path}: column {'.'.join(path)!r} holds {kind}, not text; name {what} with "
+          f"{keys.flags}."
+      )
+    paths.append(path)
+  return paths
 
 
-def _read_file(path, prefix, field, start, begin, end, wanted):
-  """(position, text or Bad) of each document of `path` (its first at position `start`) at a
-  position in [begin, end) that `wanted` keeps; returns the file's document count (None: not
+def _read_file(path, prefix, keys, start, begin, end, wanted):
+  """(position, document, pair or Bad) of each record of `path` (its first at position `start`)
+  at a position in [begin, end) that `wanted` keeps; returns the file's record count (None: not
   known, reading stopped at `end`). A file that cannot be read whole is a DataError."""
   kind = format_of(path)
-  if kind != "txt" and field is None:
-    raise ValueError(f"{path}: a {kind} file is read by the config's read_options.text_key.")
+  if kind != "txt" and keys.names[0] is None:
+    raise ValueError(f"{path}: a {kind} file is read by the config's read_options' keys.")
   if kind == "txt":
     text = decode_text(path, storage.read_bytes(path))
     docs = paragraphs(text) if prefix == "paragraphs" else [text] if text.strip() else []
@@ -291,11 +234,11 @@ def _read_file(path, prefix, field, start, begin, end, wanted):
         yield position, doc
     return len(docs)
   if kind == "jsonl":
-    return (yield from _read_jsonl(path, field, start, begin, end, wanted))
-  return (yield from _read_parquet(path, field, start, begin, end, wanted))
+    return (yield from _read_jsonl(path, keys, start, begin, end, wanted))
+  return (yield from _read_parquet(path, keys, start, begin, end, wanted))
 
 
-def _read_jsonl(path, field, start, begin, end, wanted):
+def _read_jsonl(path, keys, start, begin, end, wanted):
   from vit_jax.data import jsonl  # pylint: disable=g-import-not-at-top
 
   codec = codec_of(path)
@@ -306,8 +249,8 @@ def _read_jsonl(path, field, start, begin, end, wanted):
       if end is not None and position >= end:
         return None
       if position >= begin and wanted(position):
-        text = _record_text(path, number, line, field)
-        if isinstance(text, Bad) and not checked:
+        text = records.from_json(path, number, line, keys)
+        if isinstance(text, records.Bad) and not checked:
           # damage decodes to bad lines before the stream's check fails: the damage is the error
           for _ in jsonl.lines(path, codec):
             pass
@@ -319,27 +262,29 @@ def _read_jsonl(path, field, start, begin, end, wanted):
   return position - start
 
 
-def _read_parquet(path, field, start, begin, end, wanted):
+def _read_parquet(path, keys, start, begin, end, wanted):
   from vit_jax.data import parquet  # pylint: disable=g-import-not-at-top
 
   try:
     with parquet.File(path) as f:
-      _check_column(f, field)
+      paths = _column_paths(f, keys)
+      columns = list(dict.fromkeys(p[0] for p in paths))
       first = start
       for group, rows in enumerate(f.row_counts):
         lo, hi = max(begin, first), first + rows if end is None else min(end, first + rows)
         positions = [p for p in range(lo, hi) if wanted(p)]
         if positions:
-          values = f.read([field], group, lo - first, hi - first)[field]
+          values = f.read(columns, group, lo - first, hi - first)
           for p in positions:
-            yield p, _row_text(f"{path} row {p - start + 1}", field, values[p - lo])
+            row = {c: values[c][p - lo] for c in columns}
+            yield p, records.from_row(f"{path} row {p - start + 1}", row, paths, keys)
         first += rows
       return f.num_rows
   except parquet.UnreadableError as e:
     raise _unreadable(e) from None
 
 
-def _read_files(name, files, counts, begin, end, wanted, field):
+def _read_files(name, files, counts, begin, end, wanted, keys):
   """(position, text or Bad) of the documents of `files` at positions [begin, end) that `wanted`
   keeps. `counts`: each file's documents (an inventory's), to skip the files before `begin`
   unread and to notice a file that changed; None: every file is read, in order."""
@@ -352,7 +297,7 @@ def _read_files(name, files, counts, begin, end, wanted, field):
       continue
     if end is not None and start >= end:
       return
-    count = yield from _read_file(path, prefix, field, start, begin, end, wanted)
+    count = yield from _read_file(path, prefix, keys, start, begin, end, wanted)
     if known is not None and count is not None and count != known:
       raise errors.DataError(
           f"{path} holds {count} documents now, {known} when the token store's preparation "
@@ -366,39 +311,6 @@ def _read_files(name, files, counts, begin, end, wanted, field):
 # ---- A dataset's documents -------------------------------------------------------------------
 
 
-class _BadDocuments:
-  """Bad documents met while reading `name`: the first is an error (bad_documents="error"), or
-  each is counted, the first _WARN_AT_MOST of a process named in a warning each, and their count
-  said once per `what` (a split) read."""
-
-  def __init__(self, name: str, what: str, bad_documents: Optional[str], warn: bool = True):
-    self.name, self.what, self.skip, self.warn = name, what, bad_documents == "skip", warn
-    self.count = 0
-
-  def add(self, bad: Bad) -> None:
-    if not self.skip:
-      raise errors.DataError(
-          f"{bad.where}: {bad.problem}; fix or remove it, or skip such documents with "
-          "--config.bad_documents=skip."
-      )
-    self.count += 1
-    if self.warn and len(_warned) < _WARN_AT_MOST and bad.where not in _warned:
-      _warned.add(bad.where)
-      print(f"warning: skipping {bad.where}: {bad.problem}", file=sys.stderr, flush=True)
-
-  def done(self) -> None:
-    said = (self.name, self.what, self.count)
-    if self.warn and self.count and said not in _warned:
-      _warned.add(said)
-      print(
-          f"warning: {self.name}: {self.count:,} bad document{'s' * (self.count != 1)} "
-          f"skipped ({self.what}; "
-          "--config.bad_documents=skip).",
-          file=sys.stderr,
-          flush=True,
-      )
-
-
 def documents(
     name: str,
     split: str,
@@ -408,8 +320,9 @@ def documents(
     shard_count: int = 1,
     inventory: Optional["Inventory"] = None,
     warn: bool = True,
-) -> Iterator[str]:
-  """The documents of `split` of dataset `name` in order, read as `read_options` say: its part
+) -> Iterator:
+  """The documents (or pairs) of `split` of dataset `name` in order, read as `read_options` say:
+  its part
   `shard` of `shard_count` (a contiguous range). `inventory` (the dataset's, from `scan`) lets a
   part start reading at its own file; a part of a split without one counts every file's
   documents first."""
@@ -426,10 +339,11 @@ def documents(
     begin, end = position_of(lo, split), position_of(hi - 1, split) + 1
   files = paths(name) if inventory is None else inventory.paths
   counts = None if inventory is None else inventory.counts
-  bad = _BadDocuments(name, f"split {split}", options.bad_documents, warn)
+  bad = records.BadDocuments(name, f"split {split}", options.bad_documents, warn)
   wanted = lambda position: in_split(position, split)
-  for _, item in _read_files(name, files, counts, begin, end, wanted, options.text_key):
-    if isinstance(item, Bad):
+  keys = records.keys_of(options)
+  for _, item in _read_files(name, files, counts, begin, end, wanted, keys):
+    if isinstance(item, records.Bad):
       bad.add(item)
     else:
       yield item
@@ -439,39 +353,49 @@ def documents(
 def check(name: str, read_options: Optional[data.ReadOptions] = None) -> list:
   """What can be checked before the files are read whole: the pattern matches files of formats
   that can be read, their readers are installed, and the first jsonl record (the first that is
-  not bad) and the first parquet file have the text field; a UserError otherwise. Returns the
-  files."""
+  not bad) and the first parquet file have the text field (a pair's two fields); a UserError
+  otherwise. Returns the files."""
   files = paths(name)
   kinds = {path: format_of(path) for path in files}
   options = _options(read_options)
-  field = options.text_key
+  keys = records.keys_of(options)
   if any(codec_of(path) == "zstd" for path in files):
     data.import_extra("zstandard", f"dataset {name!r} (zstd-compressed JSON Lines)")
   if "parquet" in kinds.values():
     data.import_extra("pyarrow.parquet", f"dataset {name!r} (parquet)")
-  if field is None and set(kinds.values()) - {"txt"}:
-    raise ValueError(f"{name}: jsonl and parquet files are read by read_options.text_key.")
-  bad = _BadDocuments(name, "", options.bad_documents, warn=False)
+  if keys.names[0] is None and set(kinds.values()) - {"txt"}:
+    raise ValueError(f"{name}: jsonl and parquet files are read by read_options' keys.")
+  text = next((p for p in files if kinds[p] == "txt"), None)
+  if keys.pairs and text:
+    raise errors.DataError(
+        f"dataset {name!r}: pairs ({keys.flags}) are read from jsonl and parquet files, and "
+        f"{text} is a .txt file; narrow the pattern to those."
+    )
+  bad = records.BadDocuments(name, "", options.bad_documents, warn=False)
   first_parquet = next((p for p in files if kinds[p] == "parquet"), None)
   if first_parquet:
     from vit_jax.data import parquet  # pylint: disable=g-import-not-at-top
 
     try:
       with parquet.File(first_parquet) as f:
-        _check_column(f, field)
+        _column_paths(f, keys)
     except parquet.UnreadableError as e:
       raise _unreadable(e) from None
   first_jsonl = next((p for p in files if kinds[p] == "jsonl"), None)
   if first_jsonl:
-    reading = _read_jsonl(first_jsonl, field, 0, 0, None, lambda _: True)
+    reading = _read_jsonl(first_jsonl, keys, 0, 0, None, lambda _: True)
     with contextlib.closing(reading):  # the file is closed at the first good record
       for _, item in reading:
-        if isinstance(item, Bad) and item.fields is not None:
+        if isinstance(item, records.Bad) and item.fields is not None and keys.pairs:
           raise errors.DataError(
-              f"{item.where} has no field {field!r} to read the text from (its fields: "
+              f"{item.where}: {item.problem}; name the pair's fields with {keys.flags}."
+          )
+        if isinstance(item, records.Bad) and item.fields is not None:
+          raise errors.DataError(
+              f"{item.where} has no field {keys.names[0]!r} to read the text from (its fields: "
               f"{', '.join(item.fields)}); name the text's field with --config.text_key."
           )
-        if not isinstance(item, Bad):
+        if not isinstance(item, records.Bad):
           break
         bad.add(item)
   return files
@@ -501,19 +425,19 @@ class Inventory:
     return cls(tuple(p for p, _ in files), tuple(c for _, c in files), value["skipped"])
 
 
-def _scan_file(job) -> tuple[int, list[Bad], int]:
+def _scan_file(job) -> tuple[int, list[records.Bad], int]:
   """(document count, the first bad ones, how many are bad) of one file, read whole."""
-  name, path, field, stop_at_bad = job
+  name, path, keys, stop_at_bad = job
   bads, count = [], 0
-  reading = _read_file(path, name.split(":", 1)[0], field, 0, 0, None, lambda _: True)
+  reading = _read_file(path, name.split(":", 1)[0], keys, 0, 0, None, lambda _: True)
   while True:
     try:
       _, item = next(reading)
     except StopIteration as stop:
       return stop.value, bads, count
-    if isinstance(item, Bad):
+    if isinstance(item, records.Bad):
       count += 1
-      if len(bads) < _WARN_AT_MOST:
+      if len(bads) < records.WARN_AT_MOST:
         bads.append(item)
       if stop_at_bad:
         return 0, bads, count
@@ -532,10 +456,10 @@ def scan(
   options = _options(read_options)
   files = check(name, options)
   skip = options.bad_documents == "skip"
-  jobs = [(name, path, options.text_key, not skip) for path in files]
+  jobs = [(name, path, records.keys_of(options), not skip) for path in files]
   if report:
     report(f"prepare: reading the {len(files):,} files of {name} to count their documents")
-  bad = _BadDocuments(name, "all files", options.bad_documents, warn=report is not None)
+  bad = records.BadDocuments(name, "all files", options.bad_documents, warn=report is not None)
   counts = []
   with contextlib.ExitStack() as stack:
     if workers <= 1 or len(jobs) <= 1:

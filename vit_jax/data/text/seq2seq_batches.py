@@ -1,9 +1,10 @@
 """Numpy batches for encoder-decoder training on (source, target) pairs.
 
-Datasets: the offline toy tasks ('toy_reverse', 'toy_number_words') or TFDS
-translation ('wmt14_translate/de-en', German -> English, from its token store), or a list of
-pairs. Training/eval semantics (endless by index from start_step, or one padded pass) are those
-of vit_jax.data.text.batches, with the examples as units.
+Datasets: the offline toy tasks ('toy_reverse', 'toy_number_words'), TFDS translation
+('wmt14_translate/de-en', German -> English, from its token store), files: and hf: datasets read
+as pairs (--config.source_key, --config.target_key), or a list of pairs. Training/eval semantics
+(endless by index from start_step, or one padded pass) are those of vit_jax.data.text.batches,
+with the examples as units.
 """
 
 from typing import Iterator
@@ -19,12 +20,18 @@ def seq2seq_batches(
   """Keys: inputs, input_mask int32 (B, Li); decoder_inputs, targets int32
   (B, Lt); weights float32 (B, Lt). `reading` are text_batches.Reading's.
 
-  Sources and targets end with EOS (if the tokenizer has one; truncation
-  keeps it). decoder_inputs is the target shifted right behind BOS, or behind
-  PAD for tokenizers without BOS (the T5 convention).
+  Sources and targets end with EOS (if the tokenizer has one): a longer one is cut to
+  input_len / target_len tokens, its EOS kept, and the training pairs cut are counted in one note
+  when training starts. decoder_inputs is the target shifted right behind BOS, or behind PAD for
+  tokenizers without BOS (the T5 convention).
   """
   reading = text_batches.Reading(dataset, **reading)
   split = reading.open("pairs", tokenizer)
+  if reading.train and reading.shard == 0:
+    eos = int(tokenizer.eos_id is not None)
+    cut = (split.lengths("source") + eos > input_len) | (split.lengths("target") + eos > target_len)
+    limits = f"--config.input_len={input_len} or --config.target_len={target_len} (with [EOS])"
+    say_cut(int(cut.sum()), split.num_examples, limits)
   empty = np.zeros(0, np.int32)
   pad_row = _row(tokenizer, input_len, target_len, empty, empty, pad=True)
   for _, units in reading.units(split.num_examples, batch_size):
@@ -36,6 +43,17 @@ def seq2seq_batches(
         for src, tgt, ok in zip(sources, targets, real)
     ]
     yield {k: np.stack([row[k] for row in rows]) for k in pad_row}
+
+
+def say_cut(cut: int, pairs: int, limits: str) -> None:
+  """One line, where training pairs are longer than the run's lengths: how many are cut to fit
+  (docs/pairs.md)."""
+  if cut:
+    print(
+        f"note: {cut:,} of the {pairs:,} training pairs are longer than {limits}: each is cut to "
+        "fit (docs/pairs.md).",
+        flush=True,
+    )
 
 
 def _row(

@@ -111,7 +111,7 @@ def _data_dir(config) -> str | None:
 def _kind(config) -> str:
   from vit_jax import tasks  # pylint: disable=g-import-not-at-top  (the task registry only)
 
-  return tasks.TASKS[config.task].examples
+  return tasks.examples_of(config)
 
 
 def prepare(
