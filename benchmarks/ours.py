@@ -21,6 +21,7 @@ from vit_jax.tasks import base
 from vit_jax.tasks import causal_lm
 from vit_jax.tasks import classification
 from vit_jax.tasks import masked_lm
+from vit_jax.tasks import seq2seq
 from vit_jax.training import train
 
 
@@ -134,3 +135,50 @@ def matmul(size):
   a = jnp.asarray(np.random.default_rng(0).standard_normal((size, size)), jnp.float32)
   dot = jax.jit(jnp.dot)
   return lambda: dot(a, a).block_until_ready()
+
+
+def seq2seq_train(config, batch_size, input_len, target_len):
+  """The seq2seq task's step: teacher-forced targets, every token real (no padding)."""
+  task = seq2seq.Seq2Seq(
+      ml_collections.ConfigDict({"input_len": input_len, "target_len": target_len}),
+      None,
+      vocab_size=config["vocab_size"],
+  )
+  rng = np.random.default_rng(0)
+  targets_BxT = rng.integers(0, config["vocab_size"], (batch_size, target_len + 1))
+  batch = {
+      "inputs": rng.integers(0, config["vocab_size"], (batch_size, input_len)),
+      "input_mask": np.ones((batch_size, input_len)),
+      "decoder_inputs": targets_BxT[:, :-1],
+      "targets": targets_BxT[:, 1:],
+      "weights": np.ones((batch_size, target_len)),
+  }
+  batch = {
+      k: jnp.asarray(v, jnp.float32 if k == "weights" else jnp.int32) for k, v in batch.items()
+  }
+  return _runner(task, build_model(config), batch)
+
+
+def seq2seq_beam(config, batch_size, input_len, new_tokens, beam_size):
+  """Beam search over a batch of sources, as `vit_jax.translate` calls it: every row decodes
+  `new_tokens` tokens (no EOS), as the peer is held to `min_new_tokens`."""
+  model = build_model(config)
+  inputs_BxS = jnp.zeros((1, input_len), jnp.int32)
+  params = jax.jit(lambda: model.init(jax.random.PRNGKey(0), inputs_BxS, inputs_BxS[:, :8]))()
+  params = params["params"]
+  sources_BxS = np.random.default_rng(0).integers(3, config["vocab_size"], (batch_size, input_len))
+  mask_BxS = np.ones_like(sources_BxS)
+
+  def run():
+    sampling.seq2seq_decode(
+        config,
+        params,
+        sources_BxS,
+        mask_BxS,
+        max_new_tokens=new_tokens,
+        start_id=0,
+        eos_id=None,
+        beam_size=beam_size,
+    )
+
+  return run
