@@ -213,7 +213,9 @@ def workloads(quick: bool):
   table["seq2seq_train"] = (
       "tok/s",
       s2s_batch * s2s["target_len"],
-      lambda: ours.seq2seq_train(_seq2seq_ours(s2s), s2s_batch, s2s["input_len"], s2s["target_len"]),
+      lambda: ours.seq2seq_train(
+          _seq2seq_ours(s2s), s2s_batch, s2s["input_len"], s2s["target_len"]
+      ),
       lambda: peers.marian_train(
           _seq2seq_peer(s2s), s2s_batch, s2s["input_len"], s2s["target_len"]
       ),
@@ -260,7 +262,9 @@ def main():
   for name, (unit, items, make_ours, make_peer) in workloads(args.quick).items():
     if args.only and name not in args.only:
       continue
-    few = name.startswith(("gpt2", "gpt_decode", "llama_decode", "llama_gqa", "seq2seq_beam"))  # slow units: fewer of them
+    few = name.startswith(
+        ("gpt2", "gpt_decode", "llama_decode", "llama_gqa", "seq2seq_beam")
+    )  # slow units: fewer of them
     seconds = measure(
         make_ours,
         make_peer,
