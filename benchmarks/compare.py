@@ -25,27 +25,56 @@ import jax  # noqa: E402  # pylint: disable=wrong-import-position
 
 from benchmarks import input_pipeline  # noqa: E402
 from benchmarks import ours  # noqa: E402
+from vit_jax.interop import hf_llama  # noqa: E402
 
 GPT = dict(width=384, depth=6, heads=6, vocab=8192, max_len=256)
 GPT_QUICK = dict(width=32, depth=1, heads=2, vocab=64, max_len=32)
-# The encoder-decoder beside a Marian model of its shape: sentences of 32 source tokens, 32 target
-# tokens (training) or 32 new ones (decoding, 4 beams, 64 sentences a batch).
-S2S = dict(width=256, depth=3, heads=4, mlp=1024, vocab=8000, max_len=128)
-S2S_QUICK = dict(width=32, depth=1, heads=2, mlp=64, vocab=64, max_len=32)
+
+
+# A small Llama: the GPT row's shape with 2 key-value heads, SwiGLU at about 8/3 x width, untied.
+LLAMA = dict(width=384, depth=6, heads=6, kv_heads=2, mlp_dim=1024, vocab=8192, max_len=256)
+LLAMA_QUICK = dict(width=32, depth=1, heads=4, kv_heads=2, mlp_dim=64, vocab=64, max_len=32)
+# A small encoder-decoder (post-LN, ReLU, sinusoidal positions, tied vocabulary), as Marian is.
+SEQ2SEQ = dict(width=256, layers=3, heads=4, mlp_dim=1024, vocab=8192, input_len=32, target_len=32)
+SEQ2SEQ_QUICK = dict(width=32, layers=1, heads=2, mlp_dim=64, vocab=64, input_len=8, target_len=8)
+
+
+def _llama_peer(shape, kv_heads=None):
+  shape = dict(shape, kv_heads=kv_heads or shape["kv_heads"])
+  return peers.llama_config(**shape, tied=False)
+
+
+def _llama_ours(shape, kv_heads=None):
+  """Our GPT with the Llama options, read from the peer's config by the hub converter's table,
+  so that both sides have one shape."""
+  return hf_llama.config_from_hf(_llama_peer(shape, kv_heads).to_dict())
 
 
 def _seq2seq_ours(shape):
   return {
       "name": "seq2seq",
-      "width": shape["width"],
-      "num_layers": shape["depth"],
-      "num_heads": shape["heads"],
-      "mlp_dim": shape["mlp"],
       "vocab_size": shape["vocab"],
-      "max_len": shape["max_len"],
-      "pre_ln": False,  # Marian's blocks are post-LN
+      "width": shape["width"],
+      "num_layers": shape["layers"],
+      "num_heads": shape["heads"],
+      "mlp_dim": shape["mlp_dim"],
+      "max_len": shape["input_len"] + shape["target_len"],
+      "posemb": "sincos1d",
+      "pre_ln": False,
+      "activation": "relu",
       "dropout_rate": 0.0,
   }
+
+
+def _seq2seq_peer(shape):
+  return peers.marian_config(
+      shape["width"],
+      shape["layers"],
+      shape["heads"],
+      shape["mlp_dim"],
+      shape["vocab"],
+      shape["input_len"] + shape["target_len"],
+  )
 
 
 def _gpt_ours(shape):
@@ -151,19 +180,6 @@ def workloads(quick: bool):
           lambda: peers.matmul(256 if quick else 4096),
       ),
   }
-  s2s, length = (S2S_QUICK, 8) if quick else (S2S, 32)
-  table["seq2seq_train"] = (
-      "tok/s",
-      32 * length,
-      lambda: ours.seq2seq_train(_seq2seq_ours(s2s), 32, length, length),
-      lambda: peers.marian_train(peers.marian_config(**s2s), 32, length, length),
-  )
-  table["seq2seq_beam4_b64"] = (
-      "sent/s",
-      64,
-      lambda: ours.seq2seq_beam_decode(_seq2seq_ours(s2s), 64, length, length, 4),
-      lambda: peers.marian_beam_decode(peers.marian_config(**s2s), 64, length, length, 4),
-  )
   for b in (1, 8):
     table[f"gpt_decode_b{b}"] = (
         "tok/s",
@@ -171,6 +187,49 @@ def workloads(quick: bool):
         lambda b=b: ours.gpt_decode(_gpt_ours(gpt), b, prompt, new),
         lambda b=b: peers.gpt_decode(peers.gpt_config(**gpt), b, prompt, new),
     )
+  llama = LLAMA_QUICK if quick else LLAMA
+  table["llama_train"] = (
+      "tok/s",
+      batch * seq,
+      lambda: ours.gpt_train(_llama_ours(llama), batch, seq),
+      lambda: peers.gpt_train(_llama_peer(llama), batch, seq),
+  )
+  for b in (1, 8):
+    table[f"llama_decode_b{b}"] = (
+        "tok/s",
+        b * new,
+        lambda b=b: ours.gpt_decode(_llama_ours(llama), b, prompt, new),
+        lambda b=b: peers.gpt_decode(_llama_peer(llama), b, prompt, new),
+    )
+  # Not a peer: ours with grouped-query attention against ours with every head's keys and values.
+  table["llama_gqa_vs_mha"] = (
+      "tok/s",
+      8 * new,
+      lambda: ours.gpt_decode(_llama_ours(llama), 8, prompt, new),
+      lambda: ours.gpt_decode(_llama_ours(llama, kv_heads=llama["heads"]), 8, prompt, new),
+  )
+  s2s = SEQ2SEQ_QUICK if quick else SEQ2SEQ
+  s2s_batch = 2 if quick else 64
+  table["seq2seq_train"] = (
+      "tok/s",
+      s2s_batch * s2s["target_len"],
+      lambda: ours.seq2seq_train(
+          _seq2seq_ours(s2s), s2s_batch, s2s["input_len"], s2s["target_len"]
+      ),
+      lambda: peers.marian_train(
+          _seq2seq_peer(s2s), s2s_batch, s2s["input_len"], s2s["target_len"]
+      ),
+  )
+  table["seq2seq_beam4"] = (  # tokens of the best beam per sentence
+      "tok/s",
+      s2s_batch * s2s["target_len"],
+      lambda: ours.seq2seq_beam(
+          _seq2seq_ours(s2s), s2s_batch, s2s["input_len"], s2s["target_len"], 4
+      ),
+      lambda: peers.marian_beam(
+          _seq2seq_peer(s2s), s2s_batch, s2s["input_len"], s2s["target_len"], 4
+      ),
+  )
   return table
 
 
@@ -203,7 +262,9 @@ def main():
   for name, (unit, items, make_ours, make_peer) in workloads(args.quick).items():
     if args.only and name not in args.only:
       continue
-    few = name.startswith(("gpt2", "gpt_decode", "seq2seq_beam"))  # slow units: fewer of them
+    few = name.startswith(
+        ("gpt2", "gpt_decode", "llama_decode", "llama_gqa", "seq2seq_beam")
+    )  # slow units: fewer of them
     seconds = measure(
         make_ours,
         make_peer,

@@ -40,13 +40,6 @@ class _MaskedLM(masked_lm.MaskedLM):
     self.nsp = False
 
 
-class _Seq2Seq(seq2seq.Seq2Seq):
-  """The encoder-decoder task's step code (no label smoothing) without its tokenizer."""
-
-  def __init__(self):  # pylint: disable=super-init-not-called
-    base.Task.__init__(self, ml_collections.ConfigDict({"label_smoothing": 0.0}))
-
-
 def _runner(task, model, batch, **step_options):
   """One jitted trainer step on `batch`, repeated; returns the callable that times one step.
 
@@ -138,42 +131,56 @@ def gpt_decode(config, batch_size, prompt_len, new_tokens):
   return run
 
 
-def seq2seq_train(config, batch_size, source_len, target_len):
-  rng = np.random.default_rng(0)
-  targets_BxT = rng.integers(1, config["vocab_size"], (batch_size, target_len + 1))
-  batch = {
-      "inputs": rng.integers(1, config["vocab_size"], (batch_size, source_len)),
-      "input_mask": np.ones((batch_size, source_len)),
-      "decoder_inputs": targets_BxT[:, :-1],
-      "targets": targets_BxT[:, 1:],
-      "weights": np.ones((batch_size, target_len), np.float32),
-  }
-  batch = {
-      k: jnp.asarray(v, jnp.float32 if k == "weights" else jnp.int32) for k, v in batch.items()
-  }
-  return _runner(_Seq2Seq(), build_model(config), batch)
-
-
-def seq2seq_beam_decode(config, batch_size, source_len, new_tokens, beams):
-  """Beam search by the code translation uses (sampling.seq2seq_decode), every row decoding
-  `new_tokens` (no EOS, as the peer is held to min_new_tokens)."""
-  model = build_model(config)
-  inputs_BxS = np.random.default_rng(0).integers(1, config["vocab_size"], (batch_size, source_len))
-  mask_BxS = np.ones_like(inputs_BxS)
-  params = jax.jit(
-      lambda: model.init(jax.random.PRNGKey(0), inputs_BxS[:1], inputs_BxS[:1, :8], mask_BxS[:1])
-  )()["params"]
-
-  def run():
-    sampling.seq2seq_decode(
-        config, params, inputs_BxS, mask_BxS, max_new_tokens=new_tokens, start_id=0,
-        eos_id=None, beam_size=beams, length_penalty=0.6,
-    )  # fmt: skip
-
-  return run
-
-
 def matmul(size):
   a = jnp.asarray(np.random.default_rng(0).standard_normal((size, size)), jnp.float32)
   dot = jax.jit(jnp.dot)
   return lambda: dot(a, a).block_until_ready()
+
+
+def seq2seq_train(config, batch_size, input_len, target_len):
+  """The seq2seq task's step: teacher-forced targets, every token real (no padding)."""
+  task = seq2seq.Seq2Seq(
+      ml_collections.ConfigDict(
+          {"input_len": input_len, "target_len": target_len, "label_smoothing": 0.0}
+      ),
+      None,
+      vocab_size=config["vocab_size"],
+  )
+  rng = np.random.default_rng(0)
+  targets_BxT = rng.integers(0, config["vocab_size"], (batch_size, target_len + 1))
+  batch = {
+      "inputs": rng.integers(0, config["vocab_size"], (batch_size, input_len)),
+      "input_mask": np.ones((batch_size, input_len)),
+      "decoder_inputs": targets_BxT[:, :-1],
+      "targets": targets_BxT[:, 1:],
+      "weights": np.ones((batch_size, target_len)),
+  }
+  batch = {
+      k: jnp.asarray(v, jnp.float32 if k == "weights" else jnp.int32) for k, v in batch.items()
+  }
+  return _runner(task, build_model(config), batch)
+
+
+def seq2seq_beam(config, batch_size, input_len, new_tokens, beam_size):
+  """Beam search over a batch of sources, as `vit_jax.translate` calls it: every row decodes
+  `new_tokens` tokens (no EOS), as the peer is held to `min_new_tokens`."""
+  model = build_model(config)
+  inputs_BxS = jnp.zeros((1, input_len), jnp.int32)
+  params = jax.jit(lambda: model.init(jax.random.PRNGKey(0), inputs_BxS, inputs_BxS[:, :8]))()
+  params = params["params"]
+  sources_BxS = np.random.default_rng(0).integers(3, config["vocab_size"], (batch_size, input_len))
+  mask_BxS = np.ones_like(sources_BxS)
+
+  def run():
+    sampling.seq2seq_decode(
+        config,
+        params,
+        sources_BxS,
+        mask_BxS,
+        max_new_tokens=new_tokens,
+        start_id=0,
+        eos_id=None,
+        beam_size=beam_size,
+    )
+
+  return run

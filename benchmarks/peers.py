@@ -47,8 +47,26 @@ def gpt_config(width, depth, heads, vocab, max_len):
   )
 
 
+def llama_config(width, depth, heads, kv_heads, mlp_dim, vocab, max_len, tied):
+  """A Llama of this shape (RMSNorm, SwiGLU, RoPE, grouped-query attention, no biases)."""
+  return transformers.LlamaConfig(
+      vocab_size=vocab,
+      hidden_size=width,
+      intermediate_size=mlp_dim,
+      num_hidden_layers=depth,
+      num_attention_heads=heads,
+      num_key_value_heads=kv_heads,
+      max_position_embeddings=max_len,
+      tie_word_embeddings=tied,
+      bos_token_id=None,
+      eos_token_id=None,
+      pad_token_id=None,
+  )
+
+
 def gpt_train(config, batch_size, seq_len):
-  model = transformers.GPT2LMHeadModel(config)
+  """A causal LM's step: GPT2LMHeadModel or LlamaForCausalLM, as `config` names."""
+  model = transformers.AutoModelForCausalLM.from_config(config)
   tokens = torch.randint(0, config.vocab_size, (batch_size, seq_len))
   return _train(model, lambda: model(input_ids=tokens, labels=tokens).loss)
 
@@ -70,7 +88,7 @@ def bert_mlm_train(width, depth, heads, vocab, batch_size, seq_len, masked):
 
 
 def gpt_decode(config, batch_size, prompt_len, new_tokens):
-  model = transformers.GPT2LMHeadModel(config).eval()
+  model = transformers.AutoModelForCausalLM.from_config(config).eval()
   prompts = torch.randint(0, config.vocab_size, (batch_size, prompt_len))
 
   def run():
@@ -87,53 +105,55 @@ def gpt_decode(config, batch_size, prompt_len, new_tokens):
   return run
 
 
-def marian_config(width, depth, heads, mlp, vocab, max_len):
-  """A Marian encoder-decoder of our seq2seq's shape: post-LN blocks, ReLU, sinusoidal positions,
-  embeddings scaled by sqrt(width) and shared by both sides and the output layer."""
+def marian_config(width, layers, heads, mlp_dim, vocab, max_len):
+  """A Marian of this shape: post-LN, ReLU, sinusoidal positions, one tied vocabulary, no
+  dropout (as our side's config)."""
   return transformers.MarianConfig(
       vocab_size=vocab,
       d_model=width,
-      encoder_layers=depth,
-      decoder_layers=depth,
+      encoder_layers=layers,
+      decoder_layers=layers,
       encoder_attention_heads=heads,
       decoder_attention_heads=heads,
-      encoder_ffn_dim=mlp,
-      decoder_ffn_dim=mlp,
+      encoder_ffn_dim=mlp_dim,
+      decoder_ffn_dim=mlp_dim,
       max_position_embeddings=max_len,
       activation_function="relu",
+      scale_embedding=True,  # embeddings x sqrt(width), as the original Transformer (and ours)
       dropout=0.0,
       attention_dropout=0.0,
       activation_dropout=0.0,
-      scale_embedding=True,
-      share_encoder_decoder_embeddings=True,
       pad_token_id=0,
-      eos_token_id=vocab - 1,
+      eos_token_id=1,
       decoder_start_token_id=0,
-      forced_eos_token_id=None,
   )
 
 
-def marian_train(config, batch_size, source_len, target_len):
+def marian_train(config, batch_size, input_len, target_len):
   model = transformers.MarianMTModel(config)
-  sources = torch.randint(1, config.vocab_size - 1, (batch_size, source_len))
-  labels = torch.randint(1, config.vocab_size - 1, (batch_size, target_len))
-  return _train(model, lambda: model(input_ids=sources, labels=labels).loss)
+  inputs = torch.randint(3, config.vocab_size, (batch_size, input_len))
+  tokens = torch.randint(3, config.vocab_size, (batch_size, target_len + 1))
+  decoder_inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+  return _train(
+      model,
+      lambda: model(input_ids=inputs, decoder_input_ids=decoder_inputs, labels=targets).loss,
+  )
 
 
-def marian_beam_decode(config, batch_size, source_len, new_tokens, beams):
+def marian_beam(config, batch_size, input_len, new_tokens, beam_size):
+  """`generate` with beam search; `min_new_tokens` holds every row to `new_tokens` tokens."""
   model = transformers.MarianMTModel(config).eval()
-  sources = torch.randint(1, config.vocab_size - 1, (batch_size, source_len))
+  sources = torch.randint(3, config.vocab_size, (batch_size, input_len))
 
   def run():
     with torch.no_grad():
       model.generate(
           sources,
           attention_mask=torch.ones_like(sources),
-          num_beams=beams,
+          num_beams=beam_size,
+          do_sample=False,
           max_new_tokens=new_tokens,
           min_new_tokens=new_tokens,
-          length_penalty=0.6,
-          do_sample=False,
       )
 
   return run
