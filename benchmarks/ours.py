@@ -15,9 +15,9 @@ import ml_collections
 import numpy as np
 import optax
 
+from vit_jax import tasks
 from vit_jax.models import build_model
 from vit_jax.models import sampling
-from vit_jax.tasks import base
 from vit_jax.tasks import causal_lm
 from vit_jax.tasks import classification
 from vit_jax.tasks import masked_lm
@@ -29,14 +29,14 @@ class _CausalLM(causal_lm.CausalLM):
   """The causal-LM task's step code without its tokenizer (nothing here reads text)."""
 
   def __init__(self):  # pylint: disable=super-init-not-called
-    base.Task.__init__(self, ml_collections.ConfigDict())
+    tasks.Task.__init__(self, ml_collections.ConfigDict())
 
 
 class _MaskedLM(masked_lm.MaskedLM):
   """The MLM task's step code (no next-sentence head) without its tokenizer."""
 
   def __init__(self):  # pylint: disable=super-init-not-called
-    base.Task.__init__(self, ml_collections.ConfigDict())
+    tasks.Task.__init__(self, ml_collections.ConfigDict())
     self.nsp = False
 
 

@@ -76,11 +76,11 @@ _llama3 below), here on C4 with a byte-level BPE of the model's vocabulary size.
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from vit_jax import evaluate as evaluators
 from vit_jax.config import args
 from vit_jax.config import defaults
 from vit_jax.data.text import datasets
 from vit_jax.data.text import stream
-from vit_jax.evaluate import registry as evaluators
 from vit_jax.models import gpt as gpt_model
 
 # A v5p slice the published-batch step fits on, measured with `python -m vit_jax.compile`

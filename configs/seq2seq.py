@@ -46,10 +46,10 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import errors
+from vit_jax import evaluate as evaluators
 from vit_jax.config import args
 from vit_jax.config import defaults
 from vit_jax.data.text import datasets
-from vit_jax.evaluate import registry as evaluators
 
 VARIANTS = ("small", "base")
 

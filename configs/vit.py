@@ -96,9 +96,9 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from vit_jax import errors
+from vit_jax import evaluate as evaluators
 from vit_jax.config import args
 from vit_jax.config import defaults
-from vit_jax.evaluate import registry as evaluators
 from vit_jax.models import vit as vit_model
 
 # ImageNet-1k's TFDS train split has 1,281,167 images; the recipe trains on train[:99%], which

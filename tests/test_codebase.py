@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+from vit_jax import evaluate as evaluator_registry
 from vit_jax import models
 from vit_jax import tasks
 from vit_jax import workdir
@@ -17,7 +18,6 @@ from vit_jax.config import checks as config_checks
 from vit_jax.config import defaults
 from vit_jax.data import tfds_builders
 from vit_jax.data.text import datasets as text_datasets
-from vit_jax.evaluate import registry as evaluator_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "vit_jax"
@@ -434,21 +434,21 @@ def test_a_run_imports_what_its_config_needs(tmp_path):
   (tmp_path / "vit").mkdir()
   (tmp_path / "gpt").mkdir()
   vit = _imported_vit_jax_modules("configs/vit.py:runlocal", tmp_path / "vit")
-  # Of the 45, the digits config's two evaluators take 4 (vit_jax.evaluate and its registry, base
-  # and fewshot modules), the step's parameter EMA 1 (training/ema.py, read by the step), the
-  # preemption watcher 1 (training/preemption.py), a job's ending 1 (training/job_end.py),
-  # storage 2 (vit_jax.storage and its retry policy, storage/outages.py, which local checkpoint
-  # reads ride out too; its bucket clients and objects load only for a gs:// path) and the
-  # trainer 2 (training/setup.py, what the steps run on, which vit_jax.compile builds too, and
-  # training/train.py).
-  assert len(vit) <= 45, sorted(vit)
+  # 40: the digits config's two evaluators take 3 (vit_jax.evaluate, whose package is their
+  # registry, and its base and fewshot modules), a job's ending 1 (training/job_end.py: a
+  # preemption notice, a process's end), storage 2 (vit_jax.storage and its retry policy,
+  # storage/outages.py, which local checkpoint reads ride out too; its bucket clients and objects
+  # load only for a gs:// path) and the trainer 2 (training/setup.py, what the steps run on, which
+  # vit_jax.compile builds too, and training/train.py). The model table, the task contract and
+  # the evaluators' registry are their packages' __init__ modules.
+  assert len(vit) <= 40, sorted(vit)
   needless = {m for m in vit if re.match(r"vit_jax\.(interop|data\.tokenizers|data\.text)", m)}
   assert not needless, f"a ViT run without init_from imports {sorted(needless)}"
   gpt = _imported_vit_jax_modules("configs/gpt.py:runlocal", tmp_path / "gpt")
-  # Of the 51, 4 are its evaluator's (evaluate, registry, base, lm), 1 the stream: text form's,
-  # 1 the step's parameter EMA, 1 the preemption watcher, 1 a job's ending, 1 the token loss
-  # (tasks/token_cross_entropy.py), 2 storage's and 2 the trainer's, as for the ViT.
-  assert len(gpt) <= 51, sorted(gpt)
+  # 45: 3 are its evaluator's (evaluate, base, lm), 1 the stream: text form's, 1 the token loss
+  # (tasks/token_cross_entropy.py), 1 a job's ending, 2 storage's and 2 the trainer's, as for the
+  # ViT; the tokenizer contract is vit_jax/data/tokenizers/__init__.py.
+  assert len(gpt) <= 45, sorted(gpt)
   # Readers that only the datasets naming them load (hf: datasets, wds: shards).
   readers = {"vit_jax.data.hub", "vit_jax.data.image.webdataset"}
   assert not {"vit_jax.data.text.masking", "vit_jax.data.image.shapes", *readers} & (vit | gpt)

@@ -33,11 +33,11 @@ from tests.data.text import corpora
 from tests.data.text import en_es
 from vit_jax import convert
 from vit_jax import data
+from vit_jax import evaluate as evaluator_registry
 from vit_jax import main
 from vit_jax import tasks
 from vit_jax.config import checks
 from vit_jax.data.text import store_writer
-from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import build_model
 
 PREFIX = "python -m vit_jax."

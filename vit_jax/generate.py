@@ -61,7 +61,6 @@ def load_workdir(workdir: str):
   from vit_jax import storage
   from vit_jax import workdir as workdir_lib
   from vit_jax.data import tokenizers
-  from vit_jax.data.tokenizers import base
   from vit_jax.interop import orbax_format
 
   step_dirs = checkpoint.step_dirs(workdir)
@@ -73,7 +72,7 @@ def load_workdir(workdir: str):
   tokenizer = tokenizers.load_tokenizer(workdir_lib.tokenizer_dir(workdir))
   expected = record.get("task", {}).get("tokenizer")
   if expected is not None:
-    base.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
+    tokenizers.check_fingerprint(tokenizer, expected, context=f"checkpoint {step} in {workdir}")
   return record["model"], interop.unflatten(params), tokenizer, run_config
 
 

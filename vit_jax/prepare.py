@@ -132,12 +132,12 @@ def _prepare_image_datasets(config) -> None:
   # pylint: disable=g-import-not-at-top
   from vit_jax import data
   from vit_jax import errors
+  from vit_jax import evaluate as evaluators
   from vit_jax.data import hub
   from vit_jax.data import tfds_builders
   from vit_jax.data.image import sources
-  from vit_jax.evaluate import registry
 
-  evaluated = [s.dataset for s in registry.evals_of(config).values() if "dataset" in s]
+  evaluated = [s.dataset for s in evaluators.evals_of(config).values() if "dataset" in s]
   read = list(dict.fromkeys([config.dataset, *evaluated]))  # each once, in order
   unknown = sorted(set(FLAGS.datasets or ()) - set(read))
   if unknown:

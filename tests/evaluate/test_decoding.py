@@ -15,10 +15,10 @@ from tests import helpers
 from tests import tiny_configs as configs
 from tests.survival import conftest as survival
 from vit_jax import errors
+from vit_jax import evaluate as evaluators
 from vit_jax import workdir as workdir_lib
 from vit_jax.data.text import seq2seq_toy
 from vit_jax.evaluate import decoding
-from vit_jax.evaluate import registry
 from vit_jax.models import sampling
 from vit_jax.training import train
 
@@ -33,7 +33,7 @@ def trained(tmp_path_factory):
   """(workdir, config) of a tiny number-words model with a `decode` evaluator at its last step."""
   config = configs.tiny_seq2seq(STEPS, "dataset=toy_number_words")
   config.optimizer.update(lr=3e-3, warmup_steps=5, schedule="constant")
-  config.evals.decode = registry.entry(
+  config.evals.decode = evaluators.entry(
       config, "decoding", max_examples=EXAMPLES, beam_size=BEAMS, max_new_tokens=MAX_NEW
   )
   workdir = str(tmp_path_factory.mktemp("decoding") / "s2s")
@@ -188,21 +188,21 @@ def test_the_length_penalty_ranks_beams_by_gnmts_formula():
 )
 def test_bad_settings_are_refused_in_one_line(key, value, says):
   config = configs.tiny_seq2seq(1)
-  config.evals.decode = registry.entry(config, "decoding")
+  config.evals.decode = evaluators.entry(config, "decoding")
   config.evals.decode[key] = value
-  (problem,) = registry.config_problems(config)
+  (problem,) = evaluators.config_problems(config)
   assert f"--config.evals.decode.{key}" in problem and says in problem, problem
 
 
 def test_a_run_without_the_eval_extra_is_refused_before_training(monkeypatch):
   config = configs.tiny_seq2seq(1)
-  config.evals.decode = registry.entry(config, "decoding")
+  config.evals.decode = evaluators.entry(config, "decoding")
   real = importlib.util.find_spec
   monkeypatch.setattr(
       importlib.util, "find_spec", lambda name, *a: None if name == "sacrebleu" else real(name, *a)
   )
   evaluator = object.__new__(decoding.Seq2SeqDecoding)
   evaluator.name, evaluator.config = "decode", config
-  evaluator.settings = registry.evals_of(config)["decode"]
+  evaluator.settings = evaluators.evals_of(config)["decode"]
   with pytest.raises(errors.ConfigError, match=r"sacrebleu is not installed: `pip install"):
     evaluator.check_data()

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from sklearn import linear_model
 
+from vit_jax import evaluate as evaluators
 from vit_jax.evaluate import fewshot
-from vit_jax.evaluate import registry
 
 
 def blobs(centers_CxD, per_class, spread, rng):
@@ -69,6 +69,6 @@ def test_draws_are_nested_seeded_and_per_class():
 
 def test_defaults_are_big_visions():
   # big_vision configs/common_fewshot.py: shots, seeds and L2 weight.
-  keys = registry.KINDS["fewshot"].keys
+  keys = evaluators.KINDS["fewshot"].keys
   assert (keys["shots"], keys["seeds"], keys["l2_reg"]) == ((1, 5, 10, 25), 3, 1024.0)
   assert fewshot.BIAS_FEATURE == 100.0  # big_vision evaluators/fewshot_lsr.py BIAS_CONSTANT

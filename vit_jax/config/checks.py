@@ -13,10 +13,10 @@ import jax
 
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import evaluate as evaluators
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import defaults
-from vit_jax.evaluate import registry as evaluators
 from vit_jax.training import host_input
 from vit_jax.training import mesh
 from vit_jax.training import optimizer

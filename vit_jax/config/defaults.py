@@ -9,8 +9,8 @@ The `k=v` arguments after the colon are parsed by vit_jax/config/args.py.
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from vit_jax import evaluate as evaluators
 from vit_jax import tasks
-from vit_jax.evaluate import registry as evaluators
 from vit_jax.storage import outages
 
 
@@ -190,7 +190,7 @@ def dataset_defaults(task: str, dataset: str, eval_split: str | None) -> ml_coll
   # held out as "validation" (None: none is).
   c.hf_subset = placeholder(str)
   c.hf_holdout = placeholder(int)
-  # {name: {kind, every, ...}}, each logged as name/metric (kinds: vit_jax/evaluate/registry.py).
+  # {name: {kind, every, ...}}, each logged as name/metric (kinds: vit_jax/evaluate/__init__.py).
   # "eval": the task's own metrics on eval_split every eval_every steps.
   c.evals = evaluators.default_evals(c)
   return c

@@ -7,7 +7,7 @@
 
 --checkpoint: our workdir (its newest intact step) or one step's directory, an original ViT or
   big_vision .npz, or a Hugging Face directory: whatever `vit_jax.convert` reads.
---config: the data and the evaluators (`config.evals`, see vit_jax/evaluate/registry.py), with
+--config: the data and the evaluators (`config.evals`, see vit_jax/evaluate/__init__.py), with
   `--config.key=value` overrides as for training. Default: the config the workdir was trained
   with. For our workdirs the config's model must be the checkpoint's; an imported checkpoint
   brings its own model, and the config then gives only the data and evaluators.
@@ -130,16 +130,16 @@ def evaluate(
   # pylint: disable=g-import-not-at-top
   import jax
 
+  from vit_jax import evaluate as evaluators
   from vit_jax import interop
   from vit_jax import tasks
   from vit_jax import workdir as workdir_lib
   from vit_jax.config import checks
-  from vit_jax.evaluate import registry
   from vit_jax.training import setup as setup_lib
 
   ckpt = interop.load(checkpoint_path)
   config, workdir = run_config(checkpoint_path, config, ckpt, batch_size)
-  evals = registry.evals_of(config)
+  evals = evaluators.evals_of(config)
   unknown = [n for n in names if n not in evals]
   if unknown:
     raise errors.ConfigError(
@@ -159,9 +159,9 @@ def evaluate(
   task = tasks.build_task(config, workdir)
   setup = setup_lib.prepare(config, task)
   check_params_fit(setup, ckpt, checkpoint_path)
-  evaluators = registry.build(config, task, setup, files_dir=files_dir)
+  built = evaluators.build(config, task, setup, files_dir=files_dir)
   params = jax.device_put(ckpt.tree(), setup.state_shardings["params"])
-  metrics = {f"{e.name}/{k}": v for e in evaluators for k, v in e.run(params).items()}
+  metrics = {f"{e.name}/{k}": v for e in built for k, v in e.run(params).items()}
   return metrics, list(ckpt.notes)
 
 

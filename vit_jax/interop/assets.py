@@ -16,7 +16,6 @@ from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
-from vit_jax.data.tokenizers import base
 from vit_jax.data.tokenizers import hf as hf_tokenizer
 
 HF_TOKENIZER = "tokenizer.json"
@@ -27,7 +26,7 @@ _HF_GENERATION_CONFIG = "generation_config.json"
 def read_workdir_tokenizer(workdir: str):
   """The workdir's saved tokenizer, or None when it has none (an image model)."""
   directory = workdir_lib.tokenizer_dir(workdir)
-  if not storage.isfile(storage.join(directory, base.META_FILE)):
+  if not storage.isfile(storage.join(directory, tokenizers.META_FILE)):
     return None
   return tokenizers.load_tokenizer(directory)
 
@@ -60,14 +59,14 @@ def read_hf_tokenizer(path: str, hf_config: dict) -> tuple:
   config.json give; its chat template that of chat_template.jinja or tokenizer_config.json."""
   if not storage.isfile(storage.join(path, HF_TOKENIZER)):
     return None, []
-  if storage.isfile(storage.join(path, base.META_FILE)):  # written by our export: exact ids
+  if storage.isfile(storage.join(path, tokenizers.META_FILE)):  # written by our export: exact ids
     return tokenizers.load_tokenizer(path), []
   raw = tokenizers_lib.Tokenizer.from_str(storage.read_text(storage.join(path, HF_TOKENIZER)))
   tokenizer_config = _read_json(path, _HF_TOKENIZER_CONFIG)
   named = {**_read_json(path, "special_tokens_map.json"), **tokenizer_config}  # the latter wins
   generation = _read_json(path, _HF_GENERATION_CONFIG)
   special_ids, notes = {}, []
-  for special in base.SPECIAL_NAMES:
+  for special in tokenizers.SPECIAL_NAMES:
     text = _token_text(named.get(f"{special}_token"))
     token_id = raw.token_to_id(text) if isinstance(text, str) else None
     for source in (generation, hf_config):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import optax
 
 from vit_jax import data
-from vit_jax.tasks import base
+from vit_jax import tasks
 
 
 def _pipeline():
@@ -39,7 +39,7 @@ def loss_name(config) -> str:
   return config["loss"] if config else "softmax_xent"
 
 
-class ImageClassification(base.Task):
+class ImageClassification(tasks.Task):
   """Images in, class logits out; labels may be soft (smoothed or mixed) in training."""
 
   def __init__(self, config, workdir=None, *, num_classes: int | None = None):
@@ -176,7 +176,7 @@ class ImageClassification(base.Task):
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
-    summary = base.per_example_summary(
+    summary = tasks.per_example_summary(
         sums["loss"], sums["correct"], sums["count"], sums["correct_top5"]
     )
     prec1 = float(sums["correct_any"]) / max(float(sums["labelled"]), 1.0)

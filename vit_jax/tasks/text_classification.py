@@ -3,8 +3,8 @@
 import jax.numpy as jnp
 import optax
 
+from vit_jax import tasks
 from vit_jax.data.text import batches
-from vit_jax.tasks import base
 from vit_jax.tasks import text_common
 
 
@@ -53,4 +53,4 @@ class TextClassification(text_common.TextTask):
 
   @staticmethod
   def eval_summary(sums: dict) -> dict:
-    return base.per_example_summary(sums["loss"], sums["correct"], sums["rows"])
+    return tasks.per_example_summary(sums["loss"], sums["correct"], sums["rows"])

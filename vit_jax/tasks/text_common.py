@@ -8,12 +8,11 @@ import numpy as np
 
 from vit_jax import data
 from vit_jax import storage
+from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
 from vit_jax.data.text import stream
-from vit_jax.data.tokenizers import base
-from vit_jax.tasks import base as task_base
 from vit_jax.tasks import token_cross_entropy
 
 
@@ -33,13 +32,13 @@ def tokenizer_for(config, workdir: str):
 
     store_path = next(iter(mixture.from_config(config).stores.values()))
   store = datasets.open_store(store_path) if store_path else None
-  if storage.exists(storage.join(directory, base.META_FILE)):
+  if storage.exists(storage.join(directory, tokenizers.META_FILE)):
     saved = tokenizers.load_tokenizer(directory)
     if tc.path is None and (
         saved.kind != tokenizers.saved_kind(tc.kind)
         or (tc.vocab_size and saved.vocab_size != tc.vocab_size)
     ):
-      raise base.TokenizerMismatchError(
+      raise tokenizers.TokenizerMismatchError(
           f"The workdir's tokenizer ({directory}: kind {saved.kind!r}, vocab {saved.vocab_size}) "
           f"differs from the config (kind {tc.kind!r}, vocab {tc.vocab_size}). Use a new "
           "--workdir, or the tokenizer settings that wrote it."
@@ -50,7 +49,7 @@ def tokenizer_for(config, workdir: str):
       )
     return saved
   init_dir = workdir_lib.tokenizer_dir(config.init_from or "")
-  pretrained = config.init_from and storage.exists(storage.join(init_dir, base.META_FILE))
+  pretrained = config.init_from and storage.exists(storage.join(init_dir, tokenizers.META_FILE))
   if store is not None:  # the tokenizer the store's ids are of (checks.py compared the settings)
     tokenizer = tokenizers.load_tokenizer(store.tokenizer_dir())
     context = f"the token store {store.path}"
@@ -84,11 +83,11 @@ def batch_spec(int_keys, float_keys, shape) -> dict:
   return {**spec, **{k: jax.ShapeDtypeStruct(shape, jnp.float32) for k in float_keys}}
 
 
-class TextTask(task_base.Task):
+class TextTask(tasks.Task):
   """What text tasks share: the workdir's tokenizer and the plumbing around their batches.
 
   Subclasses implement `_batches(**batch_args)`, `model_inputs(batch)` and the loss and metric
-  methods of the contract (vit_jax/tasks/base.py).
+  methods of the contract (`vit_jax.tasks.Task`).
   """
 
   def __init__(self, config, workdir: str | None, *, vocab_size: int | None = None):
@@ -160,7 +159,7 @@ class TokenLossTask(TextTask):
 
 def save_tokenizer(tokenizer, workdir: str) -> None:
   directory = workdir_lib.tokenizer_dir(workdir)
-  if not storage.exists(storage.join(directory, base.META_FILE)):
+  if not storage.exists(storage.join(directory, tokenizers.META_FILE)):
     tokenizer.save(directory)
 
 

@@ -29,12 +29,12 @@ import optax
 from vit_jax import checkpoint
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import evaluate as evaluator_registry
 from vit_jax import startup
 from vit_jax import storage
 from vit_jax import tasks
 from vit_jax import workdir as workdir_lib
 from vit_jax.config import checks
-from vit_jax.evaluate import registry as evaluator_registry
 from vit_jax.models import attention
 from vit_jax.storage import outages
 from vit_jax.training import flops

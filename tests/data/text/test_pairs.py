@@ -16,6 +16,7 @@ from tests.data.text import en_es
 from tests.survival import conftest as survival
 from vit_jax import data
 from vit_jax import errors
+from vit_jax import evaluate as evaluators
 from vit_jax.config import checks
 from vit_jax.data import tokenizers
 from vit_jax.data.text import datasets
@@ -25,7 +26,6 @@ from vit_jax.data.text import seq2seq_batches
 from vit_jax.data.text import store_writer
 from vit_jax.data.text import token_store
 from vit_jax.evaluate import decoding
-from vit_jax.evaluate import registry
 
 TRAIN, VALIDATION = en_es.split("train"), en_es.split("validation")
 
@@ -324,5 +324,5 @@ def test_a_run_that_cannot_read_or_score_pairs_is_refused_in_one_line(
     checks.validate_training(config, str(tmp_path / "w"))
     evaluator = object.__new__(decoding.Seq2SeqDecoding)  # its data checks, without a model
     evaluator.name, evaluator.config = "bleu", config
-    evaluator.settings = registry.evals_of(config)["bleu"]
+    evaluator.settings = evaluators.evals_of(config)["bleu"]
     evaluator.check_data()

@@ -235,10 +235,10 @@ def check_has_tokens(
 def evaluated_splits(config) -> list[str]:
   """The splits of `config.dataset` (or of each source of its mixture) the run's evaluators
   read, each once, in order."""
-  from vit_jax.evaluate import registry  # pylint: disable=g-import-not-at-top
+  from vit_jax import evaluate as evaluators  # pylint: disable=g-import-not-at-top
 
   names = []
-  for settings in registry.evals_of(config).values():
+  for settings in evaluators.evals_of(config).values():
     split = settings.get("split")
     if settings.get("dataset") == config.dataset and split is not None and split not in names:
       names.append(split)
@@ -393,13 +393,12 @@ def check_tokenizer_path(config, workdir: str) -> None:
   # pylint: disable=g-import-not-at-top
   from vit_jax import storage
   from vit_jax.data import tokenizers
-  from vit_jax.data.tokenizers import base as tokenizer_base
 
   if not config.tokenizer.path:
     return
   if config.token_store or config.dataset == datasets.MIXTURE:
     return
-  if storage.exists(storage.join(stores.tokenizer_dir(workdir), tokenizer_base.META_FILE)):
+  if storage.exists(storage.join(stores.tokenizer_dir(workdir), tokenizers.META_FILE)):
     return
   tokenizers.from_path(config.tokenizer)
 

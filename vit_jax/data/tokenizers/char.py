@@ -10,13 +10,13 @@ from typing import Iterable, Optional, Sequence
 
 from vit_jax import errors
 from vit_jax import storage
-from vit_jax.data.tokenizers import base
+from vit_jax.data import tokenizers as tokenizer_lib
 
 _VOCAB_FILE = "char_vocab.json"
 _UNK_TEXT = "\ufffd"
 
 
-class CharTokenizer(base.Tokenizer):
+class CharTokenizer(tokenizer_lib.Tokenizer):
   """Specials take ids 0..6 (pad, unk, cls, sep, mask, bos, eos), then chars."""
 
   kind = "char"
@@ -27,7 +27,7 @@ class CharTokenizer(base.Tokenizer):
     self._piece_to_id = {p: i for i, p in enumerate(self._pieces)}
     if len(self._piece_to_id) != len(self._pieces):
       raise ValueError("Character vocabulary has duplicate entries.")
-    specials = base.DEFAULT_SPECIAL_PIECES
+    specials = tokenizer_lib.DEFAULT_SPECIAL_PIECES
     super().__init__({n: self._piece_to_id[p] for n, p in specials.items()})
     self._special = self.special_id_set()
 
@@ -38,11 +38,11 @@ class CharTokenizer(base.Tokenizer):
     Characters are ordered by code point (ties in frequency can't reorder the
     vocabulary), so the same texts always give the same ids.
     """
-    texts = base.require_texts(cls.kind, texts)
+    texts = tokenizer_lib.require_texts(cls.kind, texts)
     counts = collections.Counter()
     for text in texts:
       counts.update(text)
-    specials = list(base.DEFAULT_SPECIAL_PIECES.values())
+    specials = list(tokenizer_lib.DEFAULT_SPECIAL_PIECES.values())
     chars = [c for c in counts if c not in specials]
     if vocab_size is not None:
       budget = vocab_size - len(specials)

@@ -14,7 +14,7 @@ from tokenizers import pre_tokenizers
 from tokenizers import trainers
 
 from vit_jax import storage
-from vit_jax.data.tokenizers import base
+from vit_jax.data import tokenizers as tokenizer_lib
 
 _MODEL_FILE = "tokenizer.json"
 # A chat model's prompt format (a Jinja template, as Hugging Face saves it), carried with the
@@ -32,7 +32,7 @@ _TOKEN_CANDIDATES = {
 }
 
 
-class HfTokenizer(base.Tokenizer):
+class HfTokenizer(tokenizer_lib.Tokenizer):
   """Wraps a `tokenizers.Tokenizer`; encodes without adding special tokens."""
 
   kind = "hf_tokenizers"
@@ -73,7 +73,7 @@ class HfTokenizer(base.Tokenizer):
 
     `trainer_options` go to `tokenizers.trainers.BpeTrainer`.
     """
-    texts = base.require_texts("byte_bpe", texts)
+    texts = tokenizer_lib.require_texts("byte_bpe", texts)
     tok = tokenizers.Tokenizer(models.BPE())
     # No prefix space: decode(encode(s)) == s exactly.
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -81,7 +81,7 @@ class HfTokenizer(base.Tokenizer):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         show_progress=False,
-        special_tokens=list(base.DEFAULT_SPECIAL_PIECES.values()),
+        special_tokens=list(tokenizer_lib.DEFAULT_SPECIAL_PIECES.values()),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         **trainer_options,
     )

@@ -11,7 +11,7 @@ from typing import Iterable, Optional, Sequence
 import sentencepiece as spm
 
 from vit_jax import storage
-from vit_jax.data.tokenizers import base
+from vit_jax.data import tokenizers as tokenizer_lib
 
 _MODEL_FILE = "spm.model"
 # Looked up by piece when a loaded model does not say which id they are.
@@ -22,7 +22,7 @@ _PIECE_CANDIDATES = {
 }
 
 
-class SentencePieceTokenizer(base.Tokenizer):
+class SentencePieceTokenizer(tokenizer_lib.Tokenizer):
   """Wraps a SentencePiece model proto."""
 
   kind = "sentencepiece"
@@ -51,10 +51,10 @@ class SentencePieceTokenizer(base.Tokenizer):
     control symbols, so no text ever encodes to them. `vocab_size` is a soft
     limit: a small corpus may support fewer pieces, see `.vocab_size`.
     """
-    texts = base.require_texts(f"sentencepiece_{model_type}", texts)
+    texts = tokenizer_lib.require_texts(f"sentencepiece_{model_type}", texts)
     # SentencePiece learns from lines; newlines come back as their own piece.
     lines = [line for t in texts for line in t.split("\n") if line.strip()]
-    pieces = base.DEFAULT_SPECIAL_PIECES
+    pieces = tokenizer_lib.DEFAULT_SPECIAL_PIECES
     options = dict(
         model_type=model_type,
         vocab_size=vocab_size,
