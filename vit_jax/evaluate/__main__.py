@@ -37,13 +37,18 @@ from vit_jax.config import args as config_args
 startup.set_cpu_xla_defaults()  # before the backend starts; see startup.py
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint", None, "Our workdir or step dir, an .npz, or a HF directory.")
-config_flags.DEFINE_config_file(
-    "config", None, "Config file (data and evaluators), optionally with :ARGS.", lock_config=True
-)
-flags.DEFINE_list("evals", [], "Names of the config's evaluators to run (default: all).")
-flags.DEFINE_integer("batch_size", None, "Eval batch size (default: the config's).")
-flags.DEFINE_string("output", None, "JSON file for the metrics (must not exist yet).")
+
+
+def define_flags() -> None:
+  """The command's flags, defined when it runs: a test that imports `evaluate` beside another
+  command (vit_jax.main defines its own --config) would otherwise define them twice."""
+  flags.DEFINE_string("checkpoint", None, "Our workdir or step dir, an .npz, or a HF directory.")
+  config_flags.DEFINE_config_file(
+      "config", None, "Config file (data and evaluators), optionally with :ARGS.", lock_config=True
+  )
+  flags.DEFINE_list("evals", [], "Names of the config's evaluators to run (default: all).")
+  flags.DEFINE_integer("batch_size", None, "Eval batch size (default: the config's).")
+  flags.DEFINE_string("output", None, "JSON file for the metrics (must not exist yet).")
 
 
 def workdir_of(path: str) -> str | None:
@@ -201,4 +206,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main, flags_parser=lambda argv: config_args.parse_command_line(FLAGS, argv))
