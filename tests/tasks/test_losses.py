@@ -5,6 +5,7 @@ up to the full batch's loss."""
 import math
 
 import jax
+import ml_collections
 import numpy as np
 import pytest
 
@@ -141,7 +142,14 @@ def token_batch():
   return RNG.normal(size=(3, 4, 6)).astype(np.float32), {"targets": targets, "weights": weights}
 
 
-@pytest.mark.parametrize("task", [cases.causal(), object.__new__(seq2seq.Seq2Seq)])
+def _seq2seq_task() -> seq2seq.Seq2Seq:
+  """The seq2seq task's loss, without its data (no label smoothing: the plain NLL)."""
+  task = object.__new__(seq2seq.Seq2Seq)
+  task.config = ml_collections.ConfigDict({"label_smoothing": 0.0})
+  return task
+
+
+@pytest.mark.parametrize("task", [cases.causal(), _seq2seq_task()])
 def test_token_loss_is_per_weighted_token(task):
   logits, batch = token_batch()
   totals = task.totals(batch)
