@@ -408,6 +408,8 @@ import importlib, json, sys
 module = importlib.import_module(sys.argv[1])
 if not hasattr(module, "FLAGS"):  # a package whose __main__ is the command
   module = importlib.import_module(sys.argv[1] + ".__main__")
+if hasattr(module, "define_flags"):  # a command that defines its flags when it runs
+  module.define_flags()
 for argv in json.loads(sys.argv[2]):
   module.FLAGS.unparse_flags()
   module.FLAGS([sys.argv[1], *argv])

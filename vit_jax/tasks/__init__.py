@@ -184,9 +184,10 @@ GENERATING = tuple(name for name, info in TASKS.items() if info.generates)
 
 def examples_of(config) -> str:
   """What a run of `config` (a ConfigDict, or a saved config's dict) reads: its task's examples,
-  or pairs where the task packs them and the dataset holds them."""
+  or pairs where the task packs them and the dataset holds them (an imported checkpoint's
+  config names no dataset: its examples are its task's)."""
   info = TASKS[config["task"]]
-  if info.packs_pairs:
+  if info.packs_pairs and config.get("dataset"):
     # pylint: disable=g-import-not-at-top  (text runs only)
     from vit_jax import data
     from vit_jax.data.text import datasets
