@@ -163,20 +163,34 @@ def xla_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None):
   the mask and softmax run in fp32 on them inside XLA's fusions. Scaling the fp32 logits instead
   made XLA write an fp32 (B, H, T, S) gradient in the backward pass (14% more bytes per ViT-B
   block on a v5p). Unlike big_vision's, the softmax's exponentials and sums are fp32.
+
+  Keys and values may have fewer heads than the queries (grouped-query attention: G key-value
+  heads, each serving R = H / G consecutive query heads): the products then read each key-value
+  head once for its R query heads, never a copy of the keys and values repeated to H heads (in
+  a decode step, that copy was the whole KV cache, every layer).
   """
   bf16 = q_BxTxHxK.dtype == jnp.bfloat16
-  q_BxTxHxK = q_BxTxHxK * jnp.asarray(q_BxTxHxK.shape[-1] ** -0.5, q_BxTxHxK.dtype)
-  logits_BxHxTxS = jnp.einsum(
-      "bthk,bshk->bhts",
-      q_BxTxHxK,
+  batch, q_len, heads, head_dim = q_BxTxHxK.shape
+  kv_len, kv_heads = k_BxSxHxK.shape[1], k_BxSxHxK.shape[2]
+  q_BxTxHxK = q_BxTxHxK * jnp.asarray(head_dim**-0.5, q_BxTxHxK.dtype)
+  if kv_heads == heads:
+    q, scores, weighted = q_BxTxHxK, "bthk,bshk->bhts", "bhts,bshk->bthk"
+  else:  # (B, T, G, R, K): query head g * R + r reads key-value head g
+    q = q_BxTxHxK.reshape(batch, q_len, kv_heads, heads // kv_heads, head_dim)
+    scores, weighted = "btgrk,bsgk->bgrts", "bgrts,bsgk->btgrk"
+  logits = jnp.einsum(
+      scores,
+      q,
       k_BxSxHxK,
       precision=jax.lax.DotAlgorithmPreset.BF16_BF16_F32 if bf16 else None,
       preferred_element_type=q_BxTxHxK.dtype,
-  ).astype(jnp.float32)
+  )
+  logits_BxHxTxS = logits.reshape(batch, heads, q_len, kv_len).astype(jnp.float32)
   if mask is not None:
     logits_BxHxTxS = jnp.where(mask, logits_BxHxTxS, jnp.finfo(jnp.float32).min)
   probs_BxHxTxS = _probabilities(logits_BxHxTxS, jnp.dtype(v_BxSxHxK.dtype))
-  return jnp.einsum("bhts,bshk->bthk", probs_BxHxTxS, v_BxSxHxK)
+  out = jnp.einsum(weighted, probs_BxHxTxS.reshape(logits.shape), v_BxSxHxK)
+  return out.reshape(batch, q_len, heads, head_dim)
 
 
 def cudnn_attention(
@@ -420,7 +434,8 @@ class MultiHeadAttention(nn.Module):
       )
       if impl == "splash" and self.implementation == "auto" and not _mesh_known():
         impl = "xla"  # XLA cannot partition the kernel over devices it was not told about
-    if kv_heads != self.num_heads and impl != "cudnn":  # cuDNN's takes grouped heads itself
+    # cuDNN's kernel and xla_attention take grouped heads themselves.
+    if kv_heads != self.num_heads and impl not in ("cudnn", "xla"):
       k_BxSxHxK, v_BxSxHxK = (
           jnp.repeat(x, self.num_heads // kv_heads, axis=2) for x in (k_BxSxHxK, v_BxSxHxK)
       )
