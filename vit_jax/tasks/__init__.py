@@ -187,7 +187,7 @@ def examples_of(config) -> str:
   or pairs where the task packs them and the dataset holds them (an imported checkpoint's
   config names no dataset: its examples are its task's)."""
   info = TASKS[config["task"]]
-  if info.packs_pairs and config.get("dataset"):
+  if info.packs_pairs and "dataset" in config:
     # pylint: disable=g-import-not-at-top  (text runs only)
     from vit_jax import data
     from vit_jax.data.text import datasets
