@@ -210,18 +210,25 @@ def _generate_uncached(
   return new_tokens
 
 
+def _decoder_step(decoder, params, cache, tokens_Bx1, encoded_BxSxD, input_mask_BxS):
+  """(logits (B, 1, V), state with the new cache) of one token through the decoder."""
+  return decoder.apply(
+      {"params": params, "cache": cache},
+      tokens_Bx1,
+      encoded_BxSxD,
+      input_mask_BxS,
+      method=decoder.decode_logits,
+      mutable=["cache"],
+  )
+
+
 def seq2seq_decode_step(decoder, params, encoded_BxSxD, input_mask_BxS):
   """The decoder's one-token step, jitted: (cache, tokens (B, 1)) -> (logits (B, 1, V), state
   with the new cache). The cache index is part of the (traced) cache, so one program serves
   every step."""
   return jax.jit(
-      lambda cache, tokens_Bx1: decoder.apply(
-          {"params": params, "cache": cache},
-          tokens_Bx1,
-          encoded_BxSxD,
-          input_mask_BxS,
-          method=decoder.decode_logits,
-          mutable=["cache"],
+      lambda cache, tokens_Bx1: _decoder_step(
+          decoder, params, cache, tokens_Bx1, encoded_BxSxD, input_mask_BxS
       )
   )
 
@@ -247,14 +254,7 @@ def _seq2seq_programs(model_config):
       )["cache"]
 
     def step(params, cache, tokens_Bx1, *, encoded_BxSxD, input_mask_BxS):
-      return decoder.apply(
-          {"params": params, "cache": cache},
-          tokens_Bx1,
-          encoded_BxSxD,
-          input_mask_BxS,
-          method=decoder.decode_logits,
-          mutable=["cache"],
-      )
+      return _decoder_step(decoder, params, cache, tokens_Bx1, encoded_BxSxD, input_mask_BxS)
 
     _SEQ2SEQ_PROGRAMS[key] = (
         jax.jit(encode),
