@@ -159,13 +159,20 @@ def from_json(path: str, number: int, line: bytes, keys: Keys) -> Record:
     name, value = ".".join(found), value_at(record, found)
     if not isinstance(value, str):
       return Bad(where, f"its field {name!r} is {_json_type(value)}, not a string")
-    if keys.pairs and not value:
-      return Bad(where, f"its field {name!r} is empty")
-    problem = text_problem(value)
-    if problem:
-      return Bad(where, f"its field {name!r} holds {problem}")
+    bad = _bad_text(where, f"its field {name!r}", value, keys)
+    if bad:
+      return bad
     texts.append(value)
   return tuple(texts) if keys.pairs else texts[0]
+
+
+def _bad_text(where: str, field: str, value: str, keys: Keys) -> Optional[Bad]:
+  """Why the text `value` of `field` ("its field 'x'", "its 'x'") is a bad document, or None: a
+  pair's empty side, or what `text_problem` finds."""
+  if keys.pairs and not value:
+    return Bad(where, f"{field} is empty")
+  problem = text_problem(value)
+  return Bad(where, f"{field} holds {problem}") if problem else None
 
 
 # ---- A row of columns (parquet, an hf: dataset) -----------------------------------------------
@@ -185,11 +192,9 @@ def from_row(where: str, row: Mapping, paths, keys: Keys) -> Record:
       except UnicodeDecodeError as e:
         byte = f"0x{value[e.start]:02x} at offset {e.start}"
         return Bad(where, f"its {name!r} is not UTF-8 (byte {byte})")
-    if keys.pairs and not value:
-      return Bad(where, f"its {name!r} is empty")
-    problem = text_problem(value)
-    if problem:
-      return Bad(where, f"its {name!r} holds {problem}")
+    bad = _bad_text(where, f"its {name!r}", value, keys)
+    if bad:
+      return bad
     texts.append(value)
   return tuple(texts) if keys.pairs else texts[0]
 
