@@ -80,6 +80,29 @@ def run(cmd, devices=1, data_dir=None, timeout=600):
   )
 
 
+def translate_file(workdir, sources, folder, *flags):
+  """(the result, its output lines or None) of `python -m vit_jax.generate --input_file` over
+  the lines `sources`, as the documented command translates a file; `flags` add its options."""
+  input_file, output_file = os.path.join(folder, "sources.txt"), os.path.join(folder, "outputs.txt")
+  with open(input_file, "w", encoding="utf-8") as f:
+    f.write("".join(line + "\n" for line in sources))
+  result = run(
+      [
+          sys.executable,
+          "-m",
+          "vit_jax.generate",
+          f"--workdir={workdir}",
+          f"--input_file={input_file}",
+          f"--output_file={output_file}",
+          *flags,
+      ]
+  )
+  if not os.path.exists(output_file):
+    return result, None
+  with open(output_file, encoding="utf-8") as f:
+    return result, f.read().splitlines()
+
+
 def read_metrics(workdir):
   with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
     return [json.loads(line) for line in f]

@@ -83,24 +83,16 @@ def test_metrics_are_sacrebleus_and_rouge_scores_on_the_written_lines(trained):
 def test_generate_input_file_writes_the_evaluators_lines(trained, tmp_path):
   workdir, config = trained
   record = written(workdir)
-  sources = tmp_path / "sources.txt"
-  sources.write_text("".join(line + "\n" for line in record["sources"]), encoding="utf-8")
-  outputs = tmp_path / "outputs.txt"
-  result = helpers.run(
-      [
-          sys.executable,
-          "-m",
-          "vit_jax.generate",
-          f"--workdir={workdir}",
-          f"--input_file={sources}",
-          f"--output_file={outputs}",
-          f"--batch_size={config.batch_size}",
-          f"--beam_size={BEAMS}",
-          f"--max_new_tokens={MAX_NEW}",
-      ]
+  result, lines = helpers.translate_file(
+      workdir,
+      record["sources"],
+      tmp_path,
+      f"--batch_size={config.batch_size}",
+      f"--beam_size={BEAMS}",
+      f"--max_new_tokens={MAX_NEW}",
   )
   assert result.returncode == 0, result.stderr[-3000:]
-  assert outputs.read_text(encoding="utf-8").splitlines() == record["outputs"]
+  assert lines == record["outputs"]
 
 
 def test_evaluate_scores_a_checkpoint_as_the_trainer_did(trained, tmp_path):

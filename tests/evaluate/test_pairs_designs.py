@@ -6,8 +6,6 @@ a causal LM pretrained on documents fine-tunes on pairs (--config.init_from), an
 scores a checkpoint of each design as training did. Few steps: the lines need not be good
 (docs/pairs.md has the scores of longer runs)."""
 
-import sys
-
 import numpy as np
 import pytest
 import sacrebleu
@@ -117,22 +115,12 @@ def generated(runs, tmp_path_factory):
   """(the command's result, its output lines) of the decoder-only run translating the
   validation sources, as the documented command does."""
   workdir, _ = runs["decoder-only"]
-  folder = tmp_path_factory.mktemp("generate")
-  sources, outputs = folder / "en.txt", folder / "es.txt"
-  sources.write_text("".join(s + "\n" for s, _ in VALIDATION), encoding="utf-8")
-  result = helpers.run(
-      [
-          sys.executable,
-          "-m",
-          "vit_jax.generate",
-          f"--workdir={workdir}",
-          f"--input_file={sources}",
-          f"--output_file={outputs}",
-          "--batch_size=4",  # not the evaluator's: the lines do not depend on the batch
-      ]
+  return helpers.translate_file(
+      workdir,
+      [source for source, _ in VALIDATION],
+      tmp_path_factory.mktemp("generate"),
+      "--batch_size=4",  # not the evaluator's: the lines do not depend on the batch
   )
-  lines = outputs.read_text(encoding="utf-8").splitlines() if outputs.exists() else None
-  return result, lines
 
 
 def test_generate_input_file_writes_the_evaluators_lines(runs, generated):
