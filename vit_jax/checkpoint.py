@@ -365,10 +365,12 @@ class Checkpointer:
       record: dict,
       async_save: bool | None = False,
       keep_steps: tuple[int, ...] = (),
+      state_handler: ocp.StandardCheckpointHandler | None = None,
   ):
     """Saves every `save_every` steps and at `keep_steps`; keeps the newest `keep` and every
     one of `keep_steps`. `async_save` None: saves overlap training on accelerators, and a CPU
-    run saves in line."""
+    run saves in line. `state_handler`: saves the state with this handler (a converter's, see
+    interop/orbax_host_arrays.py) instead of orbax's own, writing the same files."""
     if async_save is None:
       async_save = jax.default_backend() != "cpu"
     self.directory = workdir_lib.checkpoints_dir(workdir)
@@ -391,6 +393,14 @@ class Checkpointer:
         enable_async_checkpointing=async_save,
         **keeping,
     )
+    self._handlers = {"item_names": (workdir_lib.STATE_ITEM, workdir_lib.MODEL_ITEM)}
+    if state_handler is not None:  # orbax's own for the record and for every restore
+      registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
+      registry.add(workdir_lib.STATE_ITEM, ocp.args.StandardSave, state_handler)
+      registry.add(workdir_lib.STATE_ITEM, ocp.args.StandardRestore)
+      registry.add(workdir_lib.MODEL_ITEM, ocp.args.JsonSave)
+      registry.add(workdir_lib.MODEL_ITEM, ocp.args.JsonRestore)
+      self._handlers = {"handler_registry": registry}
     self._manager = None
     self._unfinished = False  # a save failed: its step's files are deleted before the next one
     self.manager  # pylint: disable=pointless-statement  (lists the steps now, as a check)
@@ -404,7 +414,7 @@ class Checkpointer:
           lambda: ocp.CheckpointManager(
               self.directory,
               options=self._options,
-              item_names=(workdir_lib.STATE_ITEM, workdir_lib.MODEL_ITEM),
+              **self._handlers,
           ),
           self.directory,
           f"listing {self.directory}",

@@ -19,6 +19,7 @@ from vit_jax import workdir as workdir_lib
 from vit_jax.interop import assets
 from vit_jax.interop import flat_params
 from vit_jax.interop import models
+from vit_jax.interop import orbax_host_arrays
 
 
 def find_step_dir(path: str) -> str:
@@ -52,18 +53,21 @@ def read_params(path: str) -> dict:
 
 
 def _read_step_params(step_dir: str, ema: bool = False) -> dict:
-  """Flat params of one step; `ema`: its EMA of the params instead, in the params' dtypes."""
-  state = read_state_dir(storage.join(find_step_dir(step_dir), workdir_lib.STATE_ITEM))
-  params = {k: np.asarray(v) for k, v in flat_params.flatten(state["params"]).items()}
-  if not ema:
-    return params
-  if checkpoint.EMA_PARAMS not in state:
+  """Flat params of one step, read one array at a time as numpy arrays (the optimizer state
+  is not read); `ema`: its EMA of the params instead, cast to the params' dtypes as it is read."""
+  state_dir = storage.join(find_step_dir(step_dir), workdir_lib.STATE_ITEM)
+  saved = checkpoint.saved_state_metadata(state_dir)
+  key = checkpoint.EMA_PARAMS if ema else "params"
+  if key not in saved:
     raise errors.ConversionError(
         f"{step_dir} holds no EMA of the params: its run did not set --config.ema_decay. "
         "Read its params instead (convert without --ema)."
     )
-  averaged = flat_params.flatten(state[checkpoint.EMA_PARAMS])
-  return {k: np.asarray(v).astype(params[k].dtype) for k, v in averaged.items()}
+  tree = {key: saved[key]}
+  if ema:  # read in the params' dtypes
+    as_params = lambda m, p: jax.ShapeDtypeStruct(m.shape, p.dtype)
+    tree = {key: jax.tree.map(as_params, saved[key], saved["params"])}
+  return flat_params.flatten(orbax_host_arrays.restore(state_dir, tree)[key])
 
 
 def read_state_dir(state_dir: str):
@@ -103,7 +107,10 @@ def write(ckpt: models.Checkpoint, path: str, overwrite: bool = False) -> None:
   task = {"tokenizer": ckpt.tokenizer.fingerprint} if ckpt.tokenizer is not None else {}
   record = checkpoint.model_record(ckpt.model, tree, task)
   with storage.output_path(path, overwrite) as staged:
-    saver = checkpoint.Checkpointer(staged, 1, 1, record)
+    # The tree written as it is, a few arrays at a time (orbax's own writer copies it first).
+    saver = checkpoint.Checkpointer(
+        staged, 1, 1, record, state_handler=orbax_host_arrays.StandardSaveFewAtATime()
+    )
     try:
       saver.save(0, {"params": tree, "step": np.zeros((), np.int32)}, force=True)
     finally:
