@@ -2,13 +2,11 @@
 same next-token log-probabilities, and the same greedy continuation through the KV cache; a hub
 folder (one file or bf16 shards, with its tokenizer and chat template) converts to a workdir and
 back to a folder transformers loads with equal weights; what ours cannot compute is refused in
-one line; reading a checkpoint holds one copy of its weights."""
+one line (what converting holds in memory: test_conversion_memory.py)."""
 
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -29,7 +27,6 @@ from vit_jax.training import train
 torch = peers.require("torch")
 transformers = peers.require("transformers")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VOCAB = 320  # helpers.save_hub_tokenizer's
 TOKENS = np.array(
     [[5, 17, 33, 2, 45, 60, 8, 9, 30, 1, 0, 7], [11, 12, 13, 50, 40, 41, 42, 3, 4, 319, 21, 22]],
@@ -345,58 +342,6 @@ def test_missing_misshapen_and_unexpected_tensors_are_named(hub, tmp_path, capsy
   )
   assert f"unexpected {source}: model.layers.0.self_attn.rotary_emb.inv_freq (8,)" in error
   assert sorted(os.listdir(tmp_path)) == ["hub"]
-
-
-# ---- Reading holds one copy of the weights ----------------------------------------------------
-
-# Run in a process of its own: what every read pays once (imports, JAX's start) is paid by a
-# small checkpoint's read first; freed memory goes back to the system (malloc_trim), so that
-# reusing it cannot hide an allocation; then Linux's peak RSS restarts from the current RSS
-# (clear_refs 5) and the big read's peak above it counts every page it touched: numpy's,
-# safetensors' and XLA's alike, and a memory map's (tracemalloc would see numpy's alone).
-_PEAK_OF_A_READ = """
-import ctypes, json, sys
-from vit_jax import interop
-
-def status(key):
-  with open("/proc/self/status") as f:
-    return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
-
-interop.load(sys.argv[1])
-ctypes.CDLL("libc.so.6").malloc_trim(0)
-with open("/proc/self/clear_refs", "w") as f:
-  f.write("5")
-base = status("VmRSS")
-ckpt = interop.load(sys.argv[2])
-held = sum(value.nbytes for value in ckpt.params.values())
-print(json.dumps({"peak": status("VmHWM") - base, "held": held}))
-"""
-
-
-def test_reading_bf16_shards_holds_one_copy_of_the_weights(hub, tmp_path):
-  if not os.access("/proc/self/clear_refs", os.W_OK):
-    pytest.skip("the peak RSS is reset through Linux's /proc/self/clear_refs")
-  torch.manual_seed(0)
-  big = dict(SHAPE, vocab_size=8192, hidden_size=256, num_hidden_layers=16, intermediate_size=768)
-  model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**big, tie_word_embeddings=False))
-  model.to(torch.bfloat16).save_pretrained(tmp_path / "big", max_shard_size="8MB")
-  weights = sum(p.numel() * 2 for p in model.parameters())  # bf16 bytes, 33 MB
-  assert len(list((tmp_path / "big").glob("*.safetensors"))) > 3
-  del model
-  run = subprocess.run(
-      [sys.executable, "-c", _PEAK_OF_A_READ, hub["qwen2"], str(tmp_path / "big")],
-      capture_output=True,
-      text=True,
-      cwd=ROOT,
-      timeout=300,
-      env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"),
-  )
-  assert run.returncode == 0, run.stderr[-3000:]
-  measured = json.loads(run.stdout.splitlines()[-1])
-  assert measured["held"] == weights  # kept in bfloat16: one copy is the weights' size
-  # One copy, the largest tensor read beside it (the 4 MB embedding) and some slack; reading
-  # the files whole and then converting held at least two.
-  assert measured["peak"] < 1.3 * weights, (measured, weights)
 
 
 # ---- Fine-tuning from an imported checkpoint --------------------------------------------------
