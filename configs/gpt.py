@@ -161,7 +161,7 @@ def get_config(arg=None):
   # the loss is on the targets of the target side (CHOICES: "all", every target of a pair).
   c.loss_on = "target"
   if options["pairs"] or datasets.holds_pairs(options["dataset"]):
-    # Greedy: a decoder-only model decodes without beams (vit_jax/translate.py).
+    # Greedy; beam_size > 1 decodes by beam search, as seq2seq's (vit_jax/translate.py).
     c.evals.bleu = evaluators.entry(c, "decoding", beam_size=1)
   if stream.is_stream(c.dataset):
     c.eval_max_batches = None  # the protocol scores the whole held-out text

@@ -1,10 +1,10 @@
 """Generates text from a trained workdir: `python -m vit_jax.generate --workdir=W --prompt=...`.
 
 GPT workdirs continue each prompt (greedy with --temperature=0, else sampling with top-k/top-p).
-Workdirs trained on pairs translate: a seq2seq model decodes each prompt as an input sequence
-(greedy, or beam search with GNMT's length penalty), a GPT trained on pairs (docs/pairs.md)
-continues `prompt [SEP]` greedily to its EOS; both translate a file, one line in, one line out,
---batch_size lines at a time:
+Workdirs trained on pairs translate, greedily or by beam search with GNMT's length penalty
+(--beam_size): a seq2seq model decodes each prompt as an input sequence, a GPT trained on pairs
+(docs/pairs.md) continues `prompt [SEP]` to its EOS; both translate a file, one line in, one line
+out, --batch_size lines at a time:
 
   python -m vit_jax.generate --workdir=W --input_file=sources.txt --output_file=outputs.txt
 
@@ -34,10 +34,8 @@ flags.DEFINE_float("temperature", 0.8, "0 means greedy decoding.")
 flags.DEFINE_integer("top_k", 0, "Sample only among the k most likely tokens (0: all).")
 flags.DEFINE_float("top_p", 1.0, "Sample only from the smallest set with this probability mass.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
-flags.DEFINE_integer("beam_size", 1, "Beam width for seq2seq (1: greedy).")
-flags.DEFINE_float(
-    "length_penalty", 0.6, "Seq2seq beam search's GNMT length penalty alpha (0: none)."
-)
+flags.DEFINE_integer("beam_size", 1, "Beam width for a model trained on pairs (1: greedy).")
+flags.DEFINE_float("length_penalty", 0.6, "Beam search's GNMT length penalty alpha (0: none).")
 flags.DEFINE_string(
     "input_file", None, "A model trained on pairs: a text file to translate, one input per line."
 )
@@ -166,9 +164,8 @@ def main(argv):
     if translates:
       translate.check_settings(
           run_config,
-          beam_size=FLAGS.beam_size,
           max_new_tokens=max_new_tokens,
-          where=f"--beam_size, --max_new_tokens with {FLAGS.workdir}",
+          where=f"--max_new_tokens with {FLAGS.workdir}",
       )
     if FLAGS.input_file:
       lines = storage.read_text(FLAGS.input_file).splitlines()

@@ -6,12 +6,14 @@ Two designs (docs/pairs.md), told apart by the run's task entry (vit_jax/tasks T
 - Encoder-decoder (seq2seq): sources are batched `batch_size` rows at a time, each row cut to
   `input_len` tokens as training cuts it (its EOS kept) and padded to `input_len`, the last batch
   filled with empty rows: every batch has one shape, so the encoder and the decoder step compile
-  once per call. Each batch is decoded on the device by `sampling.seq2seq_decode` (greedy, or beam
-  search with GNMT's length penalty).
+  once per call. Each batch is decoded on the device by `sampling.seq2seq_decode`.
 - Decoder-only (a causal LM trained on rows of `source [SEP] target [EOS]`): each source, cut to
   leave `max_new_tokens` of the context (the run's seq_len), is the prompt `source [SEP]`,
-  continued greedily by `sampling.generate` until EOS; every batch has the context's length, so a
-  few decoders compile per call. There is no beam search for it.
+  continued until EOS by `sampling.generate` (greedy) or `sampling.beam_generate`; every batch has
+  the context's length, so a few decoders compile per call.
+
+Both designs decode greedily with `beam_size` 1, else by the one beam search on the device
+(vit_jax/models/beam_search.py) with GNMT's length penalty.
 
 Outputs are detokenized; a line break in a decoded text becomes a space, so that one output line is
 one source.
@@ -47,17 +49,12 @@ def default_new_tokens(run) -> int:
   return run["seq_len"] // 2 if decoder_only(run) else run["target_len"]
 
 
-def check_settings(run, *, beam_size: int, max_new_tokens: int, where: str) -> None:
-  """A ConfigError for settings the run's design cannot decode with: beams for a decoder-only
-  model, or more new tokens than its context holds beside a source. `where`: how the user set
-  them (flags, an evaluator's keys)."""
+def check_settings(run, *, max_new_tokens: int, where: str) -> None:
+  """A ConfigError for settings the run's design cannot decode with: more new tokens than a
+  decoder-only model's context holds beside a source. `where`: how the user set them (flags, an
+  evaluator's keys)."""
   if not decoder_only(run):
     return
-  if beam_size > 1:
-    raise errors.ConfigError(
-        f"{where}: beam_size={beam_size}, but a decoder-only model decodes greedily; set "
-        "beam_size=1 (beam search decodes seq2seq models)."
-    )
   if run["seq_len"] - max_new_tokens - 1 < 1:
     raise errors.ConfigError(
         f"{where}: max_new_tokens={max_new_tokens} leaves no room for a source and its [SEP] in "
@@ -96,16 +93,15 @@ def translate(
     length_penalty: float,
 ) -> list[str]:
   """The decoded text of each source (token ids), one line each, by the model of run `run`."""
-  check_settings(run, beam_size=beam_size, max_new_tokens=max_new_tokens, where="decoding")
+  check_settings(run, max_new_tokens=max_new_tokens, where="decoding")
   outputs = []
   for first in range(0, len(sources), batch_size):
     chunk = list(sources[first : first + batch_size])
     real = len(chunk)
     chunk += [[]] * (batch_size - real)  # the last batch keeps the shape
     if decoder_only(run):
-      decoded = _continue_pairs(
-          model_config, params, tokenizer, chunk, run["seq_len"], max_new_tokens
-      )
+      decoded = _continue_pairs(model_config, params, tokenizer, chunk, run["seq_len"],
+                                max_new_tokens, beam_size, length_penalty)  # fmt: skip
     else:
       decoded = _seq2seq(model_config, params, tokenizer, chunk, run["input_len"], real,
                          max_new_tokens, beam_size, length_penalty)  # fmt: skip
@@ -130,18 +126,16 @@ def _seq2seq(model_config, params, tokenizer, chunk, input_len, real, max_new, b
   )
 
 
-def _continue_pairs(model_config, params, tokenizer, chunk, context, max_new_tokens):
+def _continue_pairs(model_config, params, tokenizer, chunk, context, max_new, beams, penalty):
   """The tokens a decoder-only model writes after each `source [SEP]` (up to its EOS), each row
   `context` tokens long (the run's seq_len, as its training rows)."""
-  room = context - max_new_tokens - 1  # the source's tokens beside its [SEP]
+  room = context - max_new - 1  # the source's tokens beside its [SEP]
   prompts = [list(ids)[:room] + [tokenizer.sep_id] for ids in chunk]
-  decoded = sampling.generate(
-      model_config,
-      params,
-      prompts,
-      max_new_tokens=max_new_tokens,
-      temperature=0.0,
-      eos_id=tokenizer.eos_id,
-      length=context,
-  )
+  kwargs = dict(max_new_tokens=max_new, eos_id=tokenizer.eos_id, length=context)
+  if beams > 1:
+    decoded = sampling.beam_generate(
+        model_config, params, prompts, beam_size=beams, length_penalty=penalty, **kwargs
+    )
+  else:
+    decoded = sampling.generate(model_config, params, prompts, temperature=0.0, **kwargs)
   return [ids[: ids.index(tokenizer.eos_id)] if tokenizer.eos_id in ids else ids for ids in decoded]

@@ -19,7 +19,7 @@ from vit_jax import evaluate as evaluators
 from vit_jax import workdir as workdir_lib
 from vit_jax.data.text import seq2seq_toy
 from vit_jax.evaluate import decoding
-from vit_jax.models import sampling
+from vit_jax.models import beam_search
 from vit_jax.training import train
 
 STEPS = 30  # the lines need not be good (the scores' unit test has good ones), only not empty
@@ -162,11 +162,11 @@ def test_the_length_penalty_ranks_beams_by_gnmts_formula():
   log_probs, lengths = np.array([-2.0, -3.0]), np.array([2, 10])
   for alpha in (0.0, 0.6, 1.0, 2.0):
     want = log_probs / ((5 + lengths) / 6) ** alpha
-    np.testing.assert_allclose(sampling.length_normalized(log_probs, lengths, alpha), want)
+    np.testing.assert_allclose(beam_search.length_normalized(log_probs, lengths, alpha), want)
   # alpha 0: the likelier short one; (15/6)**a / (7/6)**a > 3/2 from a = 0.53 on: the long one.
-  assert np.argmax(sampling.length_normalized(log_probs, lengths, 0.0)) == 0
-  assert np.argmax(sampling.length_normalized(log_probs, lengths, 0.5)) == 0
-  assert np.argmax(sampling.length_normalized(log_probs, lengths, 0.6)) == 1
+  assert np.argmax(beam_search.length_normalized(log_probs, lengths, 0.0)) == 0
+  assert np.argmax(beam_search.length_normalized(log_probs, lengths, 0.5)) == 0
+  assert np.argmax(beam_search.length_normalized(log_probs, lengths, 0.6)) == 1
 
 
 @pytest.mark.parametrize(

@@ -25,13 +25,13 @@ VALIDATION = en_es.split("validation")
 
 
 def decoder_only(dataset: str, steps: int = STEPS):
-  """configs/gpt.py:pairs on `dataset` with a 1-layer model: rows of 64 tokens."""
+  """configs/gpt.py:pairs on `dataset` with a 1-layer model: rows of 64 tokens, 2 beams."""
   config = configs.load("gpt", f"dataset={dataset},pairs")
   config.model.update(width=32, depth=1, num_heads=2)
   config.seq_len, config.batch_size, config.total_steps = 64, 8, steps
   config.eval_every = config.checkpoint_every = max(steps, 1)
   config.optimizer.update(lr=3e-3, warmup_steps=5, schedule="constant")
-  config.evals.bleu.update(max_examples=len(VALIDATION))
+  config.evals.bleu.update(max_examples=len(VALIDATION), beam_size=2)
   return config
 
 
@@ -120,6 +120,7 @@ def generated(runs, tmp_path_factory):
       [source for source, _ in VALIDATION],
       tmp_path_factory.mktemp("generate"),
       "--batch_size=4",  # not the evaluator's: the lines do not depend on the batch
+      "--beam_size=2",
   )
 
 

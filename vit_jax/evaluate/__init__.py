@@ -81,7 +81,7 @@ KINDS = {
     "masked_lm": Kind("lm", "MaskedLMLoss", _SPLIT_KEYS),
     "seq2seq": Kind("lm", "Seq2SeqLoss", _SPLIT_KEYS),
     # BLEU, chrF and ROUGE of decoded text (vit_jax/evaluate/decoding.py); GNMT's and flax's WMT
-    # example's beam search: 4 beams, length penalty alpha 0.6 (a decoder-only model: greedy,
+    # example's beam search: 4 beams, length penalty alpha 0.6 (configs/gpt.py's pairs: greedy,
     # beam_size 1). max_new_tokens None: target_len (decoder-only: half of seq_len).
     "decoding": Kind(
         "decoding",

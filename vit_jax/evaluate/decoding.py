@@ -1,8 +1,9 @@
 """A model trained on pairs scored on the text it generates, as translation and summarization are
 scored: the first `max_examples` sources of `split` are decoded by the code `vit_jax.generate
---input_file` runs (vit_jax/translate.py): a seq2seq model's greedily with `beam_size` 1, else by
-beam search with GNMT's length penalty `length_penalty`; a decoder-only model's (a causal LM on
-pairs) greedily from `source [SEP]`. `max_new_tokens` None: translate.default_new_tokens. The
+--input_file` runs (vit_jax/translate.py), a seq2seq model's from its encoded source, a
+decoder-only model's (a causal LM on pairs) from `source [SEP]`: greedily with `beam_size` 1, else
+by beam search with GNMT's length penalty `length_penalty`. `max_new_tokens` None:
+translate.default_new_tokens. The
 outputs are detokenized and scored against the detokenized targets:
 
   bleu, chrf            sacrebleu's corpus BLEU and chrF (0-100, its default settings: 13a
@@ -69,7 +70,6 @@ class Seq2SeqDecoding(lm.TextTaskEval):
       )
     translate.check_settings(
         c,
-        beam_size=s.beam_size,
         max_new_tokens=s.max_new_tokens or translate.default_new_tokens(c),
         where=f"--config.evals.{self.name}",
     )

@@ -1,4 +1,5 @@
-"""Text generation: GPT sampling (greedy, temperature, top-k, top-p) and seq2seq greedy/beam search.
+"""Text generation: GPT sampling (greedy, temperature, top-k, top-p), and greedy or beam search
+for both designs trained on pairs (a seq2seq model, a GPT continuing `source [SEP]`).
 
 The KV cache makes each new token cost one position of compute. `generate` prefills the prompts'
 common part in one call, then runs the token loop on device (`lax.while_loop`, stopping at EOS
@@ -7,7 +8,9 @@ The LM head reads a (D, V) copy of the embedding made once per call (see `gpt.Gp
 cache is stored head-major (`attention.MultiHeadAttention`), so no step copies either.
 Prompts of different lengths are decoded in lockstep without padding: at step t every row feeds
 its own token t (from its prompt while it lasts, then its last sample), so positions are shared
-and no mask is needed.
+and no mask is needed. Beam search (`seq2seq_decode`, `beam_generate`) runs the same way, one
+jitted program per model and shape (encoder or prefill, then beam_search.py's loop), one host
+sync per call.
 """
 
 import functools
@@ -18,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from vit_jax import errors
+from vit_jax.models import beam_search
 from vit_jax.models import build_model
 from vit_jax.models import gpt
 
@@ -83,17 +87,7 @@ def generate(
   cut to a power of two: calls on batches of other prompts (a file's lines, an evaluator's
   sources) reuse a few compiled decoders instead of compiling one each.
   """
-  prompts = fit_prompts(prompts, max_new_tokens, model_config["max_len"])
-  lengths_B = np.array([len(p) for p in prompts], np.int32)
-  total = int(lengths_B.max()) + max_new_tokens
-  prefill = int(lengths_B.min())
-  if length is not None:
-    if length < total:
-      raise ValueError(f"length={length} is shorter than the longest prompt and max_new_tokens")
-    total, prefill = length, 1 << (prefill.bit_length() - 1)
-  tokens_BxN = np.zeros((len(prompts), total), np.int32)
-  for i, p in enumerate(prompts):
-    tokens_BxN[i, : len(p)] = p
+  tokens_BxN, lengths_B, prefill = _prompt_rows(model_config, prompts, max_new_tokens, length, 0)
   if not use_cache:
     sample = functools.partial(sample_logits, temperature=temperature, top_k=top_k, top_p=top_p)
     return _generate_uncached(
@@ -112,13 +106,36 @@ def generate(
   return [out_BxN[i, n : n + c].tolist() for i, (n, c) in enumerate(zip(lengths_B, count_B))]
 
 
+def _prompt_rows(model_config, prompts, max_new_tokens, length, left_to_loop):
+  """(tokens (B, N), prompt lengths (B,), prefill): the fitted prompts in rows of N tokens, and
+  how many of their first tokens one call feeds before the loop, which feeds each row's last
+  `left_to_loop` prompt tokens or more. With `length` given, N is it and the prefill a power of
+  two (or 0), so that batches of other prompts share a few compiled decoders."""
+  prompts = fit_prompts(prompts, max_new_tokens, model_config["max_len"])
+  lengths_B = np.array([len(p) for p in prompts], np.int32)
+  total = int(lengths_B.max()) + max_new_tokens
+  prefill = int(lengths_B.min()) - left_to_loop
+  if length is not None:
+    if length < total:
+      raise ValueError(f"length={length} is shorter than the longest prompt and max_new_tokens")
+    total, prefill = length, (1 << (prefill.bit_length() - 1)) if prefill else 0
+  tokens_BxN = np.zeros((len(prompts), total), np.int32)
+  for i, p in enumerate(prompts):
+    tokens_BxN[i, : len(p)] = p
+  return tokens_BxN, lengths_B, prefill
+
+
+def _plain(model_config) -> dict:
+  return dict(model_config.to_dict() if hasattr(model_config, "to_dict") else model_config)
+
+
 # One jitted decoder per (model config, batch and lengths, sampling settings), kept for the
 # process: repeated `generate` calls with the same shapes skip tracing and compiling.
 _DECODERS = {}
 
 
 def _compiled_decoder(model_config, shape, prefill_len, temperature, top_k, top_p):
-  config = dict(model_config.to_dict() if hasattr(model_config, "to_dict") else model_config)
+  config = _plain(model_config)
   key = (repr(sorted(config.items())), shape, prefill_len, temperature, top_k, top_p)
   if key not in _DECODERS:
     model = build_model(config, decode=True)
@@ -135,21 +152,8 @@ def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, 
   then with a sample. Returns the tokens (B, N) and how many of each row's are new.
   """
   batch, total = tokens_BxN.shape
-  dummy_BxN = jnp.zeros((batch, total), jnp.int32)
-  cache_shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), dummy_BxN))["cache"]
-  cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
-
-  # Transposed once here, outside the loop (see gpt.Gpt.__call__).
-  embedding_DxV = jnp.transpose(gpt.head_table(params))
-
-  def feed(cache, tokens_BxT):
-    logits_BxTxV, state = model.apply(
-        {"params": params, "cache": cache},
-        tokens_BxT,
-        embedding_DxV=embedding_DxV,
-        mutable=["cache"],
-    )
-    return logits_BxTxV[:, -1], state["cache"]
+  cache = _empty_cache(lambda: model.init(jax.random.PRNGKey(0), tokens_BxN))
+  feed = _feeder(model, params)
 
   def running(state):
     t, _, _, _, done_B, count_B, _ = state
@@ -181,6 +185,30 @@ def _decode(model, sample, prefill_len, params, tokens_BxN, lengths_B, max_new, 
   )
   state = jax.lax.while_loop(running, step, state)
   return state[2], state[5]
+
+
+def _empty_cache(init):
+  """Zeros shaped as the cache that `init()` (a decode-mode model's init, sized by its input)
+  makes; nothing of init runs."""
+  cache_shapes = jax.eval_shape(init)["cache"]
+  return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), cache_shapes)
+
+
+def _feeder(model, params):
+  """feed(cache, tokens (B, T)) -> (the last token's logits (B, V), the new cache)."""
+  # Transposed once here, outside the loop (see gpt.Gpt.__call__).
+  embedding_DxV = jnp.transpose(gpt.head_table(params))
+
+  def feed(cache, tokens_BxT):
+    logits_BxTxV, state = model.apply(
+        {"params": params, "cache": cache},
+        tokens_BxT,
+        embedding_DxV=embedding_DxV,
+        mutable=["cache"],
+    )
+    return logits_BxTxV[:, -1], state["cache"]
+
+  return feed
 
 
 def _generate_uncached(
@@ -233,35 +261,108 @@ def seq2seq_decode_step(decoder, params, encoded_BxSxD, input_mask_BxS):
   )
 
 
-# The encoder, the empty cache and the decoder step of each seq2seq model config, jitted once
-# for the process: each batch a translation decodes (a file's, an evaluator's) reuses them.
-_SEQ2SEQ_PROGRAMS = {}
+def beam_generate(
+    model_config: dict,
+    params,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    beam_size: int,
+    eos_id: Optional[int],
+    length_penalty: float = 0.6,
+    length: Optional[int] = None,
+):
+  """Continues each prompt by beam search on the device (see `beam_search`); returns the best
+  beam's new tokens per prompt (its EOS kept, as `generate`'s), finished beams ranked by GNMT's
+  length penalty with alpha `length_penalty`. `length` as `generate`'s."""
+  tokens_BxN, lengths_B, prefill = _prompt_rows(model_config, prompts, max_new_tokens, length, 1)
+  search = _compiled_beam_search(model_config, tokens_BxN.shape, prefill, beam_size)
+  best_BxN, count_B = search(
+      params,
+      tokens_BxN,
+      lengths_B,
+      np.int32(max_new_tokens),
+      np.int32(-1 if eos_id is None else eos_id),
+      np.float32(length_penalty),
+  )
+  return _new_tokens(best_BxN, lengths_B, count_B)
 
 
-def _seq2seq_programs(model_config):
-  config = dict(model_config.to_dict() if hasattr(model_config, "to_dict") else model_config)
-  key = repr(sorted(config.items()))
-  if key not in _SEQ2SEQ_PROGRAMS:
+# One jitted beam search per (model config, batch and lengths, beams), kept as `_DECODERS` are.
+_BEAM_SEARCHES = {}
+
+
+def _compiled_beam_search(model_config, shape, prefill_len, beams):
+  config = _plain(model_config)
+  key = (repr(sorted(config.items())), shape, prefill_len, beams)
+  if key not in _BEAM_SEARCHES:
+    model = build_model(config, decode=True)
+
+    def search(params, tokens_BxN, lengths_B, max_new, eos_id, alpha):
+      cache = _empty_cache(lambda: model.init(jax.random.PRNGKey(0), tokens_BxN))
+      feed = _feeder(model, params)
+      if prefill_len:
+        _, cache = feed(cache, tokens_BxN[:, :prefill_len])
+      # Every (prompt, beam) is a row of the decoder batch.
+      cache = jax.tree.map(lambda x: jnp.repeat(x, beams, axis=0) if x.ndim else x, cache)
+      tokens_BxKxN = jnp.repeat(tokens_BxN[:, None], beams, axis=1)
+      return beam_search.search(
+          feed,
+          cache,
+          tokens_BxKxN,
+          lengths_B,
+          prefill_len,
+          max_new=max_new,
+          eos_id=eos_id,
+          alpha=alpha,
+      )
+
+    _BEAM_SEARCHES[key] = jax.jit(search)
+  return _BEAM_SEARCHES[key]
+
+
+# One jitted beam search per (seq2seq model config, beams, new tokens), kept for the process: each
+# batch a translation decodes (a file's, an evaluator's) reuses its compiled program.
+_SEQ2SEQ_SEARCHES = {}
+
+
+def _seq2seq_search(model_config, beams: int, max_new_tokens: int):
+  config = _plain(model_config)
+  key = (repr(sorted(config.items())), beams, max_new_tokens)
+  if key not in _SEQ2SEQ_SEARCHES:
     model, decoder = build_model(config), build_model(config, decode=True)
 
-    def encode(params, inputs_BxS, input_mask_BxS):
-      return model.apply({"params": params}, inputs_BxS, input_mask_BxS, method=model.encode)
+    def search(params, inputs_BxS, input_mask_BxS, start_id, eos_id, alpha):
+      encoded_BxSxD = model.apply(
+          {"params": params}, inputs_BxS, input_mask_BxS, method=model.encode
+      )
+      # Every (sentence, beam) is a row of the decoder batch.
+      encoded_RxSxD = jnp.repeat(encoded_BxSxD, beams, axis=0)
+      input_mask_RxS = jnp.repeat(input_mask_BxS, beams, axis=0)
+      dummy_RxL = jnp.zeros((encoded_RxSxD.shape[0], max_new_tokens), jnp.int32)
+      cache = _empty_cache(
+          lambda: decoder.init(
+              jax.random.PRNGKey(0), dummy_RxL, encoded_RxSxD, method=decoder.decode_logits
+          )
+      )
 
-    def empty_cache(encoded_BxSxD, length):  # init's params are dropped
-      tokens_BxL = jnp.zeros((encoded_BxSxD.shape[0], length), jnp.int32)
-      return decoder.init(
-          jax.random.PRNGKey(0), tokens_BxL, encoded_BxSxD, method=decoder.decode_logits
-      )["cache"]
+      def step(cache, tokens_Rx1):
+        logits_Rx1xV, state = _decoder_step(
+            decoder, params, cache, tokens_Rx1, encoded_RxSxD, input_mask_RxS
+        )
+        return logits_Rx1xV[:, 0], state["cache"]
 
-    def step(params, cache, tokens_Bx1, *, encoded_BxSxD, input_mask_BxS):
-      return _decoder_step(decoder, params, cache, tokens_Bx1, encoded_BxSxD, input_mask_BxS)
+      batch = inputs_BxS.shape[0]
+      tokens_BxKxN = (
+          jnp.zeros((batch, beams, 1 + max_new_tokens), jnp.int32).at[:, :, 0].set(start_id)
+      )
+      start_B = jnp.ones(batch, jnp.int32)
+      return beam_search.search(
+          step, cache, tokens_BxKxN, start_B, 0, max_new=max_new_tokens, eos_id=eos_id, alpha=alpha
+      )
 
-    _SEQ2SEQ_PROGRAMS[key] = (
-        jax.jit(encode),
-        jax.jit(empty_cache, static_argnums=1),
-        jax.jit(step),
-    )
-  return _SEQ2SEQ_PROGRAMS[key]
+    _SEQ2SEQ_SEARCHES[key] = jax.jit(search)
+  return _SEQ2SEQ_SEARCHES[key]
 
 
 def seq2seq_decode(
@@ -276,60 +377,26 @@ def seq2seq_decode(
     beam_size: int = 1,
     length_penalty: float = 0.6,
 ):
-  """Greedy (beam_size 1) or beam search decoding; returns the best tokens per input row. Beam
-  search ranks its finished beams by `length_normalized` with alpha `length_penalty`."""
-  encode, empty_cache, decode_step = _seq2seq_programs(model_config)
-  inputs_BxS, input_mask_BxS = jnp.asarray(inputs_BxS), jnp.asarray(input_mask_BxS)
-  encoded_BxSxD = encode(params, inputs_BxS, input_mask_BxS)
-  batch, beams = inputs_BxS.shape[0], beam_size
-  # Every (row, beam) is a row of the decoder batch.
-  encoded = jnp.repeat(encoded_BxSxD, beams, axis=0)
-  input_mask = jnp.repeat(input_mask_BxS, beams, axis=0)
-  cache = empty_cache(encoded, max_new_tokens)
-  step_fn = functools.partial(decode_step, params, encoded_BxSxD=encoded, input_mask_BxS=input_mask)
-
-  tokens = np.full((batch, beams, 1), start_id, np.int32)
-  scores = np.zeros((batch, beams))
-  scores[:, 1:] = -np.inf  # all beams start identical: expand only the first
-  finished = np.zeros((batch, beams), bool)
-  for _ in range(max_new_tokens):
-    logits, state = step_fn(cache, jnp.asarray(tokens[:, :, -1].reshape(-1, 1)))
-    logp = np.asarray(jax.nn.log_softmax(logits[:, 0]), np.float64).reshape(batch, beams, -1)
-    vocab = logp.shape[-1]
-    # Finished beams only extend with EOS (or a pad stand-in) at no cost.
-    logp[finished] = -np.inf
-    logp[finished, eos_id if eos_id is not None else 0] = 0.0
-    candidates = (scores[:, :, None] + logp).reshape(batch, -1)
-    best = np.argsort(-candidates, axis=-1)[:, :beams]
-    beam_index, token = best // vocab, best % vocab
-    scores = np.take_along_axis(candidates, best, axis=-1)
-    tokens = np.concatenate(
-        [np.take_along_axis(tokens, beam_index[:, :, None], axis=1), token[:, :, None]], axis=-1
-    )
-    finished = np.take_along_axis(finished, beam_index, axis=1) | (
-        (token == eos_id) if eos_id is not None else False
-    )
-    flat_index = (np.arange(batch)[:, None] * beams + beam_index).reshape(-1)
-    cache = jax.tree.map(lambda x: x[flat_index] if x.ndim > 0 else x, state["cache"])
-    if finished.all():
-      break
-  lengths = np.array([[_length(row[1:], eos_id) for row in rows] for rows in tokens])
-  best_beam = np.argmax(length_normalized(scores, lengths, length_penalty), axis=-1)
-  return [_strip(tokens[b, best_beam[b], 1:], eos_id) for b in range(batch)]
+  """Greedy (beam_size 1) or beam search decoding; returns the best tokens per input row, without
+  the EOS. The whole decode runs on the device (see `beam_search`), ranking finished beams by
+  GNMT's length penalty with alpha `length_penalty`; one host sync per call."""
+  search = _seq2seq_search(model_config, beam_size, max_new_tokens)
+  tokens_BxN, length_B = search(
+      params,
+      jnp.asarray(inputs_BxS),
+      jnp.asarray(input_mask_BxS),
+      np.int32(start_id),
+      np.int32(-1 if eos_id is None else eos_id),
+      np.float32(length_penalty),
+  )
+  return _without_eos(_new_tokens(tokens_BxN, np.ones(len(length_B), int), length_B), eos_id)
 
 
-def length_normalized(log_probs, lengths, alpha: float):
-  """Beam scores divided by GNMT's length penalty ((5 + length) / 6) ** alpha (Wu et al. 2016,
-  as in flax's WMT example): alpha 0 ranks by log-probability alone, a larger alpha favours
-  longer hypotheses. `lengths` count the EOS."""
-  return log_probs / (((5.0 + lengths) / 6.0) ** alpha)
+def _new_tokens(tokens_BxN, start_B, length_B):
+  """Each row's `length` tokens from its `start`, as lists (the one host sync)."""
+  tokens_BxN, length_B = jax.device_get((tokens_BxN, length_B))
+  return [tokens_BxN[i, s : s + n].tolist() for i, (s, n) in enumerate(zip(start_B, length_B))]
 
 
-def _length(row, eos_id):
-  if eos_id is not None and eos_id in row:
-    return int(np.argmax(row == eos_id)) + 1
-  return len(row)
-
-
-def _strip(row, eos_id):
-  return [int(t) for t in row[: _length(row, eos_id)] if t != eos_id]
+def _without_eos(rows, eos_id):
+  return [row[:-1] if row and eos_id is not None and row[-1] == eos_id else row for row in rows]

@@ -305,7 +305,6 @@ def test_the_command_line_says_it_in_one_line_with_exit_2(bad, tmp_path):
     "family, setting, says",
     [
         ("bert", None, "holds pairs, but documents are needed"),
-        ("gpt", 4, "beam_size=4, but a decoder-only model decodes greedily"),
         ("gpt", "documents", "scores a model trained on pairs, and --config.dataset="),
     ],
 )
@@ -318,8 +317,6 @@ def test_a_run_that_cannot_read_or_score_pairs_is_refused_in_one_line(
   if setting == "documents":
     config.source_key = config.target_key = None
     config.text_key = "en"
-  elif setting:
-    config.evals.bleu.beam_size = setting
   with data.opened_once(), pytest.raises(errors.ConfigError, match=says):
     checks.validate_training(config, str(tmp_path / "w"))
     evaluator = object.__new__(decoding.Seq2SeqDecoding)  # its data checks, without a model
