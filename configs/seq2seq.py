@@ -122,6 +122,9 @@ def _transformer_base(c):
   c.batch_size = 1024
   c.input_len = c.target_len = 128
   c.total_steps = 100_000  # section 5.2: the base models, 100,000 steps
+  # Section 5.2 trained on 8 P100 GPUs; its TPU slice here is a v5p-8, 4 chips data parallel, 256
+  # rows each (docs/pod.md's row: the step's memory per chip and its bounds).
+  c.target_topology = "v5p-8"
   warmup = 4_000  # section 5.3: warmup_steps = 4000
   c.optimizer.update(
       name="adamw",

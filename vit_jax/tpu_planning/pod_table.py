@@ -49,6 +49,10 @@ ROWS = (
     ("Llama-3.2-1B", _decoder("llama3.2-1b")),
     ("Llama-3.1-8B", _decoder("llama3.1-8b")),
     (
+        "Transformer base, WMT'14 en-de",
+        ("--config=configs/seq2seq.py:dataset=wmt14_translate/de-en,variant=base",),
+    ),
+    (
         "BERT-base, 128 tokens",
         ("--config=configs/bert.py:dataset=wikipedia,variant=base,nsp", *_BERT_VOCAB),
     ),
