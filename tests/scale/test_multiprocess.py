@@ -114,11 +114,13 @@ def test_killing_one_process_fails_the_other_in_bounded_time(tmp_path, digits_di
   assert elapsed < FAIL_WITHIN_S, f"the survivor took {elapsed:.0f} s to fail"
 
 
-# Groups that span processes on 4 processes x 2 devices: data:2,model:4 puts each model group on
-# 2 processes, which must read the same rows; fsdp:4,model:2 spreads the batch over processes with
-# fsdp. (model:4 alone is the same mesh as data:2,model:4: tests/scale/test_sharding_rules.py checks
-# that the data axis takes the devices left.)
-SPANNING_MESHES = ("data:2,model:4", "fsdp:4,model:2")
+# Groups that span processes on 4 processes x 2 devices, one model on each (the rows each process
+# reads come from one plan, vit_jax/training/host_input.py, whichever pipeline reads them):
+# data:2,model:4 puts each model group on 2 processes, which must read the same rows, and the ViT's
+# eval pass must still count each test example once; fsdp:4,model:2 spreads the batch and the GPT's
+# parameters over the processes. (model:4 alone is the same mesh as data:2,model:4:
+# tests/scale/test_sharding_rules.py checks that the data axis takes the devices left.)
+SPANNING_MESHES = {"vit": "data:2,model:4", "gpt": "fsdp:4,model:2"}
 
 TRAIN_ON_MESHES = r"""
 import json, sys
@@ -129,30 +131,32 @@ from vit_jax.training import train
 jax.config.update("jax_threefry_partitionable", True)
 mesh_lib.initialize()  # the launcher's processes; run alone, a single process
 workdir, data_dir = sys.argv[1:3]
+meshes = json.loads(sys.argv[3])  # model name -> mesh: one job trains each in turn, one start-up
 results = {}
 for name, arg in (("vit", "runlocal"), ("gpt", "runlocal,variant=nano")):
-  for mesh in sys.argv[3:]:  # one job trains on each mesh in turn: one start-up for all
-    config = args.load_file(f"configs/{name}.py").get_config(arg)
-    config.update(dict(mesh=mesh, total_steps=3, log_every=1, eval_every=3, checkpoint_every=3,
-                       batch_size=16, input_shards=4, progress="lines"))
-    if name == "vit":
-      config.data_dir = data_dir
-      config.eval_max_batches = None  # the whole test split
-      del config.evals["fewshot"]
-    out_dir = f"{workdir}/{name}_{mesh.replace(':', '').replace(',', '_')}"
-    result = train.train_and_evaluate(config, out_dir)
-    if jax.process_index() == 0:
-      losses = [json.loads(l)["train_loss"] for l in open(out_dir + "/metrics.jsonl")
-                if "train_loss" in l]
-      evals = {k: float(v) for k, v in result.items() if k.startswith("eval/")}
-      results[f"{name} {mesh}"] = {"losses": losses, "eval": evals}
+  mesh = meshes[name]
+  config = args.load_file(f"configs/{name}.py").get_config(arg)
+  config.update(dict(mesh=mesh, total_steps=3, log_every=1, eval_every=3, checkpoint_every=3,
+                     batch_size=16, input_shards=4, progress="lines"))
+  if name == "vit":
+    config.data_dir = data_dir
+    config.eval_max_batches = None  # the whole test split
+    del config.evals["fewshot"]
+  out_dir = f"{workdir}/{name}"
+  result = train.train_and_evaluate(config, out_dir)
+  if jax.process_index() == 0:
+    losses = [json.loads(l)["train_loss"] for l in open(out_dir + "/metrics.jsonl")
+              if "train_loss" in l]
+    evals = {k: float(v) for k, v in result.items() if k.startswith("eval/")}
+    results[name] = {"losses": losses, "eval": evals}
 if jax.process_index() == 0:
   print("RESULT" + json.dumps(results), flush=True)
 """
 
 
-def train_on_meshes(workdir, data_dir, meshes, processes: int, devices_per_process: int) -> dict:
-  script = [sys.executable, "-c", TRAIN_ON_MESHES, str(workdir), data_dir, *meshes]
+def train_on_meshes(workdir, data_dir, meshes: dict, processes: int, devices_per_process: int):
+  """Each model of `meshes` (name -> mesh) trained 3 steps and evaluated; name -> losses, evals."""
+  script = [sys.executable, "-c", TRAIN_ON_MESHES, str(workdir), data_dir, json.dumps(meshes)]
   if processes > 1:
     script = helpers.launch_local(processes, devices_per_process, str(workdir) + "_logs", script)
   out = helpers.run(script, devices=devices_per_process, timeout=1800)
@@ -164,20 +168,16 @@ def train_on_meshes(workdir, data_dir, meshes, processes: int, devices_per_proce
 @pytest.mark.multiprocess
 def test_meshes_spanning_processes_match_one_device(tmp_path, digits_dir):
   # Every mesh gives one device's losses (tests/scale/test_meshes.py): one device is the reference.
-  one = train_on_meshes(tmp_path / "one", digits_dir, ["data:1"], 1, 1)
-  four = train_on_meshes(tmp_path / "four", digits_dir, SPANNING_MESHES, 4, 2)
-  assert len(four) == 2 * len(SPANNING_MESHES)
-  for name in ("vit", "gpt"):
-    expected = one[f"{name} data:1"]
+  one = train_on_meshes(tmp_path / "one", digits_dir, {"vit": "data:1", "gpt": "data:1"}, 1, 1)
+  spanning = train_on_meshes(tmp_path / "four", digits_dir, SPANNING_MESHES, 4, 2)
+  for name, mesh in SPANNING_MESHES.items():
+    expected, got = one[name], spanning[name]
     assert len(expected["losses"]) == 3
-    for mesh in SPANNING_MESHES:
-      got = four[f"{name} {mesh}"]
-      np.testing.assert_allclose(got["losses"], expected["losses"], rtol=2e-5, err_msg=mesh)
-      assert got["eval"].keys() == expected["eval"].keys()
-      for key, value in expected["eval"].items():
-        np.testing.assert_allclose(got["eval"][key], value, rtol=2e-5, err_msg=(mesh, key))
-      if name == "vit":  # the eval pass saw every test example once
-        assert got["eval"]["eval/examples"] == 355, mesh
+    np.testing.assert_allclose(got["losses"], expected["losses"], rtol=2e-5, err_msg=mesh)
+    assert got["eval"].keys() == expected["eval"].keys()
+    for key, value in expected["eval"].items():
+      np.testing.assert_allclose(got["eval"][key], value, rtol=2e-5, err_msg=(mesh, key))
+  assert spanning["vit"]["eval"]["eval/examples"] == 355  # the eval pass saw each example once
 
 
 @pytest.mark.multiprocess
