@@ -167,11 +167,14 @@ def xla_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None):
   Keys and values may have fewer heads than the queries (grouped-query attention: G key-value
   heads, each serving R = H / G consecutive query heads): the products then read each key-value
   head once for its R query heads, never a copy of the keys and values repeated to H heads (in
-  a decode step, that copy was the whole KV cache, every layer).
+  a decode step, that copy was the whole KV cache, every layer). A grouped decode step (one
+  query) is `grouped_one_query_attention`.
   """
   bf16 = q_BxTxHxK.dtype == jnp.bfloat16
   batch, q_len, heads, head_dim = q_BxTxHxK.shape
   kv_len, kv_heads = k_BxSxHxK.shape[1], k_BxSxHxK.shape[2]
+  if kv_heads != heads and q_len == 1:
+    return grouped_one_query_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask)
   q_BxTxHxK = q_BxTxHxK * jnp.asarray(head_dim**-0.5, q_BxTxHxK.dtype)
   if kv_heads == heads:
     q, scores, weighted = q_BxTxHxK, "bthk,bshk->bhts", "bhts,bshk->bthk"
@@ -191,6 +194,35 @@ def xla_attention(q_BxTxHxK, k_BxSxHxK, v_BxSxHxK, mask=None):
   probs_BxHxTxS = _probabilities(logits_BxHxTxS, jnp.dtype(v_BxSxHxK.dtype))
   out = jnp.einsum(weighted, probs_BxHxTxS.reshape(logits.shape), v_BxSxHxK)
   return out.reshape(batch, q_len, heads, head_dim)
+
+
+def grouped_one_query_attention(q_Bx1xHxK, k_BxSxGxK, v_BxSxGxK, mask=None):
+  """xla_attention of one query per row over G < H key-value heads (a decode step), written as
+  products summed rather than as matrix products.
+
+  As matrix products, each key-value head's R = H / G query heads are a (R, K) x (K, S) product
+  per row and head: XLA:CPU runs those batched products R columns wide at a few percent of its
+  matrix rate, and the grouped step was slower than full multi-head attention's, whose one-query
+  products XLA rewrites into such sums itself (`benchmarks/decode_profile.py --attention`).
+  Summed, each product is one fusion that reads the cache once for all R query heads. The sums
+  are fp32 whatever the cache's dtype (the converts live inside the fusions: no fp32 copy of the
+  cache is written).
+  """
+  batch, _, heads, head_dim = q_Bx1xHxK.shape
+  kv_len, kv_heads = k_BxSxGxK.shape[1], k_BxSxGxK.shape[2]
+  f32 = jnp.float32
+  q_BxGxRxK = q_Bx1xHxK.reshape(batch, kv_heads, heads // kv_heads, head_dim).astype(f32)
+  q_BxGxRxK = q_BxGxRxK * head_dim**-0.5
+  k_BxGx1xSxK = jnp.swapaxes(k_BxSxGxK, 1, 2)[:, :, None].astype(f32)
+  logits_BxGxRxS = jnp.sum(q_BxGxRxK[:, :, :, None, :] * k_BxGx1xSxK, axis=-1)
+  logits_BxHx1xS = logits_BxGxRxS.reshape(batch, heads, 1, kv_len)
+  if mask is not None:
+    logits_BxHx1xS = jnp.where(mask, logits_BxHx1xS, jnp.finfo(f32).min)
+  probs_BxHx1xS = jax.nn.softmax(logits_BxHx1xS, axis=-1)
+  probs_BxGxRxSx1 = probs_BxHx1xS.reshape(batch, kv_heads, heads // kv_heads, kv_len, 1)
+  v_BxGx1xSxK = jnp.swapaxes(v_BxSxGxK, 1, 2)[:, :, None].astype(f32)
+  out_BxGxRxK = jnp.sum(probs_BxGxRxSx1 * v_BxGx1xSxK, axis=-2)
+  return out_BxGxRxK.reshape(batch, 1, heads, head_dim).astype(v_BxSxGxK.dtype)
 
 
 def cudnn_attention(
