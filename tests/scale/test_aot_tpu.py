@@ -43,12 +43,17 @@ pytestmark = [
 ROWS_IN_CI = ("ViT-B/16, ImageNet-1k", "Llama-3.1-8B")
 
 
-def compile_command(*args):
+def compile_argv(*args) -> tuple[list, dict]:
+  """`python -m vit_jax.compile ARGS` as docs/pod.md writes it, and its environment."""
   env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=helpers.ROOT, TF_CPP_MIN_LOG_LEVEL="3")
   env.pop("XLA_FLAGS", None)
-  cmd = [sys.executable, "-m", "vit_jax.compile", *args]
+  return [sys.executable, "-m", "vit_jax.compile", *args], env
+
+
+def compile_command(*args):
+  argv, env = compile_argv(*args)
   return subprocess.run(
-      cmd, env=env, capture_output=True, text=True, timeout=1800, cwd=helpers.ROOT
+      argv, env=env, capture_output=True, text=True, timeout=1800, cwd=helpers.ROOT
   )
 
 
@@ -56,72 +61,39 @@ def error_lines(out) -> list[str]:
   return [line for line in out.stderr.splitlines() if line.startswith("error: ")]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def row_compiles(tmp_path_factory):
+  """Starts the commands of the rows CI reruns as the module starts, all at once: each compile is
+  one core's work for minutes, so they run beside each other and beside this module's other
+  tests, which come first in the file; the rows' tests, at its end, wait for them."""
+  folder = tmp_path_factory.mktemp("rows")
+  started = {}
+  for i, name in enumerate(ROWS_IN_CI):
+    argv, env = compile_argv(*dict(pod_table.ROWS)[name])
+    # Files, not pipes: a pipe nobody reads yet would stall a compile that fills it.
+    stdout, stderr = open(folder / f"{i}.out", "w+"), open(folder / f"{i}.err", "w+")
+    process = subprocess.Popen(argv, env=env, cwd=helpers.ROOT, stdout=stdout, stderr=stderr)
+    started[name] = (process, stdout, stderr)
+  yield started
+  for process, stdout, stderr in started.values():
+    if process.poll() is None:
+      process.kill()
+      process.wait()
+    stdout.close()
+    stderr.close()
+
+
 @functools.cache
-def row_output(name: str):
+def _finished(process, stdout, stderr) -> subprocess.CompletedProcess:
+  process.wait(timeout=1800)
+  stdout.seek(0)
+  stderr.seek(0)
+  return subprocess.CompletedProcess(process.args, process.returncode, stdout.read(), stderr.read())
+
+
+def row_output(row_compiles, name: str) -> subprocess.CompletedProcess:
   """The output of a table row's command, run from the repository root as docs/pod.md writes it."""
-  return compile_command(*dict(pod_table.ROWS)[name])
-
-
-@pytest.mark.parametrize("name", ROWS_IN_CI)
-def test_a_table_rows_command_reproduces_its_row(name):
-  with open(os.path.join(helpers.ROOT, "docs", "pod.md"), encoding="utf-8") as f:
-    slice_chips, batch, memory, fits = pod_table.read(f.read())[name][:4]
-  out = row_output(name)
-  print(out.stdout)  # the report, shown in CI's log (scripts/test_tpu_compile.sh passes -rP)
-  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-  chips = slice_chips.split("(")[1].rstrip(")")
-  assert out.stdout.splitlines()[1].startswith(f"{chips} x TPU v5, ")  # the slice, not the CPU
-  assert f"global batch {batch}" in out.stdout
-  assert re.search(rf"^  total +{re.escape(memory)} of ", out.stdout, re.M), (memory, out.stdout)
-  assert fits == "yes" and re.search(r"^  total .*: fits$", out.stdout, re.M)
-  # The bounds, each labelled as one, from the chip's published figures.
-  assert (
-      "bounds from TPU v5p's published peaks (https://cloud.google.com/tpu/docs/v5p)" in out.stdout
-  )
-  for label in (">= .* lower bound", "<= .*% upper bound", "chip-hours +>= .* lower bound"):
-    assert re.search(label, out.stdout), label
-
-
-# benchmarks/step_memory.py's figures for the ViT-B/16 ImageNet-1k step on a v5p-8 at batch 1024
-# (benchmarks/README.md): ours as the recipe runs it, and big_vision's own step beside it. Memory
-# per chip in GiB, traffic (XLA's bytes accessed) per chip in TB.
-VIT_B16_PEAK_GIB, VIT_B16_TRAFFIC_TB = 15.05, 0.154
-BIG_VISION_PEAK_GIB, BIG_VISION_TRAFFIC_TB = 16.11, 0.167
-
-
-def test_vit_b16_recipe_stays_under_big_visions_step():
-  """The recipe's step may not grow back: its peak and memory traffic at most 2% over their
-  measured figures and under big_vision's step at the same batch per chip. The report names what
-  is live at the peak: bf16 probabilities, no fp32 logits. The figures were measured on a v5p-8
-  at batch 1024; the table's row (16 chips, batch 4096) is the same data-parallel program per
-  chip, 256 images each (15.06 GiB against 15.05 GiB, the same traffic), so its compile serves."""
-  out = row_output("ViT-B/16, ImageNet-1k")
-  assert out.returncode == 0, out.stderr[-3000:]
-  total = float(re.search(r"^  total +([\d.]+) GiB of ", out.stdout, re.M)[1])
-  assert total <= min(1.02 * VIT_B16_PEAK_GIB, BIG_VISION_PEAK_GIB), total
-  traffic = float(re.search(r"^  memory traffic per step +([\d.]+) GiB", out.stdout, re.M)[1])
-  traffic_tb = traffic * 2**30 / 1e12
-  assert traffic_tb <= min(1.02 * VIT_B16_TRAFFIC_TB, BIG_VISION_TRAFFIC_TB), traffic_tb
-  assert "largest buffers live at the peak" in out.stdout
-  assert re.search(r"12 x bf16\[256,12,197,197\] +vit_jax/models/attention.py:\d+", out.stdout)
-  assert not re.search(r"f32\[256,12,197,197\]", out.stdout)  # no fp32 logits kept per layer
-
-
-def test_vit_b16_sends_its_gradients_once_per_step():
-  """The ViT-B/16 ImageNet-1k recipe is data parallel on 16 chips: each step all-reduces the
-  gradients, 2 x 15/16 of their bytes from each chip (bf16 for the matmuls' weights, which XLA
-  reduces before casting them to the parameters' fp32; fp32 for the rest)."""
-  name = "ViT-B/16, ImageNet-1k"
-  config = pod_table.config_of(dict(pod_table.ROWS)[name], helpers.ROOT)
-  params = flops.count_params(
-      setup_lib.prepare(config, tasks.build_task_without_data(config)).abstract_state["params"]
-  )
-  out = row_output(name)
-  assert out.returncode == 0, out.stderr[-3000:]
-  sent = re.search(r"^    all-reduce +\d+ ops, >= ([\d.]+) GiB$", out.stdout, re.M)
-  assert sent, out.stdout
-  sent_bytes = float(sent.group(1)) * 2**30
-  assert 2 * 15 / 16 * 2 * params <= sent_bytes <= 2 * 15 / 16 * 4 * params, (sent_bytes, params)
+  return _finished(*row_compiles[name])
 
 
 def test_two_slices_compile_with_a_dcn_axis():
@@ -206,3 +178,66 @@ def test_peak_buffers_count_the_bytes_a_tpu_layout_takes(tmp_path):
   step.lower(x).compile(compiler_options=options)
   found = {(g.dtype, g.shape): g.bytes for g in peak_buffers.read(str(tmp_path)).groups}
   assert found[("bf16", (100, 100))] >= 100 * 128 * 2, found
+
+
+# The rows' tests last: their compiles run while the tests above do.
+@pytest.mark.parametrize("name", ROWS_IN_CI)
+def test_a_table_rows_command_reproduces_its_row(row_compiles, name):
+  with open(os.path.join(helpers.ROOT, "docs", "pod.md"), encoding="utf-8") as f:
+    slice_chips, batch, memory, fits = pod_table.read(f.read())[name][:4]
+  out = row_output(row_compiles, name)
+  print(out.stdout)  # the report, shown in CI's log (scripts/test_tpu_compile.sh passes -rP)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+  chips = slice_chips.split("(")[1].rstrip(")")
+  assert out.stdout.splitlines()[1].startswith(f"{chips} x TPU v5, ")  # the slice, not the CPU
+  assert f"global batch {batch}" in out.stdout
+  assert re.search(rf"^  total +{re.escape(memory)} of ", out.stdout, re.M), (memory, out.stdout)
+  assert fits == "yes" and re.search(r"^  total .*: fits$", out.stdout, re.M)
+  # The bounds, each labelled as one, from the chip's published figures.
+  assert (
+      "bounds from TPU v5p's published peaks (https://cloud.google.com/tpu/docs/v5p)" in out.stdout
+  )
+  for label in (">= .* lower bound", "<= .*% upper bound", "chip-hours +>= .* lower bound"):
+    assert re.search(label, out.stdout), label
+
+
+# benchmarks/step_memory.py's figures for the ViT-B/16 ImageNet-1k step on a v5p-8 at batch 1024
+# (benchmarks/README.md): ours as the recipe runs it, and big_vision's own step beside it. Memory
+# per chip in GiB, traffic (XLA's bytes accessed) per chip in TB.
+VIT_B16_PEAK_GIB, VIT_B16_TRAFFIC_TB = 15.05, 0.154
+BIG_VISION_PEAK_GIB, BIG_VISION_TRAFFIC_TB = 16.11, 0.167
+
+
+def test_vit_b16_recipe_stays_under_big_visions_step(row_compiles):
+  """The recipe's step may not grow back: its peak and memory traffic at most 2% over their
+  measured figures and under big_vision's step at the same batch per chip. The report names what
+  is live at the peak: bf16 probabilities, no fp32 logits. The figures were measured on a v5p-8
+  at batch 1024; the table's row (16 chips, batch 4096) is the same data-parallel program per
+  chip, 256 images each (15.06 GiB against 15.05 GiB, the same traffic), so its compile serves."""
+  out = row_output(row_compiles, "ViT-B/16, ImageNet-1k")
+  assert out.returncode == 0, out.stderr[-3000:]
+  total = float(re.search(r"^  total +([\d.]+) GiB of ", out.stdout, re.M)[1])
+  assert total <= min(1.02 * VIT_B16_PEAK_GIB, BIG_VISION_PEAK_GIB), total
+  traffic = float(re.search(r"^  memory traffic per step +([\d.]+) GiB", out.stdout, re.M)[1])
+  traffic_tb = traffic * 2**30 / 1e12
+  assert traffic_tb <= min(1.02 * VIT_B16_TRAFFIC_TB, BIG_VISION_TRAFFIC_TB), traffic_tb
+  assert "largest buffers live at the peak" in out.stdout
+  assert re.search(r"12 x bf16\[256,12,197,197\] +vit_jax/models/attention.py:\d+", out.stdout)
+  assert not re.search(r"f32\[256,12,197,197\]", out.stdout)  # no fp32 logits kept per layer
+
+
+def test_vit_b16_sends_its_gradients_once_per_step(row_compiles):
+  """The ViT-B/16 ImageNet-1k recipe is data parallel on 16 chips: each step all-reduces the
+  gradients, 2 x 15/16 of their bytes from each chip (bf16 for the matmuls' weights, which XLA
+  reduces before casting them to the parameters' fp32; fp32 for the rest)."""
+  name = "ViT-B/16, ImageNet-1k"
+  config = pod_table.config_of(dict(pod_table.ROWS)[name], helpers.ROOT)
+  params = flops.count_params(
+      setup_lib.prepare(config, tasks.build_task_without_data(config)).abstract_state["params"]
+  )
+  out = row_output(row_compiles, name)
+  assert out.returncode == 0, out.stderr[-3000:]
+  sent = re.search(r"^    all-reduce +\d+ ops, >= ([\d.]+) GiB$", out.stdout, re.M)
+  assert sent, out.stdout
+  sent_bytes = float(sent.group(1)) * 2**30
+  assert 2 * 15 / 16 * 2 * params <= sent_bytes <= 2 * 15 / 16 * 4 * params, (sent_bytes, params)
