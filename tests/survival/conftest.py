@@ -101,7 +101,11 @@ def damage(step_dir, how):
   if how == "no_manifest":
     os.remove(os.path.join(state, "manifest.ocdbt"))
     return
+  # Every data file: orbax spreads a step's arrays over as many files as its writes were
+  # batched into (that varies with timing), and damage to one holding only optimizer state would
+  # leave the params readable.
   files = [os.path.join(r, f) for r, _, fs in os.walk(state) for f in fs if "/d/" in r + "/"]
-  biggest = max(files, key=os.path.getsize)
-  with open(biggest, "r+b") as f:
-    f.truncate(0 if how == "zero_length" else os.path.getsize(biggest) // 2)
+  assert files, state
+  for path in files:
+    with open(path, "r+b") as f:
+      f.truncate(0 if how == "zero_length" else os.path.getsize(path) // 2)
