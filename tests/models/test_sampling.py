@@ -9,6 +9,7 @@ import pytest
 
 from vit_jax.data.text import batches
 from vit_jax.data.text import token_store
+from vit_jax.models import beam_search
 from vit_jax.models import build_model
 from vit_jax.models import sampling
 
@@ -201,3 +202,19 @@ def test_one_beam_is_greedy_for_ragged_prompts_and_compiles_once():
       if k[1] == (3, 24)
   ]
   assert search._cache_size() == 1  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("where", ["spread", "one_chunk", "last_chunk"])
+def test_chunked_top_k_is_lax_top_k(where):
+  """Beam search's top_k over 4 beams x 2,048 tokens (64 chunks): the same values and indices as
+  lax.top_k, whether the best candidates are spread out or all in one chunk."""
+  rng = np.random.default_rng(0)
+  candidates = rng.permutation(6 * 8192).astype(np.float32)[: 6 * 4 * 2048].reshape(6, -1)
+  chunk = beam_search.TOP_K_CHUNK
+  if where != "spread":  # no ties: the four best, written into one chunk of each row
+    start = 0 if where == "one_chunk" else candidates.shape[1] - chunk
+    candidates[:, start + np.array([3, 17, 64, 127])] = 1e6 + np.arange(4)
+  values, indices = jax.jit(lambda c: beam_search.top_k(c, 4))(candidates)
+  want_values, want_indices = jax.lax.top_k(candidates, 4)
+  np.testing.assert_array_equal(values, want_values)
+  np.testing.assert_array_equal(indices, want_indices)

@@ -307,6 +307,10 @@ class MultiHeadAttention(nn.Module):
     qk_norm: RMSNorm over each head's queries and keys before RoPE (Qwen3), epsilon norm_eps.
     decode: keep a KV cache in the "cache" collection and attend over it (incremental decoding);
       keys and values are stored head-major, (B, H, max_len, K).
+    static_kv: cross-attention in a decoding loop, whose keys and values are the same at every
+      step: they are laid out head-major behind a barrier, as the cache is, so that XLA hoists
+      them out of the loop with their projections (it would otherwise transpose all of them at
+      every step, which costs a seq2seq beam search as much as the rest of its decoder).
 
   The call's `mask` is a dense boolean (B, 1, T, S) array or a `masks.MaskSpec`. A MaskSpec
   reaches the splash and chunked kernels as its parts (O(T + S) memory) and cuDNN's as its causal
@@ -328,6 +332,7 @@ class MultiHeadAttention(nn.Module):
   rope_base: float = 10_000.0
   rope_scaling: Optional[position.RopeScaling] = None
   decode: bool = False
+  static_kv: bool = False
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
   kernel_init: nn.initializers.Initializer = nn.initializers.xavier_uniform()
@@ -426,6 +431,12 @@ class MultiHeadAttention(nn.Module):
       q_BxTxHxK = norm(name="query_norm")(q_BxTxHxK)
       k_BxSxHxK = norm(name="key_norm")(k_BxSxHxK)
     q_len = inputs_q_BxTxD.shape[1]
+    if self.static_kv and not self_attention:
+      heads_first = lambda x_BxSxHxK: jnp.swapaxes(x_BxSxHxK, 1, 2)
+      k_BxHxSxK, v_BxHxSxK = jax.lax.optimization_barrier(
+          (heads_first(k_BxSxHxK), heads_first(v_BxSxHxK))
+      )
+      k_BxSxHxK, v_BxSxHxK = heads_first(k_BxHxSxK), heads_first(v_BxHxSxK)
     if self.decode:
       if not self_attention:
         raise ValueError("The KV cache is for self-attention; cross-attention keys do not grow.")

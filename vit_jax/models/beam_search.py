@@ -4,7 +4,7 @@ The loop runs in one `lax.while_loop` inside the caller's jitted function; only 
 between designs (a seq2seq decoder attending to its encoded source, or a causal LM continuing
 `source [SEP]`), given as `step(cache, tokens_Rx1) -> (logits_RxV, cache)` over R = B x K rows
 (sentence-major, K beams each). At every step each sentence ranks its K x V candidates with
-`lax.top_k`, and the KV cache follows the surviving beams with one gather. A finished beam (it
+`top_k`, and the KV cache follows the surviving beams with one gather. A finished beam (it
 wrote EOS) extends with EOS at no cost, so it stays among the candidates with its score; when
 the loop stops (every sentence's beams finished or `max_new` tokens written) the finished beams
 are ranked by `length_normalized`.
@@ -19,6 +19,40 @@ def length_normalized(log_probs, lengths, alpha: float):
   as in flax's WMT example): alpha 0 ranks by log-probability alone, a larger alpha favours
   longer hypotheses. `lengths` count the EOS."""
   return log_probs / (((5.0 + lengths) / 6.0) ** alpha)
+
+
+# Candidates are ranked in chunks of this many: see `top_k`.
+TOP_K_CHUNK = 128
+
+
+def top_k(candidates_BxC, k: int):
+  """`lax.top_k` of each row, found among the k chunks with the largest maxima: those hold every
+  one of the row's k best (each of the k best lies in a chunk whose maximum is at least it), so
+  the result is exact, and XLA:CPU ranks 2k chunk-sized rows and k x C / TOP_K_CHUNK maxima
+  instead of all of C (4 beams over 8,192 tokens: 6x faster). Equal values may come in another
+  order than `lax.top_k`'s. Rows too short to chunk take `lax.top_k` itself."""
+  batch, width = candidates_BxC.shape
+  chunks = width // TOP_K_CHUNK
+  if width % TOP_K_CHUNK or chunks < 4 * k:
+    return jax.lax.top_k(candidates_BxC, k)
+  chunked_BxNxC = candidates_BxC.reshape(batch, chunks, TOP_K_CHUNK)
+  _, best_chunks_BxK = jax.lax.top_k(chunked_BxNxC.max(axis=2), k)
+  held_BxKxC = jnp.take_along_axis(chunked_BxNxC, best_chunks_BxK[..., None], axis=1)
+  values_BxK, picked_BxK = jax.lax.top_k(held_BxKxC.reshape(batch, k * TOP_K_CHUNK), k)
+  index_BxKxC = best_chunks_BxK[..., None] * TOP_K_CHUNK + jnp.arange(TOP_K_CHUNK)
+  return values_BxK, jnp.take_along_axis(index_BxKxC.reshape(batch, -1), picked_BxK, axis=1)
+
+
+def _follow(x_Rx, parent_BxK):
+  """A cache array's rows (R = B x K) as the beams' parents had them. A gather within each
+  sentence's K rows: XLA:CPU copies those 3x faster than a gather of R rows out of all R."""
+  if not x_Rx.ndim:
+    return x_Rx
+  x_BxKxF = x_Rx.reshape(*parent_BxK.shape, -1)
+  picked_BxKxF = jnp.take_along_axis(
+      x_BxKxF, parent_BxK[..., None], axis=1, mode="promise_in_bounds"
+  )
+  return picked_BxKxF.reshape(x_Rx.shape)
 
 
 def search(step, cache, tokens_BxKxN, start_B, first_feed, *, max_new, eos_id, alpha):
@@ -49,13 +83,12 @@ def search(step, cache, tokens_BxKxN, start_B, first_feed, *, max_new, eos_id, a
     stay_V = jnp.where(jnp.arange(vocab) == filler, 0.0, -jnp.inf)
     logp_BxKxV = jnp.where(finished_BxK[..., None], stay_V, logp_BxKxV)
     candidates_BxKV = (scores_BxK[..., None] + logp_BxKxV).reshape(batch, beams * vocab)
-    best_scores_BxK, best_BxK = jax.lax.top_k(candidates_BxKV, beams)
+    best_scores_BxK, best_BxK = top_k(candidates_BxKV, beams)
     # A sentence still in its forced part, or done, keeps its beams as they are.
     choosing_Bx1 = ((t + 1 >= start_B) & ~done(t, finished_BxK))[:, None]
     parent_BxK = jnp.where(choosing_Bx1, best_BxK // vocab, beam_K)
     token_BxK = best_BxK % vocab
-    flat_R = (jnp.arange(batch)[:, None] * beams + parent_BxK).reshape(rows)
-    cache = jax.tree.map(lambda x: x[flat_R] if x.ndim else x, cache)
+    cache = jax.tree.map(lambda x: _follow(x, parent_BxK), cache)
     tokens_BxKxN = jnp.take_along_axis(tokens_BxKxN, parent_BxK[..., None], axis=1)
     forced_BxK = jax.lax.dynamic_index_in_dim(tokens_BxKxN, t + 1, axis=2, keepdims=False)
     written_BxK = jnp.where(choosing_Bx1, token_BxK, forced_BxK)

@@ -115,7 +115,9 @@ class BlockConfig(BlockOptions):
       )
     return kernel, layers.kernel_init(self.kernel_init, self.init_std / (2 * self.depth) ** 0.5)
 
-  def attention(self, name: str, decode: bool = False, rope: Optional[bool] = None):
+  def attention(
+      self, name: str, decode: bool = False, rope: Optional[bool] = None, static_kv: bool = False
+  ):
     kernel, out_kernel = self.kernel_inits()
     if self.biases not in BIASES:
       raise errors.ConfigError(f"Unknown biases {self.biases!r}; choose one of {BIASES}.")
@@ -140,6 +142,7 @@ class BlockConfig(BlockOptions):
         implementation=self.attention_impl,
         rope=self.rope if rope is None else rope,
         decode=decode,
+        static_kv=static_kv,
         kernel_init=kernel,
         out_kernel_init=out_kernel,
         name=name,
@@ -259,7 +262,7 @@ class DecoderBlock(_Block):
         "norm_self_attention",
     )
     # Cross-attention relates two different sequences: no RoPE between them.
-    cross_attn = self.cfg.attention("cross_attention", rope=False)
+    cross_attn = self.cfg.attention("cross_attention", rope=False, static_kv=self.decode)
     y_BxTxD = self.residual(
         y_BxTxD,
         lambda h: cross_attn(h, encoded_BxSxD, mask=cross_mask, deterministic=self.deterministic),
