@@ -39,6 +39,7 @@ import tensorflow as tf
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data import index_file
+from vit_jax.data.image import no_autograph
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 INDEX_NAME = ".vit_jax_index.json"
@@ -215,7 +216,7 @@ def _image_names(path: str) -> list[str]:
 def _load(paths_and_labels: tf.data.Dataset, root: str) -> tf.data.Dataset:
   read = _read_through_storage if storage.is_remote(root) else tf.io.read_file
   return paths_and_labels.map(
-      lambda path, label: {"image": read(path), "label": label, "path": path},
+      no_autograph(lambda path, label: {"image": read(path), "label": label, "path": path}),
       num_parallel_calls=tf.data.AUTOTUNE,
   )
 

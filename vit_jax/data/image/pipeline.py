@@ -58,6 +58,7 @@ import tensorflow as tf
 from vit_jax import data
 from vit_jax import errors
 from vit_jax.data.image import augment as image_augment
+from vit_jax.data.image import no_autograph
 from vit_jax.data.image import sources
 
 DatasetNotPreparedError = errors.DatasetNotPreparedError
@@ -162,6 +163,7 @@ def train_iterator(
         flush=True,
     )
 
+  @no_autograph
   def epoch(e):
     if read_from is not None:  # the first epoch from where the run resumes, not replayed
       start = tf.where(e == first_epoch, tf.constant(skip_in_epoch, tf.int64), 0)
@@ -172,7 +174,7 @@ def train_iterator(
           share_size if buffer_size == share_size else max(1, buffer_size // 2),
           start,
       )
-      return shuffled.enumerate(start).map(lambda i, ex: (e * share_size + i, ex))
+      return shuffled.enumerate(start).map(no_autograph(lambda i, ex: (e * share_size + i, ex)))
     if read_files_shuffled is None:
       examples = share
     else:
@@ -185,8 +187,9 @@ def train_iterator(
         dtype=tf.int64,
     )
     shuffled = examples.shuffle(buffer_size, seed=shuffle_seed, reshuffle_each_iteration=False)
-    return shuffled.enumerate().map(lambda i, ex: (e * share_size + i, ex))
+    return shuffled.enumerate().map(no_autograph(lambda i, ex: (e * share_size + i, ex)))
 
+  @no_autograph
   def preprocess(index, example):
     seed_2 = image_augment.fold_in(base_seed_2, _EXAMPLE_SEEDS, index)
     crop_seed_2, flip_seed_2, randaug_seed_2 = tf.unstack(
@@ -216,6 +219,7 @@ def train_iterator(
       preprocessed["bad_path"] = tf.constant("")
     return preprocessed
 
+  @no_autograph
   def undecodable(index, example):
     row = {
         "image": tf.zeros([image_size, image_size, 3], tf.float32),
@@ -227,6 +231,7 @@ def train_iterator(
       row["targets"] = tf.zeros([source.num_classes], tf.float32)
     return row
 
+  @no_autograph
   def mix(batch):
     if checked:
       batch = _fill_bad_rows(batch)
@@ -265,6 +270,7 @@ def _block_shuffled(read_from, file_seed_2, shuffle_seed_2, block_size: int, sta
   first_block = start // block_size
   blocks = read_from(file_seed_2, first_block * block_size).batch(block_size).prefetch(1)
 
+  @no_autograph
   def permuted(number, block):
     n = tf.shape(block["label"])[0]
     order = tf.random.experimental.stateless_shuffle(
@@ -342,6 +348,7 @@ def eval_iterator(
   largest_share = _cardinality(source.read(split, 0, process_count), name)
   num_batches = math.ceil(largest_share / batch_size)
 
+  @no_autograph
   def preprocess(example):
     image_SxSx3 = image_augment.eval_crop(example["image"], image_size, crop_fraction)
     label = tf.cast(example["label"], tf.int32)
@@ -361,6 +368,7 @@ def eval_iterator(
       row["bad_path"] = tf.constant("")
     return row
 
+  @no_autograph
   def padding(path):
     row = {
         "image": tf.zeros([image_size, image_size, 3], tf.float32),
@@ -376,7 +384,7 @@ def eval_iterator(
   num_padding = num_batches * batch_size - share_size
   assert num_padding >= 0, (num_padding, share_size, largest_share)
 
-  undecodable = lambda example: padding(example["path"])  # not scored
+  undecodable = no_autograph(lambda example: padding(example["path"]))  # not scored
   ds = _decode(share, preprocess, undecodable if checked else None)
   padding_rows = tf.data.Dataset.from_tensors(padding(tf.constant(""))).repeat(num_padding)
   ds = ds.concatenate(padding_rows)
@@ -399,6 +407,7 @@ def _decode(ds: tf.data.Dataset, preprocess, undecodable) -> tf.data.Dataset:
   if undecodable is None:
     return ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
 
+  @no_autograph
   def one(*element):
     decoded = tf.data.Dataset.from_tensors(element).map(preprocess).ignore_errors()
     return decoded.concatenate(tf.data.Dataset.from_tensors(element).map(undecodable)).take(1)

@@ -29,6 +29,7 @@ import tensorflow_datasets as tfds
 from vit_jax import data
 from vit_jax import errors
 from vit_jax.data import tfds_builders
+from vit_jax.data.image import no_autograph
 
 FOLDER_PREFIX = "folder:"
 WDS_PREFIX = "wds:"
@@ -162,6 +163,7 @@ def _hub_rows(images, split: str, rows, count: int) -> tf.data.Dataset:
   def fetch(rows_n):
     return images.fetch(split, rows_n.numpy())
 
+  @no_autograph
   def fetch_op(rows_n):
     encoded_n, labels_n = tf.py_function(fetch, [rows_n], [tf.string, tf.int64])
     encoded_n.set_shape([None])
@@ -235,6 +237,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       labels_feature.feature, tfds.features.ClassLabel
   )
 
+  @no_autograph
   def keep(ex):
     kept = {"image": ex["image"], "label": ex[row.label_feature]}
     if multi_label:
@@ -267,6 +270,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
     takes = tf.constant([i.take for i in instructions], tf.int64)
     num_examples = sum(i.take for i in instructions)
 
+    @no_autograph
     def parse(record):
       ex = features.deserialize_example(record, decoders={"image": tfds.decode.SkipDecoding()})
       return keep(ex)
@@ -278,7 +282,7 @@ def _tfds_source(dataset: str, *, data_dir: str | None, download: bool) -> Image
       )
       # Several files at once, as TFDS reads them; deterministic, so the order is the seed's.
       records = pieces.interleave(
-          lambda f, skip, take: tf.data.TFRecordDataset(f).skip(skip).take(take),
+          no_autograph(lambda f, skip, take: tf.data.TFRecordDataset(f).skip(skip).take(take)),
           cycle_length=_FILES_READ_AT_ONCE,
           num_parallel_calls=tf.data.AUTOTUNE,
           deterministic=True,

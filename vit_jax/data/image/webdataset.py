@@ -62,6 +62,7 @@ from vit_jax import data
 from vit_jax import errors
 from vit_jax import storage
 from vit_jax.data import index_file
+from vit_jax.data.image import no_autograph
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 SPLIT_WORDS = ("train", "validation", "val", "test")
@@ -247,14 +248,15 @@ class Shards:
     """The samples of (shard, skip, take) `pieces`, read CHUNK samples' bytes at a time."""
     starts = self._tensors["starts"]
 
+    @no_autograph
     def chunks(shard, skip, take):
       first = starts[shard] + skip
       return tf.data.Dataset.range(first, first + take, CHUNK).map(
-          lambda begin: (shard, begin, tf.minimum(first + take, begin + CHUNK))
+          no_autograph(lambda begin: (shard, begin, tf.minimum(first + take, begin + CHUNK)))
       )
 
     read = pieces.flat_map(chunks).map(
-        self._read_chunk, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        no_autograph(self._read_chunk), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
     return read.unbatch()
 
