@@ -16,9 +16,8 @@ from vit_jax import storage
 
 def paths(folder: str, name: str, kind: str) -> tuple[str, str]:
   """(beside the data, in the cache) for the index `name` of the data under `folder`."""
-  cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
   key = hashlib.sha256(storage.absolute(folder).encode()).hexdigest()[:16]
-  return storage.join(folder, name), os.path.join(cache, "vit_jax", kind, f"{key}.json")
+  return storage.join(folder, name), os.path.join(storage.user_cache(kind), f"{key}.json")
 
 
 def read(folder: str, name: str, kind: str, fits) -> tuple[str | None, dict | None]:

@@ -179,6 +179,13 @@ def file_sizes(folder) -> dict[str, int]:
   return {name(e["name"]): int(e["size"] or 0) for e in entries if e.get("type") == "file"}
 
 
+def user_cache(kind: str) -> str:
+  """~/.cache/vit_jax/KIND ($XDG_CACHE_HOME for ~/.cache where set): the local folder of what a
+  reader makes once and keeps apart from the data."""
+  cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+  return os.path.join(cache, "vit_jax", kind)
+
+
 def size_and_mtime(path) -> tuple[int, int]:
   """(size in bytes, modification time in ns) of a file: what changes when it is rewritten."""
   if is_remote(path):

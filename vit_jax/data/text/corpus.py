@@ -7,6 +7,12 @@ so the same Python build always yields the same corpus; a different Python
 version yields a slightly different one, which is why `corpus_fingerprint()`
 exists.
 
+Parsing the standard library takes about 2 CPU-seconds, which every process reading the corpus
+would pay: the documents are kept in ~/.cache/vit_jax/embedded_corpus/ ($XDG_CACHE_HOME where
+set), keyed by the Python build, this file and the size and time of every file read, and each
+read is checked against the SHA-256 of the text written: anything else (none yet, another
+Python, a damaged or half-written file, a home that cannot be written) parses the files again.
+
 Each topic, module or license is one document, so packing can restart
 positions per document and NSP can draw "next" segments from within one.
 """
@@ -15,11 +21,15 @@ import ast
 import collections
 import functools
 import hashlib
+import json
 import math
 import os
+import sys
 import sysconfig
+import tempfile
 
 from vit_jax import errors
+from vit_jax import storage
 
 # Every VALIDATION_EVERY-th document is held out (~5%).
 VALIDATION_EVERY = 20
@@ -79,23 +89,36 @@ def _module_docstrings(path: str) -> str:
   return "\n\n".join(_clean(d) for d in docs if d and d.strip())
 
 
-def _stdlib_documents() -> list[str]:
+def _stdlib_files() -> list[str]:
+  """The standard library's .py files, in a fixed order."""
   stdlib = sysconfig.get_paths()["stdlib"]
-  documents = []
+  paths = []
   for root, dirs, files in os.walk(stdlib):
     # Sorting in place fixes the walk order, which the OS does not.
     dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("config-"))
-    for name in sorted(files):
-      if not name.endswith(".py") or name.startswith("_sysconfigdata"):
-        continue
-      text = _module_docstrings(os.path.join(root, name))
-      if len(text) >= _MIN_MODULE_CHARS:
-        documents.append(text)
+    paths += [
+        os.path.join(root, name)
+        for name in sorted(files)
+        if name.endswith(".py") and not name.startswith("_sysconfigdata")
+    ]
+  return paths
+
+
+def _stdlib_documents(paths: list[str]) -> list[str]:
+  documents = []
+  for path in paths:
+    text = _module_docstrings(path)
+    if len(text) >= _MIN_MODULE_CHARS:
+      documents.append(text)
   return documents
 
 
+def _license_path() -> str:
+  return os.path.join(sysconfig.get_paths()["stdlib"], "LICENSE.txt")
+
+
 def _license_documents() -> list[str]:
-  path = os.path.join(sysconfig.get_paths()["stdlib"], "LICENSE.txt")
+  path = _license_path()
   if not os.path.exists(path):
     return []
   with open(path, encoding="utf-8", errors="replace") as f:
@@ -104,11 +127,70 @@ def _license_documents() -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def documents() -> tuple[str, ...]:
-  """All documents, in a fixed order (parsing the stdlib takes ~2 s, once)."""
-  docs = _topic_documents() + _stdlib_documents() + _license_documents()
+  """All documents, in a fixed order: from the cache, else parsed (~2 s) and cached."""
+  stdlib_files = _stdlib_files()
+  cache = _cache_path(stdlib_files)
+  cached = _read_cache(cache)
+  if cached is not None:
+    return cached
+  docs = _topic_documents() + _stdlib_documents(stdlib_files) + _license_documents()
   # dict.fromkeys drops repeats (modules sharing docstrings), keeping order,
   # so no validation document also sits in train.
-  return tuple(dict.fromkeys(d for d in docs if d))
+  docs = tuple(dict.fromkeys(d for d in docs if d))
+  _write_cache(cache, docs)
+  return docs
+
+
+def _cache_path(stdlib_files: list[str]) -> str:
+  """The cache file of the corpus that this Python, this file and those files make."""
+  from pydoc_data import topics  # pylint: disable=import-outside-toplevel
+
+  key = hashlib.sha256(sys.version.encode())
+  with open(__file__, "rb") as f:  # how the documents are made
+    key.update(f.read())
+  for path in [topics.__file__, _license_path(), *stdlib_files]:
+    try:
+      size, mtime = storage.size_and_mtime(path)
+    except OSError:
+      size = mtime = -1
+    key.update(f"\0{path}\0{size}\0{mtime}".encode())
+  return os.path.join(storage.user_cache("embedded_corpus"), key.hexdigest()[:16] + ".json")
+
+
+def _read_cache(path: str) -> tuple[str, ...] | None:
+  """The documents in `path` where its text is the one written (its first line the SHA-256 of
+  the rest), else None."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      digest, _, text = f.read().partition("\n")
+    docs = json.loads(text) if digest == hashlib.sha256(text.encode()).hexdigest() else None
+  except (OSError, ValueError):
+    return None
+  if not (isinstance(docs, list) and docs and all(isinstance(d, str) for d in docs)):
+    return None
+  return tuple(docs)
+
+
+def _write_cache(path: str, docs: tuple[str, ...]) -> None:
+  """Writes the documents whole or not at all, in place of any other Python's or version's; a
+  cache that cannot be written is no error (the next process parses again)."""
+  text = json.dumps(docs)
+  folder = os.path.dirname(path)
+  try:
+    os.makedirs(folder, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+  except OSError:
+    return
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(hashlib.sha256(text.encode()).hexdigest() + "\n" + text)
+    os.replace(temporary, path)
+    for name in os.listdir(folder):
+      if name.endswith(".json") and name != os.path.basename(path):
+        os.remove(os.path.join(folder, name))
+  except OSError:
+    if os.path.exists(temporary):
+      os.remove(temporary)
 
 
 def split_documents(split: str) -> tuple[str, ...]:
