@@ -118,13 +118,17 @@ def config_problems(config) -> list[str]:
   if not problems and has_key(config, "optimizer.cooldown_steps"):
     problems += optimizer.schedule_problems(config.optimizer, get(config, "total_steps"))
   magnitude = get(config, "augment.randaugment_magnitude")
-  if magnitude is not _MISSING:
-    from vit_jax.data.image import randaugment  # pylint: disable=g-import-not-at-top
-
-    try:
-      randaugment.check_magnitude(magnitude)
-    except errors.ConfigError as e:
-      problems.append(str(e).rstrip("."))
+  low, high = defaults.RANDAUGMENT_MAGNITUDES
+  if magnitude is not _MISSING and (
+      isinstance(magnitude, bool) or not isinstance(magnitude, (int, float))
+  ):
+    problems.append(f"--config.augment.randaugment_magnitude={magnitude!r} must be a number in "
+                    f"[{low}, {high}]")  # fmt: skip
+  elif magnitude is not _MISSING and not low <= magnitude <= high:
+    problems.append(
+        f"--config.augment.randaugment_magnitude={magnitude} must be in [{low}, {high}] "
+        "(big_vision's RandAugment magnitudes; 10 is each op's full strength)"
+    )
   topology = get(config, "target_topology")
   if topology not in (None, _MISSING):
     from vit_jax.tpu_planning import aot  # pylint: disable=g-import-not-at-top

@@ -91,6 +91,10 @@ BELOW_ONE = (
 )  # [0, 1)
 # key -> whether None is allowed; otherwise in (0, 1)
 BETWEEN_ZERO_AND_ONE = {"stream.holdout": False, "ema_decay": True}
+# augment.randaugment_magnitude's range, inclusive: big_vision's recipes use 0, 10, 15 and 20
+# (vit_i1k.py's RANDAUG_DEF), and above 20 Posterize would keep more than 8 bits
+# (vit_jax/data/image/randaugment.py); 10 is each op's full strength.
+RANDAUGMENT_MAGNITUDES = (0, 20)
 
 
 def training_defaults() -> ml_collections.ConfigDict:

@@ -253,8 +253,13 @@ def test_the_sixteen_ops_of_big_vision_and_no_identity():
 
 
 @pytest.mark.parametrize("magnitude", [-1, 20.5, 25, "9", True])
-def test_magnitude_outside_the_range_is_a_config_error(magnitude):
-  with pytest.raises(errors.ConfigError, match="randaugment_magnitude.*must be"):
+def test_magnitude_outside_the_range_is_refused(magnitude):
+  if isinstance(magnitude, int):  # the config field holds an int
+    config = _vit_config()
+    config.augment.randaugment_magnitude = magnitude
+    with pytest.raises(errors.ConfigError, match="randaugment_magnitude.*must be"):
+      checks.validate_config(config)
+  with pytest.raises(ValueError, match="RandAugment's magnitude"):  # called with no config
     ra.randaugment(tf.constant(_image()), 2, magnitude, _seed(0, 0))
 
 

@@ -29,35 +29,23 @@ reference's wrap/unwrap do. The blends truncate to uint8, as the reference's cas
 reference's Contrast blends toward a flat gray of (pixel count / 256) (its "mean" sums the
 histogram's counts, not the gray levels), so it is kept that way; PIL uses the mean gray level.
 
-Magnitudes run from 0 to 20: big_vision's recipes use 0, 10, 15 and 20 (vit_i1k.py's
-RANDAUG_DEF), and above 20 Posterize would keep more than 8 bits.
+Magnitudes run from 0 to 20 (vit_jax/config/defaults.py RANDAUGMENT_MAGNITUDES): big_vision's
+recipes use 0, 10, 15 and 20 (vit_i1k.py's RANDAUG_DEF), and above 20 Posterize would keep more
+than 8 bits.
 """
 
 import math
 
 import tensorflow as tf
 
-from vit_jax import errors
+from vit_jax.config import defaults
 
 MAX_LEVEL = 10.0  # The reference's _MAX_LEVEL: each rule's full strength is at M=10.
-MAGNITUDE_RANGE = (0, 20)
 FILL = 128  # Gray for pixels that geometric ops and Cutout leave empty.
 TRANSLATE_PIXELS = 100  # Translation at M=10 (the reference's randaug translate_const).
 CUTOUT_PIXELS = 40  # Cutout's half side at M=10 (its cutout_const).
 SOLARIZE_ADD_MAX = 110
 SOLARIZE_ADD_THRESHOLD = 128
-
-
-def check_magnitude(magnitude, key: str = "augment.randaugment_magnitude") -> None:
-  """Raises ConfigError unless `magnitude` is a number in MAGNITUDE_RANGE (inclusive)."""
-  low, high = MAGNITUDE_RANGE
-  if isinstance(magnitude, bool) or not isinstance(magnitude, (int, float)):
-    raise errors.ConfigError(f"--config.{key}={magnitude!r} must be a number in [{low}, {high}].")
-  if not low <= magnitude <= high:
-    raise errors.ConfigError(
-        f"--config.{key}={magnitude} must be in [{low}, {high}] (big_vision's RandAugment "
-        f"magnitudes; 10 is each op's full strength)."
-    )
 
 
 def _to_float(image):
@@ -279,7 +267,11 @@ def randaugment(image_HxWx3, num_layers: int, magnitude: float, seed_2) -> tf.Te
 
   Per layer, the op, the sign of the signed ops and Cutout's center come from `seed_2` alone.
   """
-  check_magnitude(magnitude)
+  low, high = defaults.RANDAUGMENT_MAGNITUDES  # a config's value is checked before any step
+  if isinstance(magnitude, bool) or not isinstance(magnitude, (int, float)):
+    raise ValueError(f"RandAugment's magnitude {magnitude!r} is not a number")
+  if not low <= magnitude <= high:
+    raise ValueError(f"RandAugment's magnitude {magnitude} is outside [{low}, {high}]")
   ops = list(OPS.values())
   for layer in range(num_layers):
     layer_seed_2 = tf.random.experimental.stateless_fold_in(seed_2, layer)
