@@ -18,8 +18,9 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export TFDS_DATA_DIR="$tmp/tfds"
 unset TF_CPP_MIN_LOG_LEVEL VIT_JAX_VERBOSE  # what a user's shell has: the commands quiet TF's logs
-# The commands' programs are small and compile more than they run: LLVM at level 0, as the tests
-# compile theirs (tests/helpers.py's TEST_XLA_FLAGS); what they compute is the same.
+# The commands' programs are small and compile more than they run: the tests' XLA flags
+# (tests/helpers.py's TEST_XLA_FLAGS: LLVM at level 0, XLA:CPU's older loop emitters), which
+# compile them faster; the smoke checks what the commands write, not its last bits.
 XLA_FLAGS="$("$python" -c 'from tests import helpers; print(helpers.TEST_XLA_FLAGS)') ${XLA_FLAGS:-}"
 export XLA_FLAGS
 started=$SECONDS

@@ -39,6 +39,19 @@ if importlib.util.find_spec("torchvision") is not None:
   import torchvision  # pylint: disable=unused-import  # noqa: F401
 
 
+def pytest_collection_modifyitems(items):
+  """A `default_emitters` test needs a session of XLA's default emitters (tests/helpers.py)."""
+  if helpers.DEFAULT_EMITTERS:
+    return
+  skip = pytest.mark.skip(
+      reason=f"compares programs under XLA's default emitters: {helpers.DEFAULT_EMITTERS_VARIABLE}"
+      "=1 (scripts/test_multiprocess.sh runs it)"
+  )
+  for item in items:
+    if "default_emitters" in item.keywords:
+      item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory):
   """A TFDS data_dir with the embedded digits dataset built in it (offline, ~1-3 s)."""

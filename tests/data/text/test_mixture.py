@@ -211,6 +211,7 @@ def test_a_rerun_with_other_weights_is_refused_untouched(stores, straight):
 STAGED = f"web=0.8,code=0.2;{SAVED}:web=0.2,code=0.8"
 
 
+@pytest.mark.default_emitters  # the parent has no cooldown, the run from scratch one
 def test_a_cooldown_branch_may_read_new_weights_from_its_branch_point(stores, straight, tmp_path):
   """Recorded in its config, said when it starts, and equal to the run trained from scratch on
   the staged mixture with the same cooldown."""
