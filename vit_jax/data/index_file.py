@@ -24,7 +24,7 @@ def read(folder: str, name: str, kind: str, fits) -> tuple[str | None, dict | No
   """(path, index) of the first readable index for which `fits(index)`, else (None, None)."""
   for path in paths(folder, name, kind):
     try:
-      index = json.loads(_checked(storage.read_text(path)))
+      index = json.loads(storage.without_digest(storage.read_text(path)))
     except errors.StorageUnavailableError:
       raise
     except (OSError, ValueError):  # none yet, or half written by a process that was killed
@@ -36,8 +36,7 @@ def read(folder: str, name: str, kind: str, fits) -> tuple[str | None, dict | No
 
 def write(folder: str, name: str, kind: str, index: dict) -> str:
   """Writes `index` beside the data, or in the cache where the data is read-only; its path."""
-  text = json.dumps(index, separators=(",", ":"))
-  text = f"{_digest(text)}\n{text}"
+  text = storage.with_digest(json.dumps(index, separators=(",", ":")))
   beside, cached = paths(folder, name, kind)
   try:
     storage.replace_text(beside, text)
@@ -48,15 +47,3 @@ def write(folder: str, name: str, kind: str, index: dict) -> str:
     os.makedirs(os.path.dirname(cached), exist_ok=True)
     storage.replace_text(cached, text)
     return cached
-
-
-def _digest(text: str) -> str:
-  return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _checked(stored: str) -> str:
-  """The JSON of a stored index; a ValueError where it is not the JSON its digest was made of."""
-  digest, _, text = stored.partition("\n")
-  if digest != _digest(text):
-    raise ValueError("its digest does not match: damaged, or written before indexes had one")
-  return text

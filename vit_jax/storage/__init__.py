@@ -31,6 +31,7 @@ alone gives a stream whose later reads are the caller's; read a whole file with 
 
 import builtins
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -227,6 +228,26 @@ def replace_text(path, text: str) -> None:
     return
   write_text(path + ".tmp", text)
   os.replace(path + ".tmp", path)
+
+
+def with_digest(text: str) -> str:
+  """`text` behind a first line holding its SHA-256, to be stored: what is read back is then told
+  from what was written (`without_digest`) where the bytes changed between (a bad disk, a copy
+  cut short)."""
+  return f"{_sha256(text)}\n{text}"
+
+
+def without_digest(stored: str) -> str:
+  """The text that `with_digest` gave `stored` for; a ValueError where `stored` is not that text
+  and its digest (damaged, or written without one)."""
+  digest, _, text = stored.partition("\n")
+  if digest != _sha256(text):
+    raise ValueError("its digest does not match: damaged, or written without one")
+  return text
+
+
+def _sha256(text: str) -> str:
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def read_bytes(path) -> bytes:

@@ -158,12 +158,11 @@ def _cache_path(stdlib_files: list[str]) -> str:
 
 
 def _read_cache(path: str) -> tuple[str, ...] | None:
-  """The documents in `path` where its text is the one written (its first line the SHA-256 of
-  the rest), else None."""
+  """The documents in `path` where its text is the one written (`storage.with_digest`), else
+  None."""
   try:
     with open(path, encoding="utf-8") as f:
-      digest, _, text = f.read().partition("\n")
-    docs = json.loads(text) if digest == hashlib.sha256(text.encode()).hexdigest() else None
+      docs = json.loads(storage.without_digest(f.read()))
   except (OSError, ValueError):
     return None
   if not (isinstance(docs, list) and docs and all(isinstance(d, str) for d in docs)):
@@ -183,7 +182,7 @@ def _write_cache(path: str, docs: tuple[str, ...]) -> None:
     return
   try:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write(hashlib.sha256(text.encode()).hexdigest() + "\n" + text)
+      f.write(storage.with_digest(text))
     os.replace(temporary, path)
     for name in os.listdir(folder):
       if name.endswith(".json") and name != os.path.basename(path):
