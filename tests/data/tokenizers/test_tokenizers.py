@@ -96,6 +96,33 @@ def test_altered_files_are_detected(tmp_path, char_tokenizer):
     tokenizers.load_tokenizer(str(tmp_path))
 
 
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+def test_a_damaged_saved_tokenizer_is_one_error_naming_its_folder(built, tmp_path, damage):
+  """Every file of every kind, cut in half or with a byte changed: a DataError naming the folder,
+  the fingerprint's mismatch (a change that still loads), or, where the change is in what no
+  loader reads, the very tokenizer saved; never another exception or another tokenizer."""
+  kind, trained = built
+  trained.save(str(tmp_path / "saved"))
+  for name in sorted(p.name for p in (tmp_path / "saved").iterdir()):
+    folder = tmp_path / f"{damage}_{name}"
+    trained.save(str(folder))
+    data = (folder / name).read_bytes()
+    if damage == "cut":
+      data = data[: len(data) // 2]
+    else:
+      data = (
+          data[: len(data) // 3] + bytes([data[len(data) // 3] ^ 0x5A]) + data[len(data) // 3 + 1 :]
+      )
+    (folder / name).write_bytes(data)
+    try:
+      loaded = tokenizers.load_tokenizer(str(folder))
+    except (errors.DataError, tokenizers.TokenizerMismatchError) as e:
+      assert str(folder) in str(e) and "\n" not in str(e), (kind, name)
+    else:
+      assert loaded.fingerprint == trained.fingerprint, (kind, name)
+      assert loaded.special_ids == trained.special_ids, (kind, name)
+
+
 def test_load_pretrained_files(tmp_path, spm_tokenizer, train_docs):
   spm_tokenizer.save(str(tmp_path / "spm"))
   loaded = tokenizers.load_pretrained(str(tmp_path / "spm" / "spm.model"))

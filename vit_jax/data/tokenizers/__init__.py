@@ -321,13 +321,24 @@ def saved_kind(kind: str) -> str:
 
 
 def _tokenizer_load(directory: str) -> Tokenizer:
-  """`Tokenizer.load`, with the class of the saved kind imported first (the cheap ones first)."""
-  kind = read_meta(directory).get("kind")
-  for path in dict.fromkeys(TRAINERS.values()):
-    if is_registered(kind):
-      break
-    _load_class(path)
-  return Tokenizer.load(directory)
+  """`Tokenizer.load`, with the class of the saved kind imported first (the cheap ones first).
+  Files that do not load (cut short, bytes changed) are a DataError naming the folder."""
+  try:
+    kind = read_meta(directory).get("kind")
+    for path in dict.fromkeys(TRAINERS.values()):
+      if is_registered(kind):
+        break
+      _load_class(path)
+    return Tokenizer.load(directory)
+  except errors.UserError:  # missing, altered (its fingerprint), a bucket away: said already
+    raise
+  except Exception as e:  # pylint: disable=broad-except  (each kind's library raises its own)
+    cause = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    raise errors.DataError(
+        f"The tokenizer saved in {directory} does not load ({type(e).__name__}: {cause}): its "
+        "files are damaged; restore the folder from a copy, or make it again (vit_jax.prepare "
+        "for a token store's, a new --workdir for a run's)."
+    ) from None
 
 
 def build_tokenizer(
