@@ -323,6 +323,15 @@ def test_bad_text_input_is_refused_in_one_line(text, tmp_path):
   assert not (tmp_path / "store").exists()
 
 
+def test_a_document_holding_a_control_character_is_a_bad_document(tmp_path):
+  """As in a jsonl or parquet file: an error naming its row, or skipped and counted."""
+  documents = ["first document", "a NUL \x00 inside", "third document"]
+  folder = hub_data.write_text(tmp_path / "nul", {"train": documents, "validation": ["v"]})
+  with pytest.raises(errors.DataError, match=r"train\) row 2: its 'text' holds control char"):
+    read(folder, "train")
+  assert read(folder, "train", bad_documents="skip") == [documents[0], documents[2]]
+
+
 def test_bad_image_input_is_refused_in_one_line(digits, digits_dir, tmp_path):
   w = tmp_path / "w"
 

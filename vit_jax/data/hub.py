@@ -35,7 +35,8 @@ footer or pages, a save_to_disk Arrow file, or its JSON records) is one DataErro
 (vit_jax/data/hub_damage.py); each batch of Arrow rows is validated before its texts are read (a
 damaged Arrow file's offsets would otherwise be read past its end). A null text is left out, and
 their count said in a warning once the split is read (a damaged file's validity bits read as
-nulls).
+nulls); a text holding a control character is a bad document, as in a jsonl or parquet file
+(--config.bad_documents: an error naming its row, or left out and counted).
 
 Pairs (--config.source_key and --config.target_key): two text columns (summarization's article
 and summary), or two languages of a `translation` column, the layout WMT and OPUS corpora are
@@ -324,19 +325,28 @@ def documents(
   keep = lambda text: True
   if holdout is not None:
     keep = lambda text: held_out_text(text, holdout) == (split == HELD_OUT)
+  part = f", part {shard + 1} of {shard_count}" if shard_count > 1 else ""
   if records.keys_of(options).pairs:
-    part = f", part {shard + 1} of {shard_count}" if shard_count > 1 else ""
     yield from _pairs(name, f"{split}{part}", rows, paths, options, keep)
     return
-  nulls = 0
+  nulls, number = 0, 0
+  bad = records.BadDocuments(name, f"split {split}{part}", options.bad_documents)
   with hub_damage.damaged_files(locate(name), split):
     batches = rows.select_columns([text_key]).with_format("arrow").iter(batch_size=_ROWS_PER_READ)
     for table in batches:
       table.validate(full=True)  # before reading a damaged file's strings past their end
       for text in table.column(text_key).to_pylist():
+        number += 1
         nulls += text is None
-        if text and keep(text):
+        if not (text and keep(text)):
+          continue
+        problem = records.text_problem(text)  # a control character (Arrow's strings are UTF-8)
+        if problem:
+          where = f"{name} ({split}{part}) row {number}"
+          bad.add(records.Bad(where, f"its {text_key!r} holds {problem}"))
+        else:
           yield text
+  bad.done()
   if nulls:
     print(
         f"warning: {name}: {nulls:,} row{'s' * (nulls != 1)} with a null {text_key!r} left out "
