@@ -251,3 +251,9 @@ def without_traceback(message: str) -> str:
     return message
   last = [line for line in message.splitlines() if line.strip()][-1]
   return re.sub(r"^[\w.]+(Error|Exception): ", "", last.strip())
+
+
+def first_line(e: BaseException) -> str:
+  """The first line of `e`'s message (its type's name where it has none), at most 200
+  characters: a library's error quoted inside one line of ours."""
+  return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]

@@ -68,7 +68,6 @@ from vit_jax.data.text import records
 PREFIX = data.HUB_PREFIX
 HELD_OUT = "validation"  # the split --config.hf_holdout holds out of "train"
 _ROWS_PER_READ = 1_000  # documents read from the library at a time
-_first_line = hub_damage.first_line
 _REPO_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
@@ -161,7 +160,7 @@ def _library_errors(location: Location, options, cache_dir: str | None, streamin
     )
     if streaming:  # text, streamed from the hub: the cache is not read
       raise errors.DatasetNotPreparedError(
-          f"{name} is streamed from the hub, which cannot be reached ({_first_line(e)}): run "
+          f"{name} is streamed from the hub, which cannot be reached ({errors.first_line(e)}): run "
           f"this where there is network, without HF_HUB_OFFLINE / HF_DATASETS_OFFLINE; or "
           f"{download}."
       ) from None
@@ -169,25 +168,26 @@ def _library_errors(location: Location, options, cache_dir: str | None, streamin
     cache = f", cache_dir={cache_dir!r}" if cache_dir else ""
     raise errors.DatasetNotPreparedError(
         f"{name} is not in the datasets cache and the hub cannot be reached "
-        f'({_first_line(e)}): {download}; or cache it there with `python -c "import datasets; '
+        f"({errors.first_line(e)}): {download}; or cache it there with "
+        f'`python -c "import datasets; '
         f'datasets.load_dataset({path!r}{subset}{cache})"` (without HF_HUB_OFFLINE / '
         "HF_DATASETS_OFFLINE)."
     ) from None
   except lib.exceptions.DatasetNotFoundError as e:
     raise errors.DataError(
-        f"{name}: {_first_line(e)}; check the name (a local folder is named by its path, "
+        f"{name}: {errors.first_line(e)}; check the name (a local folder is named by its path, "
         "e.g. hf:./data/mine)."
     ) from None
   except (FileNotFoundError, lib.exceptions.DataFilesNotFoundError) as e:
     raise errors.DataError(
-        f"{name}: {_first_line(e)}; a folder needs data files in the hub's layout "
+        f"{name}: {errors.first_line(e)}; a folder needs data files in the hub's layout "
         "(data/train-*.parquet, train.jsonl, ...) or to be written by save_to_disk."
     ) from None
   except ValueError as e:
     if "config" not in str(e).lower():
       raise
     available = re.search(r"\[([^\]]*)\]", str(e))
-    listing = available.group(1).replace("'", "") if available else _first_line(e)
+    listing = available.group(1).replace("'", "") if available else errors.first_line(e)
     given = options.hf_subset
     raise errors.ConfigError(
         (

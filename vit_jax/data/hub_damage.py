@@ -20,10 +20,6 @@ def _library():
   return datasets
 
 
-def first_line(e: Exception) -> str:
-  return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-
-
 @contextlib.contextmanager
 def damaged_files(location, split: str | None = None):
   """The errors of reading data that does not read whole (the library's, and pyarrow's under it)
@@ -49,14 +45,14 @@ def damaged_files(location, split: str | None = None):
     if isinstance(e, pyarrow.ArrowInvalid):
       where = location.name if split is None else f"{location.name} ({split})"
       raise errors.DataError(
-          f"{where}: a data file cannot be read ({first_line(e)}); fix or remove it."
+          f"{where}: a data file cannot be read ({errors.first_line(e)}); fix or remove it."
       ) from None
     if location.kind == "hub":
       raise
     generation_error = _library().exceptions.DatasetGenerationError
     if isinstance(e, (pyarrow.ArrowException, OSError, generation_error)):
       raise errors.DataError(
-          f"{location.name}: its data does not read ({type(e).__name__}: {first_line(e)}); "
+          f"{location.name}: its data does not read ({type(e).__name__}: {errors.first_line(e)}); "
           "copy the folder again, or write it again (to_parquet, save_to_disk)."
       ) from None
     raise  # not the data: a bug keeps its traceback
@@ -94,7 +90,7 @@ def _damaged_file(location) -> tuple[str, str] | None:
     try:
       check()
     except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-      return path, f"{type(e).__name__}: {first_line(e)}"
+      return path, f"{type(e).__name__}: {errors.first_line(e)}"
   return None
 
 

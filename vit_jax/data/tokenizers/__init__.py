@@ -333,9 +333,9 @@ def _tokenizer_load(directory: str) -> Tokenizer:
   except errors.UserError:  # missing, altered (its fingerprint), a bucket away: said already
     raise
   except Exception as e:  # pylint: disable=broad-except  (each kind's library raises its own)
-    cause = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
     raise errors.DataError(
-        f"The tokenizer saved in {directory} does not load ({type(e).__name__}: {cause}): its "
+        f"The tokenizer saved in {directory} does not load ({type(e).__name__}: "
+        f"{errors.first_line(e)}): its "
         "files are damaged; restore the folder from a copy, or make it again (vit_jax.prepare "
         "for a token store's, a new --workdir for a run's)."
     ) from None
@@ -432,8 +432,9 @@ def load_pretrained(
   except errors.UserError:
     raise
   except Exception as e:  # pylint: disable=broad-except  (Hugging Face's loader raises Exception)
-    cause = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-    raise errors.ConfigError(f"{shown} is not a {file} ({cause}); give {PATH_FORMS}.") from None
+    raise errors.ConfigError(
+        f"{shown} is not a {file} ({errors.first_line(e)}); give {PATH_FORMS}."
+    ) from None
 
 
 def load_tokenizer(directory: str) -> Tokenizer:
